@@ -17,6 +17,7 @@ import numpy as np
 
 from creditflow.credit.grpo import grpo_advantages
 from creditflow.credit.rloo import rloo_advantages
+from creditflow.errors import UserError
 from creditflow.rollout.trajectory import Trajectory, group_by
 
 Estimator = Callable[..., dict]
@@ -25,7 +26,7 @@ _ESTIMATORS: dict[str, Estimator] = {}
 RETURN_SOURCES = ("return", "score", "success")
 
 
-class CreditError(ValueError):
+class CreditError(UserError):
     """Bad estimator name or knob."""
 
 

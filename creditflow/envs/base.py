@@ -19,15 +19,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from creditflow.errors import UserError
+
 INFO_KEYS = ("task", "admissible_actions", "action_valid", "won", "score", "state_key")
 
 
-class EnvError(Exception):
+class EnvError(UserError):
     """A user-facing problem with an env (bad option, missing data)."""
 
 
-class ReplayMismatch(EnvError):
-    """Verified replay reached a state whose observation differs from the stored one."""
+class ReplayMismatch(Exception):
+    """Verified replay reached a state whose observation differs from the stored one (callers count
+    and skip; not a user error)."""
 
     def __init__(self, step: int, expected: str, got: str):
         self.step, self.expected, self.got = step, expected, got

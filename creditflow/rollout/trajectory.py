@@ -19,11 +19,13 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from creditflow.errors import UserError
+
 TOKEN_FIELDS = ("prompt_ids", "response_ids", "logprobs")
 CREDIT_FIELDS = ("process_reward", "step_reward", "advantage")
 
 
-class TrajectoryFormatError(ValueError):
+class TrajectoryFormatError(UserError):
     """A JSONL line that is not a valid trajectory; the message names the line and the field."""
 
 
