@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from creditflow.envs.base import (
     INFO_KEYS,
+    INVALID_ACTION_PREFIX,
     BaseTextEnv,
     EnvError,
     ReplayMismatch,
@@ -24,6 +25,7 @@ from creditflow.envs.base import (
 
 __all__ = [
     "INFO_KEYS",
+    "INVALID_ACTION_PREFIX",
     "BaseTextEnv",
     "EnvError",
     "ReplayMismatch",

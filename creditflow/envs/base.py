@@ -23,6 +23,10 @@ from creditflow.errors import UserError
 
 INFO_KEYS = ("task", "admissible_actions", "action_valid", "won", "score", "state_key")
 
+# The rollout engine sends ``INVALID_ACTION_PREFIX + text`` for a response it could not parse: envs must
+# treat such an action as invalid (no effect on the state, ``action_valid=False``), never execute it.
+INVALID_ACTION_PREFIX = "<invalid>"
+
 
 class EnvError(UserError):
     """A user-facing problem with an env (bad option, missing data)."""

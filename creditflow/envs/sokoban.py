@@ -173,6 +173,7 @@ class SokobanEnv(BaseTextEnv):
     """Text Sokoban; ``reset(seed=z)`` builds level z (same seed, same level)."""
 
     name = "sokoban"
+    description = "the Sokoban puzzle game"
 
     def __init__(self, size: int = 6, height: int | None = None, width: int | None = None,
                  num_boxes: int = 1, max_steps: int = 15, step_penalty: float = -0.1,

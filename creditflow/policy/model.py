@@ -1,0 +1,159 @@
+"""Load any local Hugging Face causal LM, or build the built-in tiny default.
+
+The tiny default is a small Qwen2-architecture model initialised from a config, with a byte-level BPE
+tokenizer trained locally (``tokenizers``) on the environment's text rendered through the prompt
+template, plus a ChatML chat template. It is saved with ``save_pretrained`` so transformers, PEFT and
+vLLM load it like any other checkpoint. Nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable
+
+from creditflow.errors import UserError
+
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<action>", "</action>"]
+
+# ChatML, as Qwen2 uses it; generation prompt opens the assistant turn.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+TINY_DEFAULTS = dict(
+    hidden_size=128,
+    intermediate_size=384,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=2048,
+    rope_theta=10000.0,
+    tie_word_embeddings=True,
+)
+
+
+def resolve_device(device: str = "auto") -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError(f"device {device!r} requested but CUDA is not available")
+    return device
+
+
+def resolve_dtype(dtype: str, device: str):
+    import torch
+
+    if dtype == "auto":
+        return torch.bfloat16 if device.startswith("cuda") and torch.cuda.is_bf16_supported() else torch.float32
+    table = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+             "float16": torch.float16, "fp16": torch.float16}
+    if dtype not in table:
+        raise UserError(f"dtype must be one of auto, {', '.join(table)}; got {dtype!r}")
+    return table[dtype]
+
+
+def check_model_dir(path: str | Path) -> Path:
+    """A local HF model directory, or a one-line UserError saying what is wrong with it."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise UserError(f"model path {str(p)!r} does not exist")
+    if not p.is_dir():
+        raise UserError(f"model path {str(p)!r} is not a directory")
+    if not (p / "config.json").exists():
+        raise UserError(f"model path {str(p)!r} has no config.json (not a Hugging Face model directory)")
+    return p
+
+
+def load_tokenizer(path: str | Path):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(path))
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "left"
+    if tok.chat_template is None:
+        tok.chat_template = CHAT_TEMPLATE
+    return tok
+
+
+def load_policy(path: str | Path, device: str = "auto", dtype: str = "auto"):
+    """Load ``(model, tokenizer)`` from a local directory; the model is put on ``device``."""
+    from transformers import AutoModelForCausalLM
+
+    p = check_model_dir(path)
+    device = resolve_device(device)
+    tok = load_tokenizer(p)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(p), dtype=resolve_dtype(dtype, device))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot load model from {str(p)!r}: {str(exc).splitlines()[0]}") from None
+    model.to(device)
+    if model.generation_config.pad_token_id is None:
+        model.generation_config.pad_token_id = tok.pad_token_id
+    return model, tok
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int = 1024):
+    """Byte-level BPE trained on ``texts``; returns a ``PreTrainedTokenizerFast`` with ChatML."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    bpe.train_from_iterator(texts, trainer=trainer)
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=bpe,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        bos_token=None,
+        additional_special_tokens=SPECIAL_TOKENS[1:],
+        padding_side="left",
+    )
+    tok.chat_template = CHAT_TEMPLATE
+    return tok
+
+
+def build_tiny_policy(out_dir: str | Path, corpus: Iterable[str], vocab_size: int = 1024, seed: int = 0,
+                      **config_overrides):
+    """Train a tokenizer on ``corpus``, initialise a small Qwen2 model, save both to ``out_dir``."""
+    import torch
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    out = Path(out_dir)
+    tok = train_tokenizer(corpus, vocab_size=vocab_size)
+    params = {**TINY_DEFAULTS, **config_overrides}
+    config = Qwen2Config(
+        vocab_size=len(tok),
+        bos_token_id=None,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        **params,
+    )
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(config)
+    model.generation_config = GenerationConfig(
+        eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, do_sample=True, temperature=1.0, top_p=1.0
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    (out / "creditflow.json").write_text(json.dumps({"built_by": "creditflow.build_tiny_policy", "seed": seed,
+                                                      "vocab_size": len(tok), **params}, indent=2))
+    return model, tok
+
+
+def count_parameters(model) -> int:
+    return sum(p.numel() for p in model.parameters())
