@@ -1,0 +1,208 @@
+"""Run configuration: pydantic models, loaded from YAML plus ``key=value`` overrides.
+
+``creditflow train --config run.yaml rl.lr=1e-5 rollout.group_size=8 env.kwargs.size=7``. Every field has a
+docstring; defaults are the papers' values where a paper fixes one (cited) and small CPU-friendly
+values where the setting is only about budget.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from creditflow.errors import UserError
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True)
+
+
+class EnvConfig(_Section):
+    name: str = "sokoban"
+    """Registered environment name (``creditflow envs`` lists them)."""
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Constructor options of the env, e.g. ``{size: 6, num_boxes: 1}``."""
+    eval_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Extra options for held-out evaluation envs (``split: test`` is added automatically when the env
+    has a ``split`` option)."""
+    eval_seed_offset: int = 1_000_000
+    """Held-out seeds are ``eval_seed_offset + i``; training seeds are drawn below it."""
+
+
+class PolicyConfig(_Section):
+    model: Optional[str] = None
+    """Local HF model directory. None: build the tiny default (Qwen2 architecture) into the run dir."""
+    device: str = "auto"
+    """``auto`` (cuda when available), ``cpu``, ``cuda``, ``cuda:1``."""
+    dtype: str = "auto"
+    """``auto`` (bf16 on GPU, fp32 on CPU), ``float32``, ``bfloat16``, ``float16``."""
+    tiny_vocab_size: int = 1024
+    """Vocabulary size of the tokenizer trained for the tiny default."""
+    tiny_hidden_size: int = 128
+    """Hidden size of the tiny default."""
+    tiny_layers: int = 4
+    """Transformer layers of the tiny default."""
+
+
+class GenerationConfig(_Section):
+    max_new_tokens: int = Field(32, ge=1)
+    """Response budget per turn (tokens)."""
+    temperature: float = Field(1.0, ge=0.0)
+    """Sampling temperature for training rollouts (papers: 1.0)."""
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    """Nucleus sampling for training rollouts."""
+    eval_temperature: float = Field(0.0, ge=0.0)
+    """Temperature for held-out evaluation; 0 = greedy."""
+    stop_at_action_close: bool = True
+    """Stop generating at ``</action>`` (saves tokens; nothing after it is executed anyway)."""
+
+
+class RolloutConfig(_Section):
+    tasks_per_step: int = Field(8, ge=1)
+    """B: distinct tasks per training step (verl-agent / RewardFlow: 16)."""
+    group_size: int = Field(8, ge=1)
+    """G: rollouts per task (GRPO / GiGPO / RewardFlow: 8)."""
+    history_length: int = Field(2, ge=0)
+    """H: previous observation/action pairs shown in the prompt (papers: 2)."""
+    invalid_penalty: float = 0.1
+    """Subtracted from the reward of an unparseable / non-admissible action (papers: 0.1)."""
+    max_steps: Optional[int] = None
+    """Episode cap; None = the env's own ``max_steps``."""
+
+
+class RLConfig(_Section):
+    algo: str = "grpo"
+    """Credit estimator: grpo, rloo, gigpo, rewardflow (``creditflow credit --help`` lists knobs)."""
+    credit: dict[str, Any] = Field(default_factory=dict)
+    """Knobs passed to the estimator, e.g. ``{gamma: 0.9}``."""
+    steps: int = Field(20, ge=0)
+    """Training steps (one step = rollout of B x G episodes + policy update)."""
+    lr: float = Field(1e-5, gt=0)
+    """AdamW learning rate (papers use 1e-6 for 1.5-7B models; the tiny default needs more)."""
+    weight_decay: float = Field(0.0, ge=0)
+    """AdamW weight decay."""
+    ppo_epochs: int = Field(1, ge=1)
+    """Passes over each rollout batch."""
+    minibatches: int = Field(1, ge=1)
+    """Optimizer steps per epoch (the batch is split into this many mini-batches)."""
+    clip_eps: float = Field(0.2, gt=0)
+    """PPO clip epsilon, lower side (papers: 0.2)."""
+    clip_eps_high: Optional[float] = None
+    """Upper clip epsilon (None = same as ``clip_eps``)."""
+    kl_coef: float = Field(0.01, ge=0)
+    """Weight of the k3 KL penalty to the reference policy (pi_SFT); papers: 0.01."""
+    entropy_coef: float = Field(0.0, ge=0)
+    """Entropy bonus weight (0 = entropy only logged)."""
+    max_grad_norm: float = Field(1.0, gt=0)
+    """Gradient clipping norm."""
+    token_budget: int = Field(16384, ge=64)
+    """Micro-batches are packed so that (rows x padded length) stays under this many tokens."""
+    loss_agg: Literal["token-mean", "seq-mean-token-mean"] = "token-mean"
+    """How per-token losses are averaged."""
+    eval_every: int = Field(10, ge=0)
+    """Evaluate on held-out seeds every N steps (0 = only at the end)."""
+    eval_episodes: int = Field(32, ge=1)
+    """Held-out tasks per evaluation."""
+    save_every: int = Field(10, ge=0)
+    """Checkpoint every N steps (0 = only at the end)."""
+
+
+class SFTConfig(_Section):
+    demos: int = Field(256, ge=1)
+    """Expert episodes (training seeds) turned into demonstrations."""
+    epochs: float = Field(2.0, gt=0)
+    """Passes over the demonstrations."""
+    lr: float = Field(1e-3, gt=0)
+    """Learning rate (the tiny model is trained from scratch)."""
+    batch_size: int = Field(32, ge=1)
+    """Per-device batch size."""
+    max_length: int = Field(1024, ge=16)
+    """Longest prompt+response kept (longer examples are truncated by TRL)."""
+    seed_offset: int = 500_000
+    """Demonstrations use seeds ``seed_offset + i`` (disjoint from RL and eval seeds)."""
+
+
+class RunConfig(_Section):
+    seed: int = 0
+    """Master seed (sampling, task draws, initialisation)."""
+    out_dir: str = "runs/latest"
+    """Run directory: config, metrics, checkpoints, report."""
+    env: EnvConfig = Field(default_factory=EnvConfig)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    generation: GenerationConfig = Field(default_factory=GenerationConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    rl: RLConfig = Field(default_factory=RLConfig)
+    sft: SFTConfig = Field(default_factory=SFTConfig)
+    tensorboard: bool = True
+    """Also write TensorBoard event files."""
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def _set_dotted(data: dict, dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    cur = data
+    for part in parts[:-1]:
+        nxt = cur.setdefault(part, {})
+        if not isinstance(nxt, dict):
+            raise UserError(f"override {dotted}: {part!r} is not a section")
+        cur = nxt
+    cur[parts[-1]] = value
+
+
+def load_yaml(path: str | Path) -> dict:
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"config file {str(p)!r} does not exist")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{p}:{mark.line + 1}" if mark is not None else str(p)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UserError(f"{where}: invalid YAML ({problem})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise UserError(f"{p}: the top level must be a mapping, got {type(data).__name__}")
+    return data
+
+
+def build_config(config_file: str | Path | None = None, overrides: list[str] | tuple[str, ...] = (),
+                 base: dict | None = None, where: str | None = None) -> RunConfig:
+    """YAML file (optional) + ``key=value`` overrides -> validated :class:`RunConfig`."""
+    data: dict = dict(base or {})
+    if config_file:
+        data.update(load_yaml(config_file))
+    for item in overrides:
+        if "=" not in item:
+            raise UserError(f"override {item!r} must look like key=value (e.g. rl.lr=1e-5)")
+        key, _, raw = item.partition("=")
+        _set_dotted(data, key.strip(), _parse_value(raw))
+    return validate_config(data, where or (str(config_file) if config_file else "config"))
+
+
+def validate_config(data: dict, where: str = "config") -> RunConfig:
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"])
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown option"
+        got = err.get("input")
+        shown = "" if err["type"] == "extra_forbidden" or isinstance(got, dict) else f" (got {got!r})"
+        raise UserError(f"{where}: {loc}: {msg}{shown}") from None
+
+
+def dump_config(cfg: RunConfig, path: str | Path) -> None:
+    Path(path).write_text(yaml.safe_dump(cfg.model_dump(), sort_keys=False), encoding="utf-8")

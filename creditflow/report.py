@@ -1,0 +1,70 @@
+"""Run report: learning-curve PNG and a markdown summary from ``metrics.jsonl``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from creditflow.train.metrics import read_metrics
+
+
+def _series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
+    pts = [(int(r["step"]), float(r[key])) for r in rows if key in r and "step" in r]
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def learning_curve(rows: list[dict], path: Path, title: str) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    for key, label in (("eval/success_rate", "held-out success (greedy)"),
+                       ("train/success_rate", "training rollouts success")):
+        x, y = _series(rows, key)
+        if x:
+            axes[0].plot(x, y, marker="o" if key.startswith("eval") else None, label=label)
+    axes[0].set_xlabel("training step")
+    axes[0].set_ylabel("success rate")
+    axes[0].set_ylim(-0.02, 1.02)
+    axes[0].legend(loc="lower right", fontsize=8)
+    axes[0].grid(alpha=0.3)
+    for key, label in (("train/reward", "train return"), ("eval/reward", "held-out return")):
+        x, y = _series(rows, key)
+        if x:
+            axes[1].plot(x, y, label=label)
+    axes[1].set_xlabel("training step")
+    axes[1].set_ylabel("episode return")
+    axes[1].legend(loc="lower right", fontsize=8)
+    axes[1].grid(alpha=0.3)
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_report(run_dir: str | Path, title: str = "creditflow run", extra: dict | None = None) -> Path:
+    run = Path(run_dir)
+    rows = read_metrics(run / "metrics.jsonl")
+    report = run / "report"
+    report.mkdir(parents=True, exist_ok=True)
+    learning_curve(rows, report / "learning_curve.png", title)
+    evals = [r for r in rows if "eval/success_rate" in r]
+    before, after = (evals[0], evals[-1]) if evals else ({}, {})
+    lines = [f"# {title}", ""]
+    if extra:
+        for k, v in extra.items():
+            lines.append(f"- **{k}**: {v}")
+        lines.append("")
+    lines += ["| held-out metric | before RL (step 0) | after RL (step %s) |" % after.get("step", "?"),
+              "|---|---|---|"]
+    for key in ("eval/success_rate", "eval/score", "eval/reward", "eval/steps", "eval/invalid_frac"):
+        if key in before:
+            lines.append(f"| {key} | {before[key]:.3f} | {after.get(key, float('nan')):.3f} |")
+    lines += ["", "![learning curve](learning_curve.png)", ""]
+    (report / "summary.md").write_text("\n".join(lines), encoding="utf-8")
+    (report / "summary.json").write_text(json.dumps({"before": before, "after": after, **(extra or {})}, indent=2))
+    return report

@@ -1,0 +1,59 @@
+"""Checkpoints: model (save_pretrained), optimizer, RNG states, loop state and hook buffers.
+
+Layout: ``<run>/checkpoints/step_000010/`` with the HF model + tokenizer, ``optimizer.pt`` and
+``trainer_state.pt``; ``<run>/checkpoints/latest`` names the newest. Written to a temporary directory
+and renamed, so a crash never leaves a half-written checkpoint behind.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import torch
+
+from creditflow.errors import UserError
+
+
+def checkpoint_root(out_dir: str | Path) -> Path:
+    return Path(out_dir) / "checkpoints"
+
+
+def save_checkpoint(trainer, keep: int = 2) -> Path:
+    root = checkpoint_root(trainer.out_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    name = f"step_{trainer.step:06d}"
+    final = root / name
+    tmp = root / f".{name}.tmp"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    trainer.model.save_pretrained(tmp)
+    trainer.tok.save_pretrained(tmp)
+    torch.save(trainer.optimizer.state_dict(), tmp / "optimizer.pt")
+    torch.save(trainer.state_dict(), tmp / "trainer_state.pt")
+    if final.exists():
+        shutil.rmtree(final)
+    tmp.rename(final)
+    latest_tmp = root / ".latest.tmp"
+    latest_tmp.write_text(name)
+    latest_tmp.replace(root / "latest")
+    for old in sorted(p for p in root.glob("step_*") if p.is_dir())[:-keep]:
+        shutil.rmtree(old)
+    return final
+
+
+def latest_checkpoint(out_dir: str | Path) -> Path:
+    root = checkpoint_root(out_dir)
+    marker = root / "latest"
+    if not marker.exists():
+        raise UserError(f"--resume {str(out_dir)!r}: no checkpoint found (expected {marker})")
+    path = root / marker.read_text().strip()
+    if not path.is_dir():
+        raise UserError(f"--resume {str(out_dir)!r}: checkpoint {path} is missing")
+    return path
+
+
+def load_trainer_state(trainer, path: Path) -> None:
+    trainer.optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=False))
+    trainer.load_state_dict(torch.load(path / "trainer_state.pt", weights_only=False))

@@ -1,0 +1,111 @@
+"""Wiring shared by the trainer, SFT, evaluation and the demo: envs, policy, engine."""
+
+from __future__ import annotations
+
+import inspect
+import random
+from functools import partial
+from pathlib import Path
+
+from creditflow import envs
+from creditflow.config import RunConfig
+from creditflow.policy.backends.base import SamplingParams
+from creditflow.policy.backends.hf import HFBackend
+from creditflow.policy.model import build_tiny_policy, load_policy
+from creditflow.policy.prompts import PromptBuilder, environment_description, format_response
+from creditflow.rollout.engine import RolloutEngine
+
+
+def env_factory(cfg: RunConfig, split: str = "train"):
+    """Zero-argument factory for train or held-out (``split="test"``) envs; validates options now."""
+    kwargs = dict(cfg.env.kwargs)
+    if split == "test":
+        kwargs.update(cfg.env.eval_kwargs)
+        if "split" in envs.env_options(cfg.env.name) and "split" not in cfg.env.eval_kwargs:
+            kwargs["split"] = "test"
+    factory = partial(envs.make, cfg.env.name, **kwargs)
+    factory()  # fail early, with the env's own message, on bad options
+    return factory
+
+
+def prompt_builder(cfg: RunConfig, env) -> PromptBuilder:
+    return PromptBuilder(environment=environment_description(env), history_length=cfg.rollout.history_length)
+
+
+def tokenizer_corpus(factory, prompts: PromptBuilder, seeds: list[int], random_steps: int = 6,
+                     rng_seed: int = 0) -> list[str]:
+    """Text the tiny tokenizer is trained on: prompts along expert and random episodes + responses."""
+    rng = random.Random(rng_seed)
+    env = factory()
+    texts = []
+    for seed in seeds:
+        obs, info = env.reset(seed=seed)
+        history: list[tuple[str, str]] = []
+        plan = env.expert_actions() if callable(getattr(env, "expert_actions", None)) else None
+        actions = list(plan or [])
+        adm = info.get("admissible_actions") or []
+        actions += [rng.choice(adm) for _ in range(random_steps)] if adm else []
+        for action in actions:
+            texts.append(prompts.text(info.get("task", ""), obs, history, info.get("admissible_actions")))
+            texts.append(format_response(action))
+            history.append((obs, action))
+            obs, _, terminated, truncated, info = env.step(action)
+            if terminated or truncated:
+                break
+    return texts
+
+
+def load_or_build_policy(cfg: RunConfig, out_dir: Path, factory, log=print):
+    """Load ``cfg.policy.model``, or build the tiny default into ``out_dir/tiny_model`` (once)."""
+    if cfg.policy.model:
+        return load_policy(cfg.policy.model, cfg.policy.device, cfg.policy.dtype)
+    tiny_dir = out_dir / "tiny_model"
+    if not (tiny_dir / "config.json").exists():
+        env = factory()
+        prompts = prompt_builder(cfg, env)
+        corpus = tokenizer_corpus(factory, prompts, list(range(900_000, 900_400)), rng_seed=cfg.seed)
+        build_tiny_policy(tiny_dir, corpus, vocab_size=cfg.policy.tiny_vocab_size, seed=cfg.seed,
+                          hidden_size=cfg.policy.tiny_hidden_size, num_hidden_layers=cfg.policy.tiny_layers)
+        log(f"built tiny default policy in {tiny_dir}")
+    return load_policy(tiny_dir, cfg.policy.device, cfg.policy.dtype)
+
+
+def chat_encoder(tokenizer):
+    """messages -> prompt ids via the chat template (with the assistant generation prompt)."""
+    def encode(messages: list[dict]) -> list[int]:
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # BatchEncoding in newer transformers
+            ids = ids["input_ids"]
+        return list(ids)
+    return encode
+
+
+def sampling_params(cfg: RunConfig, tokenizer, evaluation: bool = False) -> SamplingParams:
+    stops = []
+    if cfg.generation.stop_at_action_close:
+        close = tokenizer.convert_tokens_to_ids("</action>")
+        if isinstance(close, int) and close != tokenizer.unk_token_id and close is not None:
+            stops.append(close)
+    return SamplingParams(
+        max_new_tokens=cfg.generation.max_new_tokens,
+        temperature=cfg.generation.eval_temperature if evaluation else cfg.generation.temperature,
+        top_p=1.0 if evaluation else cfg.generation.top_p,
+        stop_token_ids=stops,
+    )
+
+
+def make_engine(cfg: RunConfig, model, tokenizer, factory) -> RolloutEngine:
+    env = factory()
+    return RolloutEngine(
+        backend=HFBackend(model, tokenizer),
+        encode=chat_encoder(tokenizer),
+        env_factory=factory,
+        prompt_builder=prompt_builder(cfg, env),
+        sampling=sampling_params(cfg, tokenizer),
+        invalid_penalty=cfg.rollout.invalid_penalty,
+        max_steps=cfg.rollout.max_steps,
+    )
+
+
+def accepts(fn, name: str) -> bool:
+    return name in inspect.signature(fn).parameters

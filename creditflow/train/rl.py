@@ -1,0 +1,338 @@
+"""Multi-turn group RL trainer: rollouts -> credit -> PPO-clip + KL update, with eval and checkpoints.
+
+One training step:
+  1. draw B training tasks (seeded generator), roll out G episodes each with the current policy;
+  2. run the credit estimator (``rl.algo``: grpo, rloo, gigpo, rewardflow, ...) over the groups: it sets
+     a per-step advantage that is broadcast to that step's response tokens;
+  3. PPO-clip surrogate with per-token ratio against the behaviour log-probs, k3 KL to the reference
+     policy (pi_SFT), entropy logged; micro-batches packed by token budget; grad clipping; AdamW.
+Evaluation on held-out seeds every ``eval_every`` steps; metrics to JSONL + TensorBoard; checkpoints
+hold model, optimizer, RNG states and step so ``--resume`` continues exactly.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from creditflow import credit
+from creditflow.config import RunConfig
+from creditflow.rollout.engine import RolloutEngine, TaskSpec
+from creditflow.rollout.trajectory import Trajectory
+from creditflow.train.loss import entropy_from_logits, kl_k3, ppo_clip_terms, token_logprobs
+
+
+@dataclass
+class Sample:
+    """One policy decision: a prompt, the sampled response, its behaviour log-probs and advantage."""
+
+    prompt_ids: list[int]
+    response_ids: list[int]
+    old_logprobs: list[float]
+    advantage: float
+    ref_logprobs: list[float] | None = None
+
+    def __len__(self) -> int:
+        return len(self.prompt_ids) + len(self.response_ids)
+
+
+def samples_from(trajectories: list[Trajectory]) -> list[Sample]:
+    out = []
+    for traj in trajectories:
+        for step in traj.steps:
+            if not step.response_ids:
+                continue
+            if step.advantage is None:
+                raise ValueError(f"step of {traj.traj_id} has no advantage (credit not computed)")
+            out.append(Sample(step.prompt_ids, step.response_ids, step.logprobs, float(step.advantage)))
+    return out
+
+
+def pack_microbatches(samples: list[Sample], token_budget: int) -> list[list[Sample]]:
+    """Greedy packing of length-sorted samples so rows x max_len <= token_budget (one row minimum)."""
+    order = sorted(samples, key=len)
+    batches, cur, cur_max = [], [], 0
+    for s in order:
+        new_max = max(cur_max, len(s))
+        if cur and new_max * (len(cur) + 1) > token_budget:
+            batches.append(cur)
+            cur, cur_max = [], 0
+            new_max = len(s)
+        cur.append(s)
+        cur_max = new_max
+    if cur:
+        batches.append(cur)
+    return batches
+
+
+def _collate(batch: list[Sample], pad_id: int, device) -> dict[str, torch.Tensor]:
+    width = max(len(s) for s in batch)
+    n = len(batch)
+    ids = torch.full((n, width), pad_id, dtype=torch.long)
+    attn = torch.zeros((n, width), dtype=torch.long)
+    mask = torch.zeros((n, width - 1))
+    old = torch.zeros((n, width - 1))
+    adv = torch.zeros((n, width - 1))
+    ref = torch.zeros((n, width - 1))
+    for i, s in enumerate(batch):
+        seq = s.prompt_ids + s.response_ids
+        ids[i, : len(seq)] = torch.tensor(seq)
+        attn[i, : len(seq)] = 1
+        lo, hi = len(s.prompt_ids) - 1, len(seq) - 1  # logits at t predict token t+1
+        mask[i, lo:hi] = 1.0
+        old[i, lo:hi] = torch.tensor(s.old_logprobs, dtype=torch.float32)
+        adv[i, lo:hi] = s.advantage
+        if s.ref_logprobs is not None:
+            ref[i, lo:hi] = torch.tensor(s.ref_logprobs, dtype=torch.float32)
+    return {k: v.to(device) for k, v in
+            dict(ids=ids, attn=attn, mask=mask, old=old, adv=adv, ref=ref).items()}
+
+
+def _response_logits(model, ids, attn):
+    logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1]
+    return logits, ids[:, 1:]
+
+
+@torch.no_grad()
+def fill_ref_logprobs(ref_model, samples: list[Sample], pad_id: int, token_budget: int) -> None:
+    device = next(ref_model.parameters()).device
+    for batch in pack_microbatches(samples, token_budget):
+        b = _collate(batch, pad_id, device)
+        logits, targets = _response_logits(ref_model, b["ids"], b["attn"])
+        lp = token_logprobs(logits, targets)
+        for i, s in enumerate(batch):
+            lo = len(s.prompt_ids) - 1
+            s.ref_logprobs = lp[i, lo: lo + len(s.response_ids)].tolist()
+
+
+def policy_update(model, optimizer, samples: list[Sample], cfg: RunConfig, pad_id: int,
+                  rng: np.random.Generator) -> dict:
+    """PPO epochs x mini-batches over ``samples``; returns averaged loss statistics."""
+    rl = cfg.rl
+    device = next(model.parameters()).device
+    stats = {"loss": [], "pg_loss": [], "kl": [], "entropy": [], "clip_frac": [], "ratio": [], "grad_norm": []}
+    model.train()
+    for _ in range(rl.ppo_epochs):
+        order = rng.permutation(len(samples))
+        for chunk in np.array_split(order, min(rl.minibatches, len(samples))):
+            mini = [samples[i] for i in chunk]
+            if not mini:
+                continue
+            n_tokens = sum(len(s.response_ids) for s in mini)
+            optimizer.zero_grad(set_to_none=True)
+            acc = {k: 0.0 for k in ("loss", "pg_loss", "kl", "entropy", "clip_frac", "ratio")}
+            for micro in pack_microbatches(mini, rl.token_budget):
+                b = _collate(micro, pad_id, device)
+                logits, targets = _response_logits(model, b["ids"], b["attn"])
+                logp = token_logprobs(logits, targets)
+                pg, clipped = ppo_clip_terms(logp, b["old"], b["adv"], rl.clip_eps, rl.clip_eps_high)
+                per_token = pg
+                kl = kl_k3(logp, b["ref"]) if rl.kl_coef > 0 else torch.zeros_like(logp)
+                per_token = per_token + rl.kl_coef * kl
+                with torch.no_grad() if rl.entropy_coef == 0 else torch.enable_grad():
+                    ent = entropy_from_logits(logits)
+                if rl.entropy_coef > 0:
+                    per_token = per_token - rl.entropy_coef * ent
+                mask = b["mask"]
+                if rl.loss_agg == "token-mean":
+                    weights = mask / n_tokens
+                else:  # seq-mean-token-mean
+                    weights = mask / mask.sum(1, keepdim=True).clamp(min=1) / len(mini)
+                loss = (per_token * weights).sum()
+                loss.backward()
+                with torch.no_grad():
+                    w_tok = mask / n_tokens
+                    acc["loss"] += float(loss)
+                    acc["pg_loss"] += float((pg * w_tok).sum())
+                    acc["kl"] += float((kl * w_tok).sum())
+                    acc["entropy"] += float((ent * w_tok).sum())
+                    acc["clip_frac"] += float((clipped * w_tok).sum())
+                    acc["ratio"] += float((torch.exp(logp - b["old"]) * w_tok).sum())
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), rl.max_grad_norm)
+            optimizer.step()
+            for k, v in acc.items():
+                stats[k].append(v)
+            stats["grad_norm"].append(float(grad_norm))
+    return {f"train/{k}": float(np.mean(v)) for k, v in stats.items() if v}
+
+
+def rollout_metrics(trajs: list[Trajectory], prefix: str) -> dict:
+    if not trajs:
+        return {}
+    n_steps = [len(t) for t in trajs]
+    invalid = sum(1 for t in trajs for s in t.steps if not s.valid)
+    return {
+        f"{prefix}/success_rate": float(np.mean([t.success for t in trajs])),
+        f"{prefix}/score": float(np.mean([t.score for t in trajs])),
+        f"{prefix}/reward": float(np.mean([t.total_reward for t in trajs])),
+        f"{prefix}/steps": float(np.mean(n_steps)),
+        f"{prefix}/invalid_frac": invalid / max(1, sum(n_steps)),
+        f"{prefix}/episodes": len(trajs),
+    }
+
+
+def evaluate(engine: RolloutEngine, seeds: list[int], sampling, env_name: str) -> tuple[dict, list[Trajectory]]:
+    """Greedy (by default) held-out evaluation: one episode per seed."""
+    specs = [TaskSpec(task_id=f"{env_name}/{s}", seed=s) for s in seeds]
+    trajs = engine.rollout(specs, 1, sampling=sampling)
+    return rollout_metrics(trajs, "eval"), trajs
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def rng_state(task_rng: np.random.Generator, update_rng: np.random.Generator) -> dict:
+    return {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+        "task_rng": task_rng.bit_generator.state,
+        "update_rng": update_rng.bit_generator.state,
+    }
+
+
+def set_rng_state(state: dict, task_rng: np.random.Generator, update_rng: np.random.Generator) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if state.get("cuda") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    task_rng.bit_generator.state = state["task_rng"]
+    update_rng.bit_generator.state = state["update_rng"]
+
+
+class Hooks:
+    """Extension points (curriculum, extra logging). Default: fresh tasks only."""
+
+    def make_specs(self, step: int, fresh: list[TaskSpec]) -> list[TaskSpec]:
+        return fresh
+
+    def after_rollout(self, step: int, specs: list[TaskSpec], trajs: list[Trajectory]) -> dict:
+        return {}
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+
+class RLTrainer:
+    """Owns policy, reference, optimizer, engines and the loop state of one RL run."""
+
+    def __init__(self, cfg: RunConfig, model, tokenizer, train_engine: RolloutEngine, eval_engine: RolloutEngine,
+                 out_dir: Path, logger, hooks: Hooks | None = None, progress: Callable | None = None,
+                 ref_model=None):
+        self.cfg = cfg
+        self.model = model
+        self.tok = tokenizer
+        self.train_engine = train_engine
+        self.eval_engine = eval_engine
+        self.out_dir = Path(out_dir)
+        self.logger = logger
+        self.hooks = hooks or Hooks()
+        self.progress = progress
+        credit.get_estimator(cfg.rl.algo)  # unknown algo => one-line error before any work
+        self.ref_model = None
+        if cfg.rl.kl_coef > 0:  # reference = the policy RL starts from (pi_SFT) unless given
+            self.ref_model = (ref_model if ref_model is not None else copy.deepcopy(model)).eval()
+            for p in self.ref_model.parameters():
+                p.requires_grad_(False)
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.rl.lr, weight_decay=cfg.rl.weight_decay)
+        self.task_rng = np.random.default_rng(cfg.seed)
+        self.update_rng = np.random.default_rng(cfg.seed + 1)
+        self.step = 0
+        self.env_steps = 0
+        self.eval_seeds = [cfg.env.eval_seed_offset + i for i in range(cfg.rl.eval_episodes)]
+
+    # -- pieces --------------------------------------------------------------------------------
+    def fresh_specs(self, step: int) -> list[TaskSpec]:
+        seeds = self.task_rng.integers(0, self.cfg.env.eval_seed_offset, size=self.cfg.rollout.tasks_per_step)
+        name = self.cfg.env.name
+        return [TaskSpec(task_id=f"{name}/{int(s)}", seed=int(s), group_id=f"step{step}/{name}/{int(s)}")
+                for s in seeds]
+
+    def run_eval(self) -> dict:
+        from creditflow.train.common import sampling_params
+
+        metrics, _ = evaluate(self.eval_engine, self.eval_seeds, sampling_params(self.cfg, self.tok, True),
+                              self.cfg.env.name)
+        return metrics
+
+    def train_step(self) -> dict:
+        cfg = self.cfg
+        step = self.step + 1
+        t0 = time.perf_counter()
+        specs = self.hooks.make_specs(step, self.fresh_specs(step))
+        trajs = self.train_engine.rollout(specs, cfg.rollout.group_size)
+        t_roll = time.perf_counter() - t0
+        metrics = rollout_metrics(trajs, "train")
+        metrics.update(self.hooks.after_rollout(step, specs, trajs))
+        t1 = time.perf_counter()
+        metrics.update(credit.compute(cfg.rl.algo, trajs, **cfg.rl.credit))
+        metrics["time/credit_ms"] = (time.perf_counter() - t1) * 1000
+        samples = samples_from(trajs)
+        if self.ref_model is not None:
+            fill_ref_logprobs(self.ref_model, samples, self.tok.pad_token_id, cfg.rl.token_budget)
+        t2 = time.perf_counter()
+        if samples:
+            metrics.update(policy_update(self.model, self.optimizer, samples, cfg, self.tok.pad_token_id,
+                                         self.update_rng))
+        advs = [s.advantage for s in samples]
+        self.env_steps += sum(len(t) for t in trajs)
+        metrics.update({
+            "step": step,
+            "env_steps": self.env_steps,
+            "train/samples": len(samples),
+            "train/adv_mean": float(np.mean(advs)) if advs else 0.0,
+            "train/adv_std": float(np.std(advs)) if advs else 0.0,
+            "train/response_tokens": float(np.mean([len(s.response_ids) for s in samples])) if samples else 0.0,
+            "time/rollout_s": t_roll,
+            "time/update_s": time.perf_counter() - t2,
+            "time/step_s": time.perf_counter() - t0,
+        })
+        self.step = step
+        return metrics
+
+    # -- loop ----------------------------------------------------------------------------------
+    def fit(self) -> dict:
+        from creditflow.train.checkpoint import save_checkpoint
+
+        cfg = self.cfg.rl
+        last: dict = {}
+        if self.step == 0:
+            first = self.run_eval()
+            first.update({"step": 0, "env_steps": 0})
+            self.logger.log(first)
+        while self.step < cfg.steps:
+            metrics = self.train_step()
+            if (cfg.eval_every and self.step % cfg.eval_every == 0) or self.step == cfg.steps:
+                metrics.update(self.run_eval())
+            self.logger.log(metrics)
+            last = metrics
+            if self.progress:
+                self.progress(self.step, metrics)
+            if (cfg.save_every and self.step % cfg.save_every == 0) or self.step == cfg.steps:
+                save_checkpoint(self)
+        return last
+
+    def state_dict(self) -> dict:
+        return {"step": self.step, "env_steps": self.env_steps,
+                "rng": rng_state(self.task_rng, self.update_rng), "hooks": self.hooks.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.step = state["step"]
+        self.env_steps = state["env_steps"]
+        set_rng_state(state["rng"], self.task_rng, self.update_rng)
+        self.hooks.load_state_dict(state.get("hooks", {}))
