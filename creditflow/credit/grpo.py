@@ -17,4 +17,7 @@ def grpo_advantages(returns, eps: float = 1e-6, normalize_std: bool = True) -> n
     centered = r - r.mean()  # Eq. 4: mu_R
     if not normalize_std:
         return centered
-    return centered / (r.std() + eps)  # Eq. 4: sigma_R (1/G, population std)
+    std = r.std()  # Eq. 4: sigma_R (1/G, population std)
+    if std == 0.0:  # all-equal group: no signal (the "reward extremity" of 002 Sec. 3.2)
+        return centered
+    return centered / (std + eps)

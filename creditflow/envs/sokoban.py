@@ -174,6 +174,7 @@ class SokobanEnv(BaseTextEnv):
 
     name = "sokoban"
     description = "the Sokoban puzzle game"
+    tokenizer_isolate_chars = "#_OX√PS"  # one token per grid cell for the tiny policy
 
     def __init__(self, size: int = 6, height: int | None = None, width: int | None = None,
                  num_boxes: int = 1, max_steps: int = 15, step_penalty: float = -0.1,

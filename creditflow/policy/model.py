@@ -99,13 +99,23 @@ def load_policy(path: str | Path, device: str = "auto", dtype: str = "auto"):
     return model, tok
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int = 1024):
-    """Byte-level BPE trained on ``texts``; returns a ``PreTrainedTokenizerFast`` with ChatML."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+def train_tokenizer(texts: Iterable[str], vocab_size: int = 1024, isolate_chars: str = ""):
+    """Byte-level BPE trained on ``texts``; returns a ``PreTrainedTokenizerFast`` with ChatML.
+
+    ``isolate_chars`` (e.g. Sokoban's grid symbols) are always split into tokens of their own, so a grid
+    cell is one token and positions line up across rows.
+    """
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    if isolate_chars:
+        pattern = "[" + "".join("\\" + c if c in "\\]^-[" else c for c in isolate_chars) + "]"
+        bpe.pre_tokenizer = pre_tokenizers.Sequence(
+            [pre_tokenizers.Split(Regex(pattern), behavior="isolated"), byte_level])
+    else:
+        bpe.pre_tokenizer = byte_level
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -127,13 +137,13 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 1024):
 
 
 def build_tiny_policy(out_dir: str | Path, corpus: Iterable[str], vocab_size: int = 1024, seed: int = 0,
-                      **config_overrides):
+                      isolate_chars: str = "", **config_overrides):
     """Train a tokenizer on ``corpus``, initialise a small Qwen2 model, save both to ``out_dir``."""
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
     out = Path(out_dir)
-    tok = train_tokenizer(corpus, vocab_size=vocab_size)
+    tok = train_tokenizer(corpus, vocab_size=vocab_size, isolate_chars=isolate_chars)
     params = {**TINY_DEFAULTS, **config_overrides}
     config = Qwen2Config(
         vocab_size=len(tok),

@@ -129,12 +129,12 @@ class Trajectory:
             if not isinstance(raw, dict):
                 raise TrajectoryFormatError(f"{sp}: expected an object")
             kw: dict[str, Any] = {
-                "state": _req(raw, "state", str, sp + "."),
-                "observation": _opt(raw, "observation", str, sp + ".", ""),
-                "action": _req(raw, "action", str, sp + "."),
-                "response": _opt(raw, "response", str, sp + ".", ""),
-                "valid": _opt(raw, "valid", bool, sp + ".", True),
-                "reward": float(_opt(raw, "reward", (int, float), sp + ".", 0.0)),
+                "state": _req(raw, "state", str, sp + ": "),
+                "observation": _opt(raw, "observation", str, sp + ": ", ""),
+                "action": _req(raw, "action", str, sp + ": "),
+                "response": _opt(raw, "response", str, sp + ": ", ""),
+                "valid": _opt(raw, "valid", bool, sp + ": ", True),
+                "reward": float(_opt(raw, "reward", (int, float), sp + ": ", 0.0)),
             }
             for name in ("done", "next_state", "info", *TOKEN_FIELDS, *CREDIT_FIELDS):
                 if name in raw and name in step_names:

@@ -65,6 +65,7 @@ def load_or_build_policy(cfg: RunConfig, out_dir: Path, factory, log=print):
         prompts = prompt_builder(cfg, env)
         corpus = tokenizer_corpus(factory, prompts, list(range(900_000, 900_400)), rng_seed=cfg.seed)
         build_tiny_policy(tiny_dir, corpus, vocab_size=cfg.policy.tiny_vocab_size, seed=cfg.seed,
+                          isolate_chars=getattr(env, "tokenizer_isolate_chars", ""),
                           hidden_size=cfg.policy.tiny_hidden_size, num_hidden_layers=cfg.policy.tiny_layers)
         log(f"built tiny default policy in {tiny_dir}")
     return load_policy(tiny_dir, cfg.policy.device, cfg.policy.dtype)

@@ -1,0 +1,99 @@
+from creditflow.envs import make
+from creditflow.policy.backends.base import Generation, SamplingParams
+from creditflow.policy.prompts import PromptBuilder
+from creditflow.rollout.engine import RolloutEngine, TaskSpec
+
+
+class ScriptedBackend:
+    """Answers every prompt with ``responder(prompt_ids)``."""
+
+    def __init__(self, responder):
+        self.responder = responder
+
+    def generate(self, prompts, params):
+        return [Generation(text=self.responder(p), token_ids=[7, 8], logprobs=[-0.1, -0.2]) for p in prompts]
+
+
+def encode(messages):  # prompt ids = bytes of the text (enough for bookkeeping)
+    return list(messages[0]["content"].encode())[-50:]
+
+
+def engine(responder, **kw):
+    return RolloutEngine(ScriptedBackend(responder), encode, lambda: make("sokoban"),
+                         PromptBuilder("sokoban"), SamplingParams(), **kw)
+
+
+def test_lockstep_groups_drop_out_when_done():
+    # seed 1 is solved by right, down, down: episode 0 follows that plan, episode 1 always says 'up'
+    plan = ["right", "down", "down"]
+
+    class TwoPolicies:
+        batch_sizes = []
+
+        def generate(self, prompts, params):
+            self.batch_sizes.append(len(prompts))
+            t = len(self.batch_sizes) - 1
+            res = []
+            for j in range(len(prompts)):
+                if len(prompts) == 2 and j == 0 and t < 3:
+                    res.append(Generation(f"<action>{plan[t]}</action>", [1], [-0.1]))
+                else:
+                    res.append(Generation("<action>up</action>", [1, 2], [-0.1, -0.3]))
+            return res
+
+    backend = TwoPolicies()
+    eng = RolloutEngine(backend, encode, lambda: make("sokoban"), PromptBuilder("sokoban"), SamplingParams())
+    trajs = eng.rollout([TaskSpec("sokoban/1", 1)], group_size=2)
+    assert [len(t) for t in trajs] == [3, 15]
+    assert trajs[0].success and not trajs[1].success
+    assert backend.batch_sizes == [2, 2, 2] + [1] * 12  # one batched call per turn; finished ones drop out
+    assert trajs[0].group_id == trajs[1].group_id == "sokoban/1"
+    assert trajs[0].steps[-1].done and trajs[0].final_state == trajs[0].steps[-1].next_state
+    step = trajs[1].steps[0]
+    assert step.response_ids == [1, 2] and step.logprobs == [-0.1, -0.3] and step.prompt_ids
+    assert eng.stats.env_steps == 18 and eng.stats.generate_calls == 15
+
+
+def test_invalid_output_costs_penalty_and_does_not_move():
+    eng = engine(lambda p: "I refuse", invalid_penalty=0.5)
+    traj = eng.rollout([TaskSpec("sokoban/1", 1)], 1)[0]
+    assert len(traj) == 15 and not traj.success
+    first = traj.steps[0]
+    assert first.valid is False
+    assert first.reward == -0.1 - 0.5
+    assert all(s.state == first.state for s in traj.steps)
+
+
+def test_start_from_prefix_rebuilds_history_and_restores_state():
+    env = make("sokoban")
+    obs0, _ = env.reset(seed=1)
+    obs1 = env.step("right")[0]
+    seen = []
+
+    class Capture:
+        def generate(self, prompts, params):
+            seen.extend(prompts)
+            return [Generation("<action>down</action>", [1], [0.0]) for _ in prompts]
+
+    full = lambda messages: list(messages[0]["content"].encode())
+    eng = RolloutEngine(Capture(), full, lambda: make("sokoban"), PromptBuilder("sokoban"), SamplingParams())
+    for spec in (TaskSpec("s/1", 1, prefix_actions=["right"], prefix_observations=[obs0, obs1]),
+                 TaskSpec("s/1", 1, prefix_actions=["right"], prefix_observations=[obs0, obs1],
+                          snapshot={"seed": 1, "player": (1, 3), "boxes": [(2, 3)], "steps_taken": 1,
+                                    "done": False})):
+        seen.clear()
+        traj = eng.rollout([spec], 1)[0]
+        assert [s.action for s in traj.steps] == ["down", "down"] and traj.success
+        assert traj.meta["start_step"] == 1
+        first_prompt = bytes(seen[0]).decode()
+        assert "already taken 1 step(s)" in first_prompt and "Action 1: right" in first_prompt
+        assert obs0 in first_prompt and obs1 in first_prompt
+
+
+def test_replay_mismatch_is_counted_and_skipped():
+    eng = engine(lambda p: "<action>down</action>")
+    bad = TaskSpec("s/1", 1, prefix_actions=["right"], prefix_observations=["not the start", "x"])
+    good = TaskSpec("s/2", 2)
+    trajs = eng.rollout([bad, good], 2)
+    assert eng.stats.restore_mismatches == 2
+    assert [t.task_id for t in trajs] == ["s/2", "s/2"]

@@ -1,0 +1,80 @@
+"""Bad input never produces a traceback: one line, exit code 2, nothing half-written."""
+
+import subprocess
+import sys
+
+import pytest
+
+from creditflow.cli import app
+
+
+def cli(*args, cwd=None):
+    proc = subprocess.run([sys.executable, "-m", "creditflow", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=300)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def one_line_error(stderr):
+    lines = [l for l in stderr.strip().splitlines() if l.strip()]
+    assert "Traceback" not in stderr
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["train", "--env", "nowhere"], "unknown env 'nowhere'"),
+    (["train", "--algo", "magic"], "unknown estimator 'magic'"),
+    (["train", "rl.lr=abc"], "rl.lr"),
+    (["train", "rl.nonsense=1"], "rl.nonsense: unknown option"),
+    (["train", "env.kwargs.colour=red"], "no option(s) colour"),
+    (["train", "justaword"], "must look like key=value"),
+    (["train", "--model", "/no/such/model"], "does not exist"),
+    (["eval", "--model", "/no/such/model"], "does not exist"),
+])
+def test_user_errors_are_one_line_exit_2(tmp_path, args, needle):
+    code, out, err = cli(*args, "out_dir=" + str(tmp_path / "run"), cwd=tmp_path)
+    assert code == 2
+    assert needle in one_line_error(err)
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def test_malformed_yaml_names_file_and_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("rl:\n  lr: 1e-5\n  steps: [1,\n")
+    code, _, err = cli("train", "--config", str(bad))
+    assert code == 2
+    line = one_line_error(err)
+    assert "bad.yaml:" in line and "invalid YAML" in line
+
+
+def test_missing_config_file(tmp_path):
+    code, _, err = cli("train", "--config", str(tmp_path / "nope.yaml"))
+    assert code == 2 and "does not exist" in one_line_error(err)
+
+
+def test_model_dir_without_config(tmp_path):
+    (tmp_path / "empty").mkdir()
+    code, _, err = cli("eval", "--model", str(tmp_path / "empty"))
+    assert code == 2 and "no config.json" in one_line_error(err)
+
+
+def test_resume_without_checkpoint(tmp_path):
+    code, _, err = cli("train", "--resume", str(tmp_path))
+    assert code == 2 and "no config.yaml" in one_line_error(err)
+
+
+def test_unknown_command_and_option_exit_2():
+    assert cli("frobnicate")[0] == 2
+    assert cli("train", "--frobnicate")[0] == 2
+
+
+def test_envs_lists_sokoban_with_options():
+    code, out, _ = cli("envs")
+    assert code == 0 and "sokoban" in out and "num_boxes = 1" in out
+
+
+def test_help_lists_commands():
+    code, out, _ = cli("--help")
+    for name in ("demo", "train", "sft", "eval", "envs"):
+        assert name in out

@@ -1,0 +1,102 @@
+import json
+
+import pytest
+
+from creditflow.config import build_config
+from creditflow.train.metrics import read_metrics
+from creditflow.train.pipeline import config_for_resume, run_train
+from creditflow.train.rl import Sample, pack_microbatches
+
+SMALL = ["rollout.tasks_per_step=2", "rollout.group_size=2", "rl.eval_episodes=2", "rl.eval_every=1",
+         "generation.max_new_tokens=6", "rollout.max_steps=3", "rl.lr=1e-3", "tensorboard=false"]
+
+
+def run(tmp_path, name, steps, extra=(), model=None):
+    cfg = build_config(None, [f"out_dir={tmp_path / name}", f"policy.model={model}", f"rl.steps={steps}",
+                              *SMALL, *extra])
+    return run_train(cfg, log=lambda *_: None)
+
+
+def strip_times(rows):
+    return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]
+
+
+def test_few_step_smoke_run_logs_stable_keys_and_checkpoints(tmp_path, tiny_model_dir):
+    out, trainer, last = run(tmp_path, "smoke", 2, ["rl.save_every=1"], model=tiny_model_dir)
+    rows = read_metrics(out / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    for key in ("eval/success_rate", "eval/score", "eval/steps"):
+        assert key in rows[0] and key in rows[-1]
+    for key in ("train/success_rate", "train/reward", "env_steps", "train/loss", "train/kl", "train/entropy",
+                "train/clip_frac", "train/grad_norm", "credit/groups"):
+        assert key in rows[1], key
+    assert rows[2]["env_steps"] > rows[1]["env_steps"] > 0
+    assert (out / "checkpoints" / "latest").read_text() == "step_000002"
+    ckpt = out / "checkpoints" / "step_000002"
+    assert (ckpt / "config.json").exists() and (ckpt / "optimizer.pt").exists()
+    assert (out / "config.yaml").exists() and (out / "tb").exists() is False
+
+
+def test_update_raises_logprob_of_positive_advantage_responses(tiny_model_dir):
+    import numpy as np
+    import torch
+
+    from creditflow.policy.model import load_policy
+    from creditflow.train.rl import policy_update
+
+    model, tok = load_policy(tiny_model_dir, "cpu")
+    cfg = build_config(None, ["rl.lr=1e-2", "rl.kl_coef=0"])
+    prompt = tok("######\n#P_X_#")["input_ids"]
+    good, bad = tok("<action>up</action>")["input_ids"], tok("<action>left</action>")["input_ids"]
+
+    def logp(resp):
+        with torch.no_grad():
+            ids = torch.tensor([prompt + resp])
+            lp = torch.log_softmax(model(ids).logits[0, :-1], -1)
+            return float(lp[len(prompt), resp[1]])  # the action token (the tags are shared by both)
+
+    before_good, before_bad = logp(good), logp(bad)
+    samples = [Sample(prompt, good, [0.0] * len(good), 1.0), Sample(prompt, bad, [0.0] * len(bad), -1.0)]
+    for s in samples:  # behaviour log-probs = current policy (ratio 1 at the first step)
+        s.old_logprobs = []
+        with torch.no_grad():
+            ids = torch.tensor([prompt + (good if s.advantage > 0 else bad)])
+            lp = torch.log_softmax(model(ids).logits[0, :-1], -1)
+        resp = s.response_ids
+        s.old_logprobs = [float(lp[len(prompt) - 1 + i, t]) for i, t in enumerate(resp)]
+    stats = policy_update(model, torch.optim.AdamW(model.parameters(), lr=1e-2), samples, cfg, tok.pad_token_id,
+                          np.random.default_rng(0))
+    assert stats["train/ratio"] == pytest.approx(1.0, abs=1e-5)
+    assert logp(good) > before_good and logp(bad) < before_bad
+
+
+@pytest.mark.parametrize("algo", ["grpo", "rloo"])
+def test_resume_continues_exactly(tmp_path, tiny_model_dir, algo):
+    extra = [f"rl.algo={algo}", "rl.save_every=1", "rollout.group_size=3", "rl.minibatches=2"]
+    full_out, _, _ = run(tmp_path, "full", 3, extra, model=tiny_model_dir)
+    part_out, _, _ = run(tmp_path, "part", 1, extra, model=tiny_model_dir)
+    # simulate a crash after step 2 was logged but before its checkpoint: resume must drop that row
+    with (part_out / "metrics.jsonl").open("a") as fh:
+        fh.write(json.dumps({"step": 2, "bogus": 1}) + "\n")
+    cfg = config_for_resume(part_out, ["rl.steps=3"])
+    run_train(cfg, resume=True, log=lambda *_: None)
+    full = strip_times(read_metrics(full_out / "metrics.jsonl"))
+    part = strip_times(read_metrics(part_out / "metrics.jsonl"))
+    assert [r["step"] for r in part] == [0, 1, 2, 3]
+    assert part == full
+
+
+def test_refuses_to_overwrite_a_run(tmp_path, tiny_model_dir):
+    from creditflow.errors import UserError
+
+    run(tmp_path, "once", 0, model=tiny_model_dir)
+    with pytest.raises(UserError, match="already holds a run"):
+        run(tmp_path, "once", 0, model=tiny_model_dir)
+
+
+def test_microbatch_packing_respects_token_budget():
+    samples = [Sample([0] * n, [1] * 2, [0.0] * 2, 0.0) for n in (3, 10, 4, 30, 8, 8)]
+    batches = pack_microbatches(samples, token_budget=40)
+    assert sorted(len(s) for b in batches for s in b) == sorted(len(s) for s in samples)
+    for b in batches:
+        assert len(b) == 1 or max(len(s) for s in b) * len(b) <= 40
