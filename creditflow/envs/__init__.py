@@ -99,3 +99,4 @@ def summary(name: str) -> str:
 
 
 register("sokoban", "creditflow.envs.sokoban:SokobanEnv", "Box pushing on a text grid (built-in generator and BFS solver).")
+register("sql", "creditflow.envs.sql:SqlEnv", "InterCode-style SQL on SQLite (built-in suite, custom JSONL, Spider/InterCode loaders).")
