@@ -42,6 +42,13 @@ def _modules():
         from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
     except ImportError as exc:
         raise EnvError(f"alfworld: the alfworld package is not usable ({exc}); {HOW_TO}") from None
+    try:
+        from textworld.envs.pddl import pddl
+    except ImportError:
+        pddl = None
+    if pddl is None or getattr(pddl, "fast_downward_missing", False):
+        raise EnvError("alfworld: TextWorld's PDDL backend is missing its planner; "
+                       "`pip install 'textworld[pddl]'` (the fast-downward-textworld package)")
     return textworld, AlfredDemangler, AlfredInfos
 
 

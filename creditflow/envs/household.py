@@ -370,12 +370,17 @@ class HouseholdEnv(BaseTextEnv):
     def snapshot(self) -> dict:
         """A copy of the running game (TextWorld ``env.copy()``) plus the episode counters."""
         assert self._env is not None, "call reset() first"
-        return {"seed": self.seed, "game": self.game, "env": self._env.copy(), "state": self._state.copy(),
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Jericho's "not fully supported game" notice
+            env = self._env.copy()
+        return {"seed": self.seed, "game": self.game, "env": env, "state": self._state.copy(),
                 "infos": self._game_infos, "obs": self._obs, "steps_taken": self.steps_taken, "done": self._done}
 
     def restore(self, snap: dict) -> tuple[str, dict]:
         self.seed, self.game = snap["seed"], snap["game"]
-        self._env = snap["env"].copy()  # the snapshot stays reusable
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self._env = snap["env"].copy()  # the snapshot stays reusable
         old = self._envs.pop(self.game.key, None)
         if old is not None and old is not self._env:
             old.close()
@@ -384,6 +389,16 @@ class HouseholdEnv(BaseTextEnv):
         self._game_infos = snap["infos"]
         self._obs, self.steps_taken, self._done = snap["obs"], snap["steps_taken"], snap["done"]
         return self._obs, self._fill(self._info())
+
+    def __getstate__(self) -> dict:
+        """Picklable (for process pools) between episodes: running games are not carried; call reset()."""
+        state = dict(self.__dict__)
+        state.update(_envs=OrderedDict(), _env=None, _state=None, _tw=None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._tw = _require_textworld()
 
     def close(self) -> None:
         for env in self._envs.values():

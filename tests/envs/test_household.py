@@ -128,3 +128,12 @@ def test_option_errors(cache):
         make("household", split="dev")
     with pytest.raises(EnvError, match="num_games"):
         make("household", num_games=0)
+
+
+def test_pickle_between_episodes(cache):
+    import pickle
+
+    env = make("household", cache_dir=cache)
+    env.reset(seed=0)
+    clone = pickle.loads(pickle.dumps(env))
+    assert clone.reset(seed=0)[0] == env.reset(seed=0)[0]

@@ -225,3 +225,13 @@ def test_option_errors(tmp_path):
         make("sql", tasks_file=str(tmp_path / "missing.jsonl"))
     with pytest.raises(EnvError, match="not a directory"):
         make("sql", spider_dir=str(tmp_path / "nope"))
+
+
+def test_pickle_roundtrip(env_factory):
+    import pickle
+
+    env = env_factory()
+    env.reset(seed=2)
+    env.step("execute[SELECT 1]")
+    clone = pickle.loads(pickle.dumps(env))
+    assert clone.step(f"execute[{clone.task.gold_sql}]")[:4] == env.step(f"execute[{env.task.gold_sql}]")[:4]

@@ -237,6 +237,12 @@ class SqlEnv(BaseTextEnv):
         self.last_observation = snap["observation"]
         return self.last_observation, self._fill(self._info())
 
+    def __getstate__(self) -> dict:
+        """Picklable (for process pools): connections are dropped and reopened on demand."""
+        state = dict(self.__dict__)
+        state["_sandboxes"] = {}
+        return state
+
     def close(self) -> None:
         for box in self._sandboxes.values():
             box.close()
