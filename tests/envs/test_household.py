@@ -1,0 +1,139 @@
+"""Household env on TextWorld: generation + cache, expert plans, no-op detection, snapshot ≡ replay."""
+
+import json
+import sys
+import time
+
+import pytest
+
+from creditflow.envs import EnvError, check_determinism, make, replay
+
+pytest.importorskip("textworld")
+
+from creditflow.envs.household import PRESETS, ensure_game, is_noop_feedback  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cache(creditflow_cache):
+    return str(creditflow_cache / "textworld")
+
+
+def test_missing_textworld_is_one_clear_line(monkeypatch):
+    monkeypatch.setitem(sys.modules, "textworld", None)
+    with pytest.raises(EnvError) as exc:
+        make("household")
+    msg = str(exc.value)
+    assert "\n" not in msg and "pip install creditflow[household]" in msg
+
+
+@pytest.mark.parametrize("split, seed", [("train", 0), ("train", 1), ("test", 0)])
+def test_expert_plan_wins(cache, split, seed):
+    env = make("household", split=split, cache_dir=cache)
+    obs, info = env.reset(seed=seed)
+    assert info["task"].startswith("Your task is to: put the ") and obs.endswith(info["task"])
+    assert "TextWorld" not in obs.split("\n")[0]  # the banner is gone
+    plan = env.expert_actions()
+    assert plan and all(a in info["admissible_actions"] for a in plan[:1])
+    for action in plan:
+        obs, reward, terminated, truncated, info = env.step(action)
+        assert info["action_valid"]
+    assert terminated and reward == 1.0 and info["won"] and info["score"] == 1.0
+
+
+def test_splits_are_disjoint(cache):
+    train, test = make("household", cache_dir=cache), make("household", split="test", cache_dir=cache)
+    assert train.reset(seed=0)[1]["game_key"] != test.reset(seed=0)[1]["game_key"]
+    assert train.game_seed(0) != test.game_seed(0)
+    assert train.game_seed(100) == train.game_seed(0)  # num_games=100: seed z plays game z % 100
+
+
+def test_determinism(cache):
+    check_determinism(lambda: make("household", cache_dir=cache), seed=0, n_steps=8)
+
+
+def test_generation_is_deterministic_and_cached(cache, tmp_path):
+    preset = PRESETS["easy"]
+    first = ensure_game(preset, 0, cache)
+    t = time.perf_counter()
+    again = ensure_game(preset, 0, cache)
+    assert time.perf_counter() - t < 1.0 and again.folder == first.folder  # a cache hit
+    other = ensure_game(preset, 0, tmp_path)  # generated anew in another cache
+    assert other.key == first.key and other.task == first.task
+    a, b = json.loads((first.folder / "game.json").read_text()), json.loads((other.folder / "game.json").read_text())
+    assert a["world"] == b["world"] and a["quests"] == b["quests"]
+    # a damaged cache entry is detected by its content hash and rebuilt
+    (other.folder / "game.z8").write_bytes(b"garbage")
+    rebuilt = ensure_game(preset, 0, tmp_path)
+    assert (rebuilt.folder / "game.z8").read_bytes() != b"garbage"
+
+
+def test_invalid_and_noop_actions(cache):
+    env = make("household", cache_dir=cache)
+    obs, info = env.reset(seed=0)
+    key = info["state_key"]
+    assert key.startswith("at ") and "carrying nothing" in key
+    for action in ["take the moon", "", "undo", "restart", "tw-trace-actions"]:
+        obs, reward, terminated, truncated, info = env.step(action)
+        assert obs == "Nothing happens." and not info["action_valid"] and info["state_key"] == key
+    obs, *_, info = env.step("LOOK.")  # admissible, case and punctuation forgiven; informative, so valid
+    assert info["action_valid"] and info["state_key"] == key
+    take = next(a for a in info["admissible_actions"] if a.startswith("take "))
+    obs, *_, info = env.step(take)
+    assert info["action_valid"] and info["state_key"] != key and "carrying nothing" not in info["state_key"]
+
+    loose = make("household", cache_dir=cache, admissible_only=False)
+    loose.reset(seed=0)
+    for action in ["go north", "jump", "take the moon", "xyzzy"]:  # sent to the game, nothing changes
+        obs, *_, info = loose.step(action)
+        assert not info["action_valid"] and obs, action
+    obs, *_, info = loose.step("inventory")
+    assert info["action_valid"]
+
+
+def test_noop_feedback_patterns():
+    for text in ["Nothing happens.", "You can't see any such thing.", "That's not a verb I recognise.",
+                 "That's already open.", "The tablet is already here.", "You need to take the cane first."]:
+        assert is_noop_feedback(text), text
+    for text in ["You pick up the cane from the ground.", "You are carrying nothing.",
+                 "-= Pantry =-\nYou are in a pantry. There is no exit."]:
+        assert not is_noop_feedback(text), text
+
+
+def test_snapshot_matches_replay(cache):
+    env = make("household", cache_dir=cache)
+    env.reset(seed=1)
+    prefix = ["look", env.expert_actions()[0]]
+    for a in prefix:
+        env.step(a)
+    snap = env.snapshot()
+    here = (env._obs, env._info())
+    env.step("inventory")
+    obs, info = env.restore(snap)
+    assert (obs, info["state_key"]) == (here[0], here[1]["state_key"])
+    fresh = make("household", cache_dir=cache)
+    res = replay(fresh, 1, prefix)
+    assert res.observation == obs and res.info["state_key"] == info["state_key"]
+    assert res.info["admissible_actions"] == info["admissible_actions"]
+    rest_a = [env.step(a)[:4] for a in env.expert_actions()]
+    rest_b = [fresh.step(a)[:4] for a in fresh.expert_actions()]
+    assert rest_a == rest_b and rest_a[-1][2]  # both finish the quest the same way
+    obs2, info2 = env.restore(snap)  # a snapshot can be restored again
+    assert obs2 == obs and info2["state_key"] == info["state_key"]
+
+
+def test_option_errors(cache):
+    with pytest.raises(EnvError, match="unknown difficulty"):
+        make("household", difficulty="legendary")
+    with pytest.raises(EnvError, match="split"):
+        make("household", split="dev")
+    with pytest.raises(EnvError, match="num_games"):
+        make("household", num_games=0)
+
+
+def test_pickle_between_episodes(cache):
+    import pickle
+
+    env = make("household", cache_dir=cache)
+    env.reset(seed=0)
+    clone = pickle.loads(pickle.dumps(env))
+    assert clone.reset(seed=0)[0] == env.reset(seed=0)[0]
