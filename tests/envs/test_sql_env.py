@@ -235,3 +235,12 @@ def test_pickle_roundtrip(env_factory):
     env.step("execute[SELECT 1]")
     clone = pickle.loads(pickle.dumps(env))
     assert clone.step(f"execute[{clone.task.gold_sql}]")[:4] == env.step(f"execute[{env.task.gold_sql}]")[:4]
+
+
+def test_engine_invalid_marker_is_never_executed():
+    from creditflow.envs import INVALID_ACTION_PREFIX, make
+
+    env = make("sql")
+    env.reset(seed=0)
+    obs, reward, term, trunc, info = env.step(INVALID_ACTION_PREFIX + "execute[SELECT 1]")
+    assert info["action_valid"] is False and "Invalid action" in obs

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from creditflow.envs.base import BaseTextEnv, EnvError
+from creditflow.envs.base import INVALID_ACTION_PREFIX, BaseTextEnv, EnvError
 from creditflow.envs.sql.reward import intercode_reward
 from creditflow.envs.sql.sandbox import QueryResult, SqlSandbox
 from creditflow.envs.sql.spider import load_intercode_tasks, load_jsonl_tasks, load_spider_tasks
@@ -36,6 +36,8 @@ INVALID_OBSERVATION = "Invalid action: write a SQL query as execute[<query>] (or
 
 def parse_action(text: str) -> tuple[str, str | None]:
     """``("submit", None)``, ``("sql", query)`` or ``("invalid", None)``."""
+    if (text or "").startswith(INVALID_ACTION_PREFIX):  # the engine could not parse the response: never run it
+        return "invalid", None
     if _SUBMIT.match(text or ""):
         return "submit", None
     m = _FENCE.search(text or "")
