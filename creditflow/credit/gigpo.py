@@ -97,13 +97,14 @@ def gigpo(trajectories: list[Trajectory], *, gamma: float = 0.95, step_weight: f
 
     sizes = np.bincount(anchor) if anchor.size else np.zeros(0, dtype=np.int64)
     n_groups = max(len(group_index), 1)
-    flat = returns.tolist()
-    per_group = [returns[traj_group == g] for g in range(len(group_index))]
-    degenerate = sum(1 for g in per_group if g.size > 1 and g.max() == g.min())
+    per_group = np.bincount(traj_group, minlength=n_groups)
+    spread = grouped_normalize(returns, traj_group, divide_std=False) if returns.size else returns
+    moving = np.bincount(traj_group, weights=np.abs(spread), minlength=n_groups) > 0
+    degenerate = int(((per_group > 1) & ~moving).sum())
     return {
         "credit/groups": len(group_index),
         "credit/degenerate_group_frac": degenerate / n_groups,
-        "credit/return_mean": float(np.mean(flat)) if flat else 0.0,
+        "credit/return_mean": float(returns.mean()) if returns.size else 0.0,
         "credit/anchor_groups": int(sizes.size),
         "credit/anchor_group_size": float(sizes.mean()) if sizes.size else 0.0,
         "credit/singleton_state_frac": float((sizes[anchor] == 1).mean()) if anchor.size else 0.0,
