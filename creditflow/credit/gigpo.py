@@ -17,6 +17,7 @@ Groups of one get 0 at both levels. Defaults: RewardFlow Tab. 8 (GiGPO rows: gam
 
 from __future__ import annotations
 
+import operator
 import time
 from typing import Sequence
 
@@ -25,6 +26,7 @@ import numpy as np
 from creditflow.credit import register_estimator, trajectory_return
 from creditflow.credit import knobs as K
 from creditflow.credit.groupnorm import grouped_normalize
+from creditflow.credit.rewardflow import write_step_fields
 from creditflow.credit.states import STATE_FNS, intern_nodes, step_states
 from creditflow.rollout.trajectory import Trajectory
 
@@ -84,16 +86,13 @@ def gigpo(trajectories: list[Trajectory], *, gamma: float = 0.95, step_weight: f
     step_traj = np.repeat(np.arange(len(trajs)), lengths)
     anchor, _, _ = intern_nodes(st.pre, traj_group[step_traj])  # Eq. 6: anchor states per task group
 
-    rewards = np.fromiter((s.reward for s in st.steps), dtype=np.float64, count=len(st.steps))
+    rewards = np.fromiter(map(operator.attrgetter("reward"), st.steps), dtype=np.float64, count=len(st.steps))
     step_returns = discounted_returns(rewards, lengths, gamma)
     returns = np.fromiter((trajectory_return(t, reward_source) for t in trajs), dtype=np.float64,
                           count=len(trajs))
     advantage, _, _ = gigpo_advantages(returns, traj_group, step_returns, anchor, step_traj,
                                        step_weight=step_weight, normalize=normalize, eps=eps)
-    for step, ret, r, adv in zip(st.steps, step_returns.tolist(), rewards.tolist(), advantage.tolist()):
-        step.process_reward = ret
-        step.step_reward = r
-        step.advantage = adv
+    write_step_fields(st.steps, process_reward=step_returns, step_reward=rewards, advantage=advantage)
 
     sizes = np.bincount(anchor) if anchor.size else np.zeros(0, dtype=np.int64)
     n_groups = max(len(group_index), 1)

@@ -24,7 +24,10 @@ trajectories and :func:`rewardflow` is the registered estimator.
 
 from __future__ import annotations
 
+import itertools
+import operator
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Hashable, Sequence
 
@@ -52,6 +55,7 @@ DEFAULT_GAMMA = 0.9  # Tab. 8 "decay weight gamma" 0.90
 DEFAULT_MAX_HOPS = 1000  # Tab. 8 "max graph propagation iteration" 1000
 DEFAULT_SIMILARITY = 0.9  # App. B.1: merge states whose cosine similarity exceeds 0.9
 NOOP_FEEDBACK = "Nothing happens"  # App. B.2: ALFWorld's feedback to an action that changes nothing
+_VALID, _REWARD = operator.attrgetter("valid"), operator.attrgetter("reward")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -86,6 +90,12 @@ def trajectory_advantages(returns, group_ids, normalize: str = "std", eps: float
 def combine_advantages(a_action, a_traj, alpha_action: float = 1.0, alpha_traj: float = 1.0) -> np.ndarray:
     """Eq. 9: A = alpha_action * A_action + alpha_traj * A_traj."""
     return alpha_action * np.asarray(a_action, dtype=np.float64) + alpha_traj * np.asarray(a_traj, np.float64)
+
+
+def write_step_fields(steps: Sequence[Step], **columns) -> None:
+    """Set ``step.<name> = float`` for each column (arrays aligned with ``steps``), without a Python loop."""
+    for name, values in columns.items():
+        deque(map(setattr, steps, itertools.repeat(name), np.asarray(values, dtype=np.float64).tolist()), maxlen=0)
 
 
 def is_success(traj: Trajectory, success_threshold: float | None = None) -> bool:
@@ -157,9 +167,10 @@ def build_flow(trajectories: Sequence[Trajectory], *, gamma: float = DEFAULT_GAM
     pre, post = inverse[:n_steps], inverse[n_steps:]
 
     # §3.2 / App. B.2: noisy transitions
-    noisy = np.fromiter((not s.valid for s in steps), dtype=bool, count=n_steps)
+    noisy = ~np.fromiter(map(_VALID, steps), dtype=bool, count=n_steps)
     if noop_feedback:
-        noisy |= np.fromiter((noop_feedback in text for text in st.after), dtype=bool, count=n_steps)
+        noisy |= np.fromiter(map(str.__contains__, st.after, itertools.repeat(noop_feedback)), dtype=bool,
+                             count=n_steps)
     anchor, kept = bridge_transitions(pre, post, step_start, noisy, prune=prune)
     edge_src, edge_dst = unique_edges(anchor, post, kept)
 
@@ -179,7 +190,7 @@ def build_flow(trajectories: Sequence[Trajectory], *, gamma: float = DEFAULT_GAM
     node_reward = propagate(dist, gamma)
 
     # Eq. 4, pruned steps credited with their own env reward (the penalty, once)
-    env_reward = np.fromiter((s.reward for s in steps), dtype=np.float64, count=n_steps) if prune else None
+    env_reward = np.fromiter(map(_REWARD, steps), dtype=np.float64, count=n_steps) if prune else None
     step_reward = action_rewards(node_reward, anchor, post, kept, env_reward)
 
     return Flow(
@@ -270,11 +281,8 @@ def rewardflow(trajectories: list[Trajectory], *, gamma: float = DEFAULT_GAMMA, 
     a_traj = trajectory_advantages(returns, flow.traj_group, normalize, eps)
     advantage = combine_advantages(a_action, a_traj[flow.step_traj], alpha_action, alpha_traj)  # Eq. 9
 
-    for step, r_s, r_a, adv in zip(flow.steps, flow.process_reward.tolist(), flow.step_reward.tolist(),
-                                   advantage.tolist()):
-        step.process_reward = r_s
-        step.step_reward = r_a
-        step.advantage = adv
+    write_step_fields(flow.steps, process_reward=flow.process_reward, step_reward=flow.step_reward,
+                      advantage=advantage)
 
     metrics = flow_metrics(flow)
     counts = np.bincount(flow.anchor, minlength=flow.n_nodes)

@@ -22,6 +22,7 @@ rollouts (like the official code's "You Won!" node) and a private dead end for t
 from __future__ import annotations
 
 import itertools
+import operator
 import os
 import re
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ SUCCESS_KEY = "\x00success"  # final state not recorded, rollout succeeded
 END_PREFIX = "\x00end:"  # final state not recorded, rollout failed (one private node per rollout)
 
 Embedder = Callable[[list[str]], np.ndarray]
+_STATE, _NEXT_STATE, _OBSERVATION = (operator.attrgetter(name) for name in ("state", "next_state", "observation"))
 
 
 class StateFnError(UserError):
@@ -65,17 +67,19 @@ def step_states(trajectories: Sequence[Trajectory], state_fn: str = "state_key",
     ends = list(itertools.accumulate(lengths))
     last = [(i, e - 1) for i, (e, n) in enumerate(zip(ends, lengths)) if n]
 
-    obs = [s.observation for s in steps]
+    obs = list(map(_OBSERVATION, steps))
     after = obs[1:] + [""]
     for i, j in last:
         after[j] = final_observation(trajs[i])
 
     if state_fn == "state_key":
-        pre = [s.state for s in steps]
-        nxt = pre[1:] + [None]
-        for i, j in last:
-            nxt[j] = trajs[i].final_state or _missing_final(i, won[i])
-        post = [s.next_state or n for s, n in zip(steps, nxt)]
+        pre = list(map(_STATE, steps))
+        post = list(map(_NEXT_STATE, steps))
+        if not all(post):  # next_state not recorded somewhere: the next step's state, or the final state
+            nxt = pre[1:] + [None]
+            for i, j in last:
+                nxt[j] = trajs[i].final_state or _missing_final(i, won[i])
+            post = [p or n for p, n in zip(post, nxt)]
         return StepStates(steps, lengths, pre, post, after)
 
     pre = [o or s.state for o, s in zip(obs, steps)]
@@ -134,8 +138,8 @@ def intern_nodes(keys: Sequence[Hashable], groups) -> tuple[np.ndarray, np.ndarr
     Returns ``(ids, node_group, node_keys)``; ids are ranks of (group, key) so each group's nodes are
     contiguous.
     """
-    key_ids: dict[Hashable, int] = {}
-    codes = np.fromiter((key_ids.setdefault(k, len(key_ids)) for k in keys), dtype=np.int64, count=len(keys))
+    key_ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    codes = np.fromiter(map(key_ids.__getitem__, keys), dtype=np.int64, count=len(keys))
     n_keys = max(len(key_ids), 1)
     combined = np.asarray(groups, dtype=np.int64) * n_keys + codes
     uniq, inverse = np.unique(combined, return_inverse=True)
