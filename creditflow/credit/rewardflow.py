@@ -208,7 +208,7 @@ def flow_metrics(flow: Flow) -> dict:
     n_groups = max(len(flow.group_ids), 1)
     gcount = lambda idx: np.bincount(idx, minlength=n_groups).astype(np.float64)  # noqa: E731
     nodes = gcount(flow.node_group[flow.in_graph])
-    reach = gcount(flow.node_group[flow.in_graph & (flow.node_reward > 0)])
+    reach = gcount(flow.node_group[flow.in_graph & (flow.dist >= 0)])  # NaN (mean, unreachable) is False
     edges = gcount(flow.node_group[flow.edge_src])
     lengths = np.asarray([len(t.steps) for t in flow.trajectories], dtype=np.float64)
     visits = np.bincount(flow.traj_group, weights=np.where(lengths > 0, lengths + 1, 0), minlength=n_groups)
