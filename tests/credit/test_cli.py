@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from credit_testlib import traj
+from tests.credit.credit_testlib import traj
 
 from creditflow.cli import main
 from creditflow.rollout.trajectory import read_jsonl, write_jsonl

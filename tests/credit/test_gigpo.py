@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from credit_testlib import field, traj
+from tests.credit.credit_testlib import field, traj
 
 from creditflow.credit import compute
 from creditflow.credit.gigpo import discounted_returns

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 import pytest
-from credit_testlib import field, traj
+from tests.credit.credit_testlib import field, traj
 
 from creditflow.credit import CreditError, compute, score
 from creditflow.credit.knobs import KnobError

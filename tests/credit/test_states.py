@@ -4,7 +4,7 @@ import importlib.util
 
 import numpy as np
 import pytest
-from credit_testlib import traj
+from tests.credit.credit_testlib import traj
 
 from creditflow.credit import compute
 from creditflow.credit.rewardflow import build_flow
