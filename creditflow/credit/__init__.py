@@ -139,3 +139,8 @@ __all__ = [
     "score",
     "trajectory_return",
 ]
+
+
+# registered on import (they import the registry above, so they come last)
+from creditflow.credit import gigpo as _gigpo  # noqa: E402,F401
+from creditflow.credit import rewardflow as _rewardflow  # noqa: E402,F401

@@ -190,6 +190,7 @@ class RolloutEngine:
         if done:
             ep.done = True
             ep.traj.final_state = info.get("state_key", "")
+            ep.traj.meta["final_observation"] = obs
             ep.traj.success = bool(info.get("won", False))
             ep.traj.score = float(info.get("score", 1.0 if ep.traj.success else 0.0))
 

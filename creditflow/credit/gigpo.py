@@ -1,0 +1,111 @@
+"""GiGPO: Group-in-Group Policy Optimization (Feng et al., NeurIPS 2025; arXiv 2505.10978).
+
+RewardFlow's closest baseline. Two levels of group-relative advantage, no graph:
+
+- episode level (GiGPO Eq. 3): A_E = (R(tau) - mean) / F_norm over the rollouts of one task,
+  R(tau) the summed env reward (``reward_source="return"``);
+- step level: anchor-state groups (Eq. 6): steps of the same task group whose state is identical
+  (canonical state ``state_fn``, ``state_key`` by default) form a group; each step carries its
+  discounted return R_t = sum_k gamma^k r_{t+k} (Eq. 5, gamma = 0.95) and
+  A_S = (R_t - mean) / F_norm (Eq. 7);
+- A = A_E + w * A_S (Eq. 8, w = 1).
+
+``normalize="mean_std"`` divides by the sample std + eps (F_norm = std, as GRPO), ``"mean"`` only
+subtracts the mean (F_norm = 1, the paper's Dr.GRPO-style variant; verl-agent's ``mean_norm``).
+Groups of one get 0 at both levels. Defaults: RewardFlow Tab. 8 (GiGPO rows: gamma 0.95, w 1).
+"""
+
+from __future__ import annotations
+
+import operator
+import time
+from typing import Sequence
+
+import numpy as np
+
+from creditflow.credit import register_estimator, trajectory_return
+from creditflow.credit import knobs as K
+from creditflow.credit.groupnorm import grouped_normalize
+from creditflow.credit.rewardflow import write_step_fields
+from creditflow.credit.states import STATE_FNS, intern_nodes, step_states
+from creditflow.rollout.trajectory import Trajectory
+
+GIGPO_NORMALIZE = ("mean_std", "mean")
+GIGPO_REWARD_SOURCES = ("return", "score", "success")
+
+
+def discounted_returns(rewards, lengths, gamma: float = 0.95) -> np.ndarray:
+    """GiGPO Eq. 5: R_t = r_t + gamma * R_{t+1} within each trajectory (steps laid end to end)."""
+    r = np.asarray(rewards, dtype=np.float64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if r.size == 0:
+        return r.copy()
+    first = np.cumsum(lengths) - lengths
+    row = np.repeat(np.arange(lengths.size), lengths)
+    col = np.arange(r.size) - first[row]
+    grid = np.zeros((lengths.size, int(lengths.max())))
+    grid[row, col] = r
+    running = np.zeros(lengths.size)
+    for t in range(grid.shape[1] - 1, -1, -1):  # zeros past a trajectory's end leave it unchanged
+        running = grid[:, t] + gamma * running
+        grid[:, t] = running
+    return grid[row, col]
+
+
+def gigpo_advantages(returns, group_ids, step_returns, anchor_ids, step_traj, *, step_weight: float = 1.0,
+                     normalize: str = "mean_std", eps: float = 1e-6) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """GiGPO Eq. 3, 7, 8: returns ``(A, A_E per step, A_S)``."""
+    std = normalize == "mean_std"
+    a_episode = grouped_normalize(returns, group_ids, divide_std=std, eps=eps)[np.asarray(step_traj)]  # Eq. 3
+    a_step = grouped_normalize(step_returns, anchor_ids, divide_std=std, eps=eps)  # Eq. 7
+    return a_episode + step_weight * a_step, a_episode, a_step  # Eq. 8
+
+
+@register_estimator("gigpo")
+def gigpo(trajectories: list[Trajectory], *, gamma: float = 0.95, step_weight: float = 1.0,
+          normalize: str = "mean_std", eps: float = 1e-6, reward_source: str = "return",
+          state_fn: str = "state_key", similarity: float = 0.9) -> dict:
+    """GiGPO: sets ``process_reward`` (discounted return R_t from the step, Eq. 5), ``step_reward``
+    (the env reward r_t) and ``advantage`` (Eq. 8) on every step, in place. Metrics are batch totals
+    or means over anchor groups; ``credit/time_ms`` is the wall time of this call."""
+    t0 = time.perf_counter()
+    K.number("gamma", gamma, low=0.0, high=1.0)
+    K.number("step_weight", step_weight, low=0.0)
+    K.choice("normalize", normalize, GIGPO_NORMALIZE)
+    K.number("eps", eps, low=0.0, low_open=True)
+    K.choice("reward_source", reward_source, GIGPO_REWARD_SOURCES)
+    K.choice("state_fn", state_fn, STATE_FNS)
+    K.number("similarity", similarity, low=-1.0, high=1.0)
+
+    trajs: Sequence[Trajectory] = list(trajectories)
+    group_index: dict[str, int] = {}
+    traj_group = np.fromiter((group_index.setdefault(t.group_id, len(group_index)) for t in trajs),
+                             dtype=np.int64, count=len(trajs))
+    st = step_states(trajs, state_fn, similarity=similarity)
+    lengths = np.asarray(st.lengths, dtype=np.int64)
+    step_traj = np.repeat(np.arange(len(trajs)), lengths)
+    anchor, _, _ = intern_nodes(st.pre, traj_group[step_traj])  # Eq. 6: anchor states per task group
+
+    rewards = np.fromiter(map(operator.attrgetter("reward"), st.steps), dtype=np.float64, count=len(st.steps))
+    step_returns = discounted_returns(rewards, lengths, gamma)
+    returns = np.fromiter((trajectory_return(t, reward_source) for t in trajs), dtype=np.float64,
+                          count=len(trajs))
+    advantage, _, _ = gigpo_advantages(returns, traj_group, step_returns, anchor, step_traj,
+                                       step_weight=step_weight, normalize=normalize, eps=eps)
+    write_step_fields(st.steps, process_reward=step_returns, step_reward=rewards, advantage=advantage)
+
+    sizes = np.bincount(anchor) if anchor.size else np.zeros(0, dtype=np.int64)
+    n_groups = max(len(group_index), 1)
+    per_group = np.bincount(traj_group, minlength=n_groups)
+    spread = grouped_normalize(returns, traj_group, divide_std=False) if returns.size else returns
+    moving = np.bincount(traj_group, weights=np.abs(spread), minlength=n_groups) > 0
+    degenerate = int(((per_group > 1) & ~moving).sum())
+    return {
+        "credit/groups": len(group_index),
+        "credit/degenerate_group_frac": degenerate / n_groups,
+        "credit/return_mean": float(returns.mean()) if returns.size else 0.0,
+        "credit/anchor_groups": int(sizes.size),
+        "credit/anchor_group_size": float(sizes.mean()) if sizes.size else 0.0,
+        "credit/singleton_state_frac": float((sizes[anchor] == 1).mean()) if anchor.size else 0.0,
+        "credit/time_ms": (time.perf_counter() - t0) * 1000.0,
+    }

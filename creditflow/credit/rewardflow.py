@@ -1,0 +1,292 @@
+"""RewardFlow (Feng et al. 2026, paper 003): state-graph reward propagation and synergistic advantages.
+
+Per task group (all rollouts of one task):
+
+1. Graph (§3.2, Eq. 2): nodes are canonical states f(s) (``states.py``), edges the kept transitions
+   (``graph.bridge_transitions``: invalid / no-op / self-loop steps add no edge, App. B.2).
+2. Propagation (Eq. 3): R(s) = gamma ** d(s), d the hop distance to the nearest success terminal by
+   multi-source reverse BFS (``distance="min"``) or the App. D.4 mean distance (``distance="mean"``).
+3. Action reward (Eq. 4): r~_t = R(s_{t+1}) - R(s_t) for every step, the last one included. A pruned
+   step (invalid action or no-op) leaves the state where it was, so its potential difference is 0; its
+   r~_t is its env reward, which already holds the invalid-action penalty: the penalty counts once, on
+   that step, and the next valid step is credited from the state the agent was really in (the bridge),
+   not from a spurious "Nothing happens" node.
+4. Advantages: Eq. 5-7 state-wise: the (a, r~) pairs taken in the same (bridged) state form a group,
+   A_action = (r~ - mu(s)) / (sigma(s) + eps) with sigma the sample std (``normalize="mean"``: no
+   division); singletons give 0. Eq. 8: A_traj = (r - mean) / (std + eps) over the group's rollouts,
+   r the success indicator by default (``reward_source``). Eq. 9: A = alpha_action * A_action +
+   alpha_traj * A_traj, broadcast by the trainer to every response token of the step (Eq. 11).
+
+The math lives in small NumPy functions (``action_rewards``, ``state_advantages``,
+``trajectory_advantages``, ``combine_advantages``, plus ``graph.py``); :func:`build_flow` wires them to
+trajectories and :func:`rewardflow` is the registered estimator.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Hashable, Sequence
+
+import numpy as np
+
+from creditflow.credit import register_estimator, trajectory_return
+from creditflow.credit import knobs as K
+from creditflow.credit.graph import (
+    bridge_transitions,
+    propagate,
+    reverse_bfs,
+    reverse_bfs_mean,
+    unique_edges,
+)
+from creditflow.credit.groupnorm import grouped_normalize
+from creditflow.credit.states import STATE_FNS, Embedder, intern_nodes, step_states
+from creditflow.rollout.trajectory import Step, Trajectory
+
+DISTANCES = ("min", "mean")
+RF_NORMALIZE = ("std", "mean")
+RF_REWARD_SOURCES = ("success", "score", "return")
+
+# Defaults = the paper's values (Tab. 8 for RewardFlow on ALFWorld/WebShop/Sokoban/DeepResearch).
+DEFAULT_GAMMA = 0.9  # Tab. 8 "decay weight gamma" 0.90
+DEFAULT_MAX_HOPS = 1000  # Tab. 8 "max graph propagation iteration" 1000
+DEFAULT_SIMILARITY = 0.9  # App. B.1: merge states whose cosine similarity exceeds 0.9
+NOOP_FEEDBACK = "Nothing happens"  # App. B.2: ALFWorld's feedback to an action that changes nothing
+_VALID, _REWARD = operator.attrgetter("valid"), operator.attrgetter("reward")
+
+
+# --------------------------------------------------------------------------------------------------
+# Eq. 4-9 as NumPy functions
+# --------------------------------------------------------------------------------------------------
+
+
+def action_rewards(node_reward, anchor, post, kept, env_reward=None) -> np.ndarray:
+    """Eq. 4: r~ = R(s_{t+1}) - R(s_t) along kept transitions (``anchor`` is the bridged s_t).
+
+    Pruned steps (``kept`` False) get their ``env_reward`` (the invalid/no-op penalty), or 0 if None.
+    """
+    value = np.asarray(node_reward, dtype=np.float64)
+    anchor = np.asarray(anchor, dtype=np.int64)
+    post = np.asarray(post, dtype=np.int64)
+    kept = np.asarray(kept, dtype=bool)
+    shaped = value[post] - value[anchor]
+    pruned = np.zeros(shaped.shape) if env_reward is None else np.asarray(env_reward, dtype=np.float64)
+    return np.where(kept, shaped, pruned)
+
+
+def state_advantages(step_rewards, state_ids, normalize: str = "std", eps: float = 1e-6) -> np.ndarray:
+    """Eq. 5-7: A_action = (r~ - mu(s)) / sigma(s) within each state group (sigma = sample std + eps)."""
+    return grouped_normalize(step_rewards, state_ids, divide_std=normalize == "std", eps=eps)
+
+
+def trajectory_advantages(returns, group_ids, normalize: str = "std", eps: float = 1e-6) -> np.ndarray:
+    """Eq. 8: A_traj = (r - mean) / (std + eps) over the rollouts of each task group."""
+    return grouped_normalize(returns, group_ids, divide_std=normalize == "std", eps=eps)
+
+
+def combine_advantages(a_action, a_traj, alpha_action: float = 1.0, alpha_traj: float = 1.0) -> np.ndarray:
+    """Eq. 9: A = alpha_action * A_action + alpha_traj * A_traj."""
+    return alpha_action * np.asarray(a_action, dtype=np.float64) + alpha_traj * np.asarray(a_traj, np.float64)
+
+
+def write_step_fields(steps: Sequence[Step], **columns) -> None:
+    """Set ``step.<name> = float`` for each column (arrays aligned with ``steps``), without a Python loop."""
+    for name, values in columns.items():
+        deque(map(setattr, steps, itertools.repeat(name), np.asarray(values, dtype=np.float64).tolist()), maxlen=0)
+
+
+def is_success(traj: Trajectory, success_threshold: float | None = None) -> bool:
+    """Success terminal (Eq. 3 sources): ``won``, or ``score >= success_threshold`` for graded envs."""
+    return bool(traj.success) or (success_threshold is not None and traj.score >= success_threshold)
+
+
+# --------------------------------------------------------------------------------------------------
+# trajectories -> graph -> rewards
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Flow:
+    """Everything RewardFlow computes for a batch (all groups at once, disjoint graphs)."""
+
+    trajectories: list[Trajectory]
+    group_ids: list[str]  # distinct group ids, in order of first appearance
+    traj_group: np.ndarray  # (n_traj,) group index of each trajectory
+    traj_success: np.ndarray  # (n_traj,) bool
+    steps: list[Step]  # every step, trajectory after trajectory
+    step_traj: np.ndarray  # (S,) trajectory index of each step
+    n_nodes: int
+    node_group: np.ndarray  # (N,) group index of each node (node ids are contiguous per group)
+    node_keys: list[Hashable]  # canonical key of each node
+    pre: np.ndarray  # (S,) node of s_t as recorded
+    post: np.ndarray  # (S,) node of s_{t+1}
+    anchor: np.ndarray  # (S,) node the step is credited from (s_t, bridged over pruned steps)
+    kept: np.ndarray  # (S,) bool: the step adds the edge anchor -> post
+    edge_src: np.ndarray
+    edge_dst: np.ndarray
+    start_nodes: np.ndarray
+    success_nodes: np.ndarray
+    in_graph: np.ndarray  # (N,) bool: node is a graph node (start, edge end, success terminal)
+    dist: np.ndarray  # (N,) hop distance to success (min: int, -1 unreachable; mean: float, NaN)
+    node_reward: np.ndarray  # (N,) R(s), Eq. 3
+    step_reward: np.ndarray  # (S,) r~_t, Eq. 4
+    display: dict = field(default_factory=dict)
+
+    @property
+    def process_reward(self) -> np.ndarray:
+        """R(s_t) per step (of the state the step is credited from)."""
+        return self.node_reward[self.anchor]
+
+
+def build_flow(trajectories: Sequence[Trajectory], *, gamma: float = DEFAULT_GAMMA, distance: str = "min",
+               state_fn: str = "state_key", similarity: float = DEFAULT_SIMILARITY,
+               success_threshold: float | None = None, prune: bool = True,
+               noop_feedback: str = NOOP_FEEDBACK, max_hops: int = DEFAULT_MAX_HOPS,
+               embedder: Embedder | None = None) -> Flow:
+    """Build the state graphs of all groups in ``trajectories`` and propagate rewards (Eq. 2-4)."""
+    trajs = list(trajectories)
+    group_index: dict[str, int] = {}
+    traj_group = np.fromiter((group_index.setdefault(t.group_id, len(group_index)) for t in trajs),
+                             dtype=np.int64, count=len(trajs))
+    won = [is_success(t, success_threshold) for t in trajs]
+    st = step_states(trajs, state_fn, similarity=similarity, success=won, embedder=embedder)
+    steps = st.steps
+    n_steps = len(steps)
+    lengths = np.asarray(st.lengths, dtype=np.int64)
+    step_traj = np.repeat(np.arange(len(trajs)), lengths)
+    traj_first = np.cumsum(lengths) - lengths
+    step_start = traj_first[step_traj]
+
+    # intern canonical keys per group (node ids contiguous per group)
+    step_group = traj_group[step_traj]
+    inverse, node_group, node_keys = intern_nodes((*st.pre, *st.post), np.concatenate((step_group, step_group)))
+    n_nodes = len(node_keys)
+    pre, post = inverse[:n_steps], inverse[n_steps:]
+
+    # §3.2 / App. B.2: noisy transitions
+    noisy = ~np.fromiter(map(_VALID, steps), dtype=bool, count=n_steps)
+    if noop_feedback:
+        noisy |= np.fromiter(map(str.__contains__, st.after, itertools.repeat(noop_feedback)), dtype=bool,
+                             count=n_steps)
+    anchor, kept = bridge_transitions(pre, post, step_start, noisy, prune=prune)
+    edge_src, edge_dst = unique_edges(anchor, post, kept)
+
+    has_steps = lengths > 0
+    last_step = (traj_first + lengths - 1)[has_steps]
+    start_nodes = np.unique(pre[traj_first[has_steps]])
+    success_nodes = np.unique(post[last_step[np.asarray(won, dtype=bool)[has_steps]]])
+    in_graph = np.zeros(n_nodes, dtype=bool)
+    for part in (start_nodes, success_nodes, anchor, edge_src, edge_dst):
+        in_graph[part] = True
+
+    # Eq. 3 (min) / App. D.4 (mean)
+    if distance == "min":
+        dist = reverse_bfs(n_nodes, edge_src, edge_dst, success_nodes, max_hops=max_hops)
+    else:
+        dist = reverse_bfs_mean(n_nodes, edge_src, edge_dst, success_nodes, node_group, max_hops=max_hops)
+    node_reward = propagate(dist, gamma)
+
+    # Eq. 4, pruned steps credited with their own env reward (the penalty, once)
+    env_reward = np.fromiter(map(_REWARD, steps), dtype=np.float64, count=n_steps) if prune else None
+    step_reward = action_rewards(node_reward, anchor, post, kept, env_reward)
+
+    return Flow(
+        trajectories=trajs, group_ids=list(group_index), traj_group=traj_group,
+        traj_success=np.asarray(won, dtype=bool), steps=steps, step_traj=step_traj, n_nodes=n_nodes,
+        node_group=node_group, node_keys=node_keys, pre=pre, post=post, anchor=anchor, kept=kept,
+        edge_src=edge_src, edge_dst=edge_dst, start_nodes=start_nodes, success_nodes=success_nodes,
+        in_graph=in_graph, dist=dist, node_reward=node_reward, step_reward=step_reward, display=st.display,
+    )
+
+
+def flow_metrics(flow: Flow) -> dict:
+    """Graph statistics, averaged over groups (``credit/pruned_frac`` and ``credit/singleton_state_frac``
+    are fractions of all steps in the batch)."""
+    n_groups = max(len(flow.group_ids), 1)
+    gcount = lambda idx: np.bincount(idx, minlength=n_groups).astype(np.float64)  # noqa: E731
+    nodes = gcount(flow.node_group[flow.in_graph])
+    reach = gcount(flow.node_group[flow.in_graph & (flow.dist >= 0)])  # NaN (mean, unreachable) is False
+    edges = gcount(flow.node_group[flow.edge_src])
+    lengths = np.asarray([len(t.steps) for t in flow.trajectories], dtype=np.float64)
+    visits = np.bincount(flow.traj_group, weights=np.where(lengths > 0, lengths + 1, 0), minlength=n_groups)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(visits > 0, nodes / visits, 0.0)
+        reach_frac = np.where(nodes > 0, reach / nodes, 0.0)
+    n_steps = max(len(flow.steps), 1)
+    success_groups = np.zeros(n_groups, dtype=bool)
+    success_groups[flow.node_group[flow.success_nodes]] = True
+    return {
+        "credit/groups": len(flow.group_ids),
+        "credit/graph_nodes": float(nodes.mean()) if len(flow.group_ids) else 0.0,
+        "credit/graph_edges": float(edges.mean()) if len(flow.group_ids) else 0.0,
+        "credit/unique_state_ratio": float(ratio.mean()) if len(flow.group_ids) else 0.0,
+        "credit/reach_success_frac": float(reach_frac.mean()) if len(flow.group_ids) else 0.0,
+        "credit/success_group_frac": float(success_groups.mean()) if len(flow.group_ids) else 0.0,
+        "credit/pruned_frac": float((~flow.kept).sum() / n_steps),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# the estimator
+# --------------------------------------------------------------------------------------------------
+
+
+def check_knobs(*, gamma, distance, alpha_action, alpha_traj, normalize, eps, state_fn, similarity,
+                success_threshold, reward_source, prune, noop_feedback, max_hops) -> None:
+    K.number("gamma", gamma, low=0.0, high=1.0, low_open=True)  # Eq. 3: gamma in (0, 1]
+    K.choice("distance", distance, DISTANCES)
+    K.number("alpha_action", alpha_action, low=0.0)  # Eq. 9: alphas >= 0
+    K.number("alpha_traj", alpha_traj, low=0.0)
+    K.choice("normalize", normalize, RF_NORMALIZE)
+    K.number("eps", eps, low=0.0, low_open=True)
+    K.choice("state_fn", state_fn, STATE_FNS)
+    K.number("similarity", similarity, low=-1.0, high=1.0)
+    if success_threshold is not None:
+        K.number("success_threshold", success_threshold)
+    K.choice("reward_source", reward_source, RF_REWARD_SOURCES)
+    K.flag("prune", prune)
+    if not isinstance(noop_feedback, str):
+        raise K.KnobError(f"knob noop_feedback must be a string ('' disables it), got {noop_feedback!r}")
+    K.integer("max_hops", max_hops, low=0)
+
+
+@register_estimator("rewardflow")
+def rewardflow(trajectories: list[Trajectory], *, gamma: float = DEFAULT_GAMMA, distance: str = "min",
+               alpha_action: float = 1.0, alpha_traj: float = 1.0, normalize: str = "std", eps: float = 1e-6,
+               state_fn: str = "state_key", similarity: float = DEFAULT_SIMILARITY,
+               success_threshold: float | None = None, reward_source: str = "success", prune: bool = True,
+               noop_feedback: str = NOOP_FEEDBACK, max_hops: int = DEFAULT_MAX_HOPS) -> dict:
+    """RewardFlow (paper 003, Eq. 2-9): sets ``process_reward`` R(s_t), ``step_reward`` r~_t and
+    ``advantage`` on every step, in place. Returns graph metrics (means over groups) and
+    ``credit/time_ms`` (wall time of this call for the whole batch)."""
+    t0 = time.perf_counter()
+    check_knobs(gamma=gamma, distance=distance, alpha_action=alpha_action, alpha_traj=alpha_traj,
+                normalize=normalize, eps=eps, state_fn=state_fn, similarity=similarity,
+                success_threshold=success_threshold, reward_source=reward_source, prune=prune,
+                noop_feedback=noop_feedback, max_hops=max_hops)
+    flow = build_flow(trajectories, gamma=gamma, distance=distance, state_fn=state_fn, similarity=similarity,
+                      success_threshold=success_threshold, prune=prune, noop_feedback=noop_feedback,
+                      max_hops=max_hops)
+    # Eq. 5-7: state-wise groups keyed by the node the step is credited from (graph nodes are per group)
+    a_action = state_advantages(flow.step_reward, flow.anchor, normalize, eps)
+    # Eq. 8: r = success indicator (paper), or the score / summed env reward
+    if reward_source == "success":
+        returns = flow.traj_success.astype(np.float64)
+    else:
+        returns = np.fromiter((trajectory_return(t, reward_source) for t in flow.trajectories),
+                              dtype=np.float64, count=len(flow.trajectories))
+    a_traj = trajectory_advantages(returns, flow.traj_group, normalize, eps)
+    advantage = combine_advantages(a_action, a_traj[flow.step_traj], alpha_action, alpha_traj)  # Eq. 9
+
+    write_step_fields(flow.steps, process_reward=flow.process_reward, step_reward=flow.step_reward,
+                      advantage=advantage)
+
+    metrics = flow_metrics(flow)
+    counts = np.bincount(flow.anchor, minlength=flow.n_nodes)
+    metrics["credit/singleton_state_frac"] = float((counts[flow.anchor] == 1).mean()) if flow.steps else 0.0
+    metrics["credit/return_mean"] = float(returns.mean()) if returns.size else 0.0
+    metrics["credit/time_ms"] = (time.perf_counter() - t0) * 1000.0
+    return metrics

