@@ -78,3 +78,22 @@ def test_help_lists_commands():
     code, out, _ = cli("--help")
     for name in ("demo", "train", "sft", "eval", "envs"):
         assert name in out
+
+
+def test_unknown_credit_knob_fails_before_any_work(tmp_path):
+    code, _, err = cli("train", "--algo", "rewardflow", "rl.credit.gama=0.9", f"out_dir={tmp_path / 'r'}")
+    assert code == 2 and "no knob(s) gama" in one_line_error(err)
+    assert not (tmp_path / "r").exists()
+
+
+def test_shipped_configs_validate():
+    from pathlib import Path
+
+    from creditflow import credit
+    from creditflow.config import build_config
+
+    files = sorted((Path(__file__).parents[1] / "configs").glob("*.yaml"))
+    assert files
+    for f in files:
+        cfg = build_config(f)
+        credit.check_knobs(cfg.rl.algo, cfg.rl.credit)

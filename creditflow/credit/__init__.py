@@ -54,16 +54,20 @@ def estimator_knobs(name: str) -> dict[str, Any]:
     return {p.name: p.default for p in sig.parameters.values() if p.kind == p.KEYWORD_ONLY}
 
 
-def compute(name: str, trajectories: list[Trajectory], **knobs) -> dict:
-    """Run estimator ``name`` in place on ``trajectories``; returns its metrics."""
-    fn = get_estimator(name)
+def check_knobs(name: str, knobs: dict) -> None:
+    """Raise a one-line :class:`CreditError` for an unknown estimator or knob name."""
     allowed = estimator_knobs(name)
     unknown = sorted(set(knobs) - set(allowed))
     if unknown:
         raise CreditError(
             f"estimator {name!r} has no knob(s) {', '.join(unknown)}; knobs: {', '.join(allowed) or 'none'}"
         )
-    return fn(trajectories, **knobs)
+
+
+def compute(name: str, trajectories: list[Trajectory], **knobs) -> dict:
+    """Run estimator ``name`` in place on ``trajectories``; returns its metrics."""
+    check_knobs(name, knobs)
+    return get_estimator(name)(trajectories, **knobs)
 
 
 def score(trajectories: Iterable[Trajectory | dict], estimator: str = "grpo", **knobs) -> list[Trajectory]:
@@ -128,6 +132,7 @@ def rloo(trajectories: list[Trajectory], *, reward_source: str = "return") -> di
 
 __all__ = [
     "CreditError",
+    "check_knobs",
     "RETURN_SOURCES",
     "compute",
     "estimator_knobs",
