@@ -1,7 +1,6 @@
 """A short ``creditflow train --algo rewardflow|gigpo`` run: both estimators drive the PPO-clip loss.
 
-Needs the trainer (``creditflow.train.pipeline``); skipped where it is not there. Marked slow (about a
-minute each on 2 CPU cores: SFT of the tiny policy, one RL step, a tiny evaluation).
+Runs the real CLI entry point on the session's tiny test policy: one RL step and a tiny evaluation.
 """
 
 import json
@@ -9,20 +8,18 @@ import math
 
 import pytest
 
-pytest.importorskip("creditflow.train.pipeline")
+from creditflow.cli import main
 
-from creditflow.cli import main  # noqa: E402
-
-QUICK = ["sft.demos=16", "sft.epochs=1", "rollout.tasks_per_step=2", "rollout.group_size=4", "rl.steps=1",
+QUICK = ["rollout.max_steps=4", "rollout.tasks_per_step=2", "rollout.group_size=4", "rl.steps=1",
          "rl.eval_every=1", "rl.eval_episodes=2", "rl.save_every=0", "generation.max_new_tokens=12"]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("algo, knobs", [("rewardflow", ["rl.credit.gamma=0.9"]), ("gigpo", ["rl.credit.gamma=0.95"])])
-def test_train_smoke(algo, knobs, tmp_path):
+def test_train_smoke(algo, knobs, tmp_path, tiny_model_dir):
     out = tmp_path / "run"
     with pytest.raises(SystemExit) as exc:
-        main(["train", "--algo", algo, "--out", str(out), *QUICK, *knobs])
+        main(["train", "--algo", algo, "--model", str(tiny_model_dir), "--out", str(out), *QUICK, *knobs,
+              "tensorboard=false"])
     assert exc.value.code == 0
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
     train = [r for r in rows if "credit/time_ms" in r]
