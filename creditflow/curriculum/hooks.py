@@ -143,11 +143,12 @@ class CurriculumHooks(Hooks):
             "crps/replay_success_ema": self.buffer.mean_ema(),
             "crps/restore_mismatches": self.restore_mismatches,
             "crps/replay_share": len(replay_specs) / max(1, len(specs)),
-            "crps/replay_acc": float(np.mean(replay_accs)) if replay_accs else 0.0,
             "crps/inserted": self.buffer.counts["inserted"],
             "crps/mastered": self.buffer.counts["mastered"],
             "crps/evicted": self.buffer.counts["evicted"],
         })
+        if replay_accs:  # only on steps with replay groups (a 0.0 placeholder would bias averages)
+            metrics["crps/replay_acc"] = float(np.mean(replay_accs))
         return metrics
 
     # -- buffer insertion -----------------------------------------------------------------------
