@@ -1,6 +1,6 @@
 """Does CRPS help where GRPO's groups are all-fail? GRPO vs GRPO+ExpReplay vs GRPO+CRPS on hard Sokoban.
 
-    python benchmarks/crps_learning.py [--model SFT_DIR] [--seeds 0 1 2] [--steps 60] [--smoke]
+    python benchmarks/crps_learning.py [--model SFT_DIR] [--seeds 0 1 2] [--steps 60] [--threads 1] [--smoke]
 
 All methods start from the same pi_SFT (``--model``; without it the script builds one the way
 ``creditflow sft`` does, on the same hard setting) and get the same budget: the same number of training
@@ -213,8 +213,14 @@ def main() -> None:
     ap.add_argument("--work", default="runs/crps_learning", help="run directories go here")
     ap.add_argument("--out", default=None, help="results path without suffix")
     ap.add_argument("--smoke", action="store_true", help="seconds-long budget to check the pipeline")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch intra-op threads (1 is much faster for the tiny model on a busy machine)")
     ap.add_argument("extra", nargs="*", help="extra key=value overrides for every RL run")
     args = ap.parse_args()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     budget = SMOKE if args.smoke else FULL
     steps = 2 if args.smoke else args.steps
     results_dir = Path(__file__).parent / "results"
