@@ -67,13 +67,16 @@ def train_command(
     model: Optional[str] = typer.Option(None, "--model", help="Local HF model dir (policy.model); default: tiny + SFT."),
     out: Optional[str] = typer.Option(None, "--out", help="Run directory (out_dir)."),
     resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the run in this directory exactly."),
+    curriculum: Optional[str] = typer.Option(None, "--curriculum",
+                                             help="Start-state curriculum (curriculum.name): none, crps, expreplay."),
 ) -> None:
     """Multi-turn group RL (PPO-clip + KL) with the chosen credit estimator."""
     from creditflow.config import build_config
     from creditflow.train.pipeline import config_for_resume, run_train
 
     extra = list(overrides or [])
-    for key, value in (("env.name", env), ("rl.algo", algo), ("policy.model", model), ("out_dir", out)):
+    for key, value in (("env.name", env), ("rl.algo", algo), ("policy.model", model), ("out_dir", out),
+                       ("curriculum.name", curriculum)):
         if value is not None:
             extra.insert(0, f"{key}={value}")
     if resume is not None:

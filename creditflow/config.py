@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from creditflow.errors import UserError
 
@@ -125,6 +125,64 @@ class SFTConfig(_Section):
     """Demonstrations use seeds ``seed_offset + i`` (disjoint from RL and eval seeds)."""
 
 
+class CurriculumConfig(_Section):
+    """Start-state curriculum (paper 002): CRPS, the ExpReplay baseline, or none. See docs/methods.md."""
+
+    name: Literal["none", "crps", "expreplay"] = "none"
+    """``crps``: replay successful suffixes with the dynamic-k controller; ``expreplay``: replay stored
+    successful tasks from their initial state (k = T); ``none``: fresh tasks only (diagnostics still
+    logged)."""
+    p_replay: float = Field(0.2, ge=0.0, le=1.0)
+    """Eq. 13: probability that a group is a replay group (App. F: 0.2)."""
+    band: list[float] = Field(default_factory=lambda: [0.2, 0.8])
+    """Eq. 12: target band [rho_l, rho_u] for the replay success EMA (App. E: [0.2, 0.8])."""
+    ema_lambda: float = Field(0.9, gt=0.0, le=1.0)
+    """Eq. 11: lambda, the weight of the *newest* replay group in the EMA (App. E: 0.9; 1 = no smoothing)."""
+    delta: int = Field(2, ge=1)
+    """Eq. 12: step size Delta of k (App. E: 2)."""
+    beta_min: float = Field(0.2, ge=0.0)
+    """Eq. 9: k0 fraction of T for a task with acc(x) = 0 (paper gives no value; ours)."""
+    beta_max: float = Field(1.0, ge=0.0)
+    """Eq. 9: k0 fraction of T for a task with acc(x) = 1 (paper gives no value; ours: the full trajectory)."""
+    k_min: int = Field(1, ge=1)
+    """Eq. 9/12: smallest suffix length."""
+    k_max: Optional[int] = Field(None, ge=1)
+    """Eq. 9/12: largest suffix length; None = T of each entry (replay may grow to the full task)."""
+    alpha_max: float = Field(0.5, ge=0.0, le=1.0)
+    """Eq. 7: insert a success only if its fresh group's success rate acc(x) <= alpha_max. Paper gives no
+    value; 0.5 = the band midpoint: a task solved at most half the time from the start is still hard
+    enough that suffix replay (easier than the full task) has room below rho_u to grow k, while tasks
+    solved more often already give mixed fresh groups and would replay as all-success groups."""
+    capacity: int = Field(256, ge=1)
+    """Most entries in the success buffer (one per task instance)."""
+    eviction: Literal["oldest", "easiest"] = "oldest"
+    """When the buffer is full: ``oldest`` (FIFO, favours recent successes of the current policy) or
+    ``easiest`` (the entry with the highest replay-success EMA, i.e. closest to mastery)."""
+    mastery_threshold: float = Field(0.9, ge=0.0, le=1.0)
+    """Mastery removal (§3.5): an entry whose k reached its maximum (T) and whose replay EMA stays above
+    this value is removed (above rho_u, so removal means even the full task replays too easily)."""
+    mastery_patience: int = Field(2, ge=1)
+    """...for this many consecutive replay groups at the full horizon ("consistently", §3.5)."""
+    success: Literal["won", "score"] = "won"
+    """What counts as R = 1 (Eq. 2) for acc(x), acc_replay(x) and the diagnostics: the env's ``won`` flag,
+    or ``score >= success_score`` (WebShop convention: score 1 = success)."""
+    success_score: float = 1.0
+    """Threshold used when ``success: score``."""
+    warm_start_demos: int = Field(0, ge=0)
+    """Pre-fill the buffer with the env expert's solutions of training seeds 0..N-1 (acc(x) taken as 0).
+    Not part of the paper's method (0 = off): for smoke tests and debugging replay with a weak policy."""
+
+    @model_validator(mode="after")
+    def _check(self):
+        if len(self.band) != 2 or not 0.0 <= self.band[0] < self.band[1] <= 1.0:
+            raise ValueError(f"band must be [rho_l, rho_u] with 0 <= rho_l < rho_u <= 1, got {self.band}")
+        if self.beta_min > self.beta_max:
+            raise ValueError(f"beta_min ({self.beta_min}) must be <= beta_max ({self.beta_max})")
+        if self.k_max is not None and self.k_max < self.k_min:
+            raise ValueError(f"k_max ({self.k_max}) must be >= k_min ({self.k_min})")
+        return self
+
+
 class RunConfig(_Section):
     seed: int = 0
     """Master seed (sampling, task draws, initialisation)."""
@@ -136,6 +194,7 @@ class RunConfig(_Section):
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     rl: RLConfig = Field(default_factory=RLConfig)
     sft: SFTConfig = Field(default_factory=SFTConfig)
+    curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
     tensorboard: bool = True
     """Also write TensorBoard event files."""
 

@@ -107,7 +107,9 @@ class RolloutEngine:
             return None
         if prefix:
             shown = spec.prefix_observations or []
-            history = [(shown[i] if i < len(shown) else "", a) for i, a in enumerate(prefix)]
+            # the policy saw its parsed action, the env got INVALID_ACTION_PREFIX + it for invalid ones
+            history = [(shown[i] if i < len(shown) else "", a.removeprefix(INVALID_ACTION_PREFIX))
+                       for i, a in enumerate(prefix)]
         else:
             history = []
         traj = Trajectory(

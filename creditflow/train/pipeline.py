@@ -98,6 +98,10 @@ def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[s
             model, tok, _ = sft_policy(cfg, out, train_factory, log)
             seed_everything(cfg.seed)
         ref_model = None
+    if hooks is None:  # curriculum (CRPS / ExpReplay) or diagnostics only, from cfg.curriculum
+        from creditflow.curriculum.hooks import build_hooks
+
+        hooks = build_hooks(cfg, train_factory, warm_start=not resume)
     train_engine = common.make_engine(cfg, model, tok, train_factory)
     eval_engine = common.make_engine(cfg, model, tok, eval_factory)
     logger = MetricsLogger(out, cfg.tensorboard, resume_step=None)

@@ -213,7 +213,11 @@ def set_rng_state(state: dict, task_rng: np.random.Generator, update_rng: np.ran
 
 
 class Hooks:
-    """Extension points (curriculum, extra logging). Default: fresh tasks only."""
+    """Extension points (curriculum, extra logging). Default: fresh tasks only.
+
+    ``after_rollout`` may remove trajectories from ``trajs`` in place (a curriculum drops replay groups
+    whose start state could not be restored); the trainer trains on what is left.
+    """
 
     def make_specs(self, step: int, fresh: list[TaskSpec]) -> list[TaskSpec]:
         return fresh
@@ -277,8 +281,9 @@ class RLTrainer:
         specs = self.hooks.make_specs(step, self.fresh_specs(step))
         trajs = self.train_engine.rollout(specs, cfg.rollout.group_size)
         t_roll = time.perf_counter() - t0
+        hook_metrics = self.hooks.after_rollout(step, specs, trajs)  # may drop groups in place
         metrics = rollout_metrics(trajs, "train")
-        metrics.update(self.hooks.after_rollout(step, specs, trajs))
+        metrics.update(hook_metrics)
         t1 = time.perf_counter()
         metrics.update(credit.compute(cfg.rl.algo, trajs, **cfg.rl.credit))
         metrics["time/credit_ms"] = (time.perf_counter() - t1) * 1000

@@ -1,0 +1,272 @@
+"""Does CRPS help where GRPO's groups are all-fail? GRPO vs GRPO+ExpReplay vs GRPO+CRPS on hard Sokoban.
+
+    python benchmarks/crps_learning.py [--model SFT_DIR] [--seeds 0 1 2] [--steps 60] [--threads 1] [--smoke]
+
+All methods start from the same pi_SFT (``--model``; without it the script builds one the way
+``creditflow sft`` does, on the same hard setting) and get the same budget: the same number of training
+steps of B tasks x G rollouts, the same held-out evaluation seeds. Per method and seed it records the
+held-out success curve and the per-step reward-extremity diagnostics (paper 002, Eq. 14: all-zero group
+fraction, group reward entropy) plus buffer/controller metrics, and writes
+``benchmarks/results/crps_learning.{json,md,png}`` with machine info. Before training, a no-model
+check rolls out a uniformly random policy through the same engine and hooks to show what the start-state
+mixture alone does to the group outcomes. ``--smoke`` runs a seconds-long
+budget (tiny model, 2 steps) to check the pipeline end to end; its results go to ``*_smoke.*`` and say
+nothing about the methods.
+
+Note on budgets: a replay group's prefix is restored (snapshot or replay), not generated, so CRPS
+spends fewer *policy* env-steps per group than fresh groups; the tables report ``env_steps`` per method.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.machine import machine_info  # noqa: E402
+from creditflow.config import build_config  # noqa: E402
+from creditflow.train.metrics import read_metrics  # noqa: E402
+
+METHODS = {"grpo": "none", "grpo+expreplay": "expreplay", "grpo+crps": "crps"}
+
+# the hard setting: 2 boxes in 7x7, solutions of 4..20 moves (plain GRPO's groups are mostly all-fail)
+ENV = ["env.name=sokoban", "env.kwargs.size=7", "env.kwargs.num_boxes=2", "env.kwargs.max_steps=20",
+       "env.kwargs.min_plan=4"]
+FULL = {
+    "sft": ["sft.demos=256", "sft.epochs=2"],
+    "rl": ["rollout.tasks_per_step=8", "rollout.group_size=8", "generation.max_new_tokens=16", "rl.lr=2e-4",
+           "rl.kl_coef=0.01", "rl.eval_every=10", "rl.eval_episodes=64", "rl.save_every=0", "tensorboard=false"],
+}
+SMOKE = {
+    "sft": ["sft.demos=8", "sft.epochs=1", "policy.tiny_hidden_size=32", "policy.tiny_layers=1",
+            "policy.tiny_vocab_size=400"],
+    "rl": ["rollout.tasks_per_step=2", "rollout.group_size=2", "generation.max_new_tokens=6", "rl.lr=1e-3",
+           "rl.eval_every=1", "rl.eval_episodes=2", "rl.save_every=0", "rollout.max_steps=4", "tensorboard=false"],
+}
+CURVES = ("eval/success_rate", "groups/all_zero_frac", "groups/all_one_frac", "groups/entropy",
+          "crps/buffer_size", "crps/mean_k", "crps/replay_share", "crps/replay_success_ema", "train/success_rate")
+
+
+def mixture_check(curriculum: str, iters: int, B: int = 8, G: int = 8, seed: int = 0,
+                  p_replay: float = 0.2) -> dict:
+    """No training: a uniformly random policy on the hard setting, B x G groups per step for ``iters``
+    steps, through the real engine and hooks. Isolates what the start-state mixture alone does to the
+    group outcomes (Eq. 14); reports means over the second half of the steps."""
+    import random
+
+    from creditflow.config import CurriculumConfig
+    from creditflow.curriculum.hooks import CurriculumHooks
+    from creditflow.policy.backends.base import Generation, SamplingParams
+    from creditflow.policy.prompts import PromptBuilder
+    from creditflow.rollout.engine import RolloutEngine, TaskSpec
+    from creditflow.train import common
+
+    class RandomPolicy:
+        def __init__(self):
+            self.rng = random.Random(seed)
+
+        def generate(self, prompts, params):
+            return [Generation(f"<action>{self.rng.choice(['up', 'down', 'left', 'right'])}</action>", [1], [0.0])
+                    for _ in prompts]
+
+    factory = common.env_factory(build_config(None, ENV))
+    engine = RolloutEngine(RandomPolicy(), lambda messages: [0], factory, PromptBuilder("sokoban"), SamplingParams())
+    hooks = CurriculumHooks(CurriculumConfig(name=curriculum, p_replay=p_replay), G, factory, "sokoban", seed)
+    task_rng = np.random.default_rng(seed)
+    rows = []
+    for step in range(1, iters + 1):
+        fresh = [TaskSpec(f"sokoban/{s}", int(s), group_id=f"step{step}/sokoban/{s}")
+                 for s in task_rng.integers(0, 1_000_000, B)]
+        specs = hooks.make_specs(step, fresh)
+        rows.append(hooks.after_rollout(step, specs, engine.rollout(specs, G)))
+    late = rows[iters // 2:]
+    keys = ("groups/all_zero_frac", "groups/all_one_frac", "groups/entropy", "crps/buffer_size", "crps/mean_k",
+            "crps/replay_share", "crps/replay_acc")
+    return {k: float(np.mean([r[k] for r in late if k in r])) if any(k in r for r in late) else None for k in keys}
+
+
+def build_sft(out: Path, budget: dict, quiet: bool) -> Path:
+    """pi_SFT on the hard setting, exactly what ``creditflow sft ...`` does (same function)."""
+    from creditflow.train.pipeline import run_sft_command
+
+    cfg = build_config(None, [f"out_dir={out}", *ENV, *budget["sft"]])
+    if quiet:
+        import contextlib
+        import io
+
+        with contextlib.redirect_stderr(io.StringIO()):
+            return run_sft_command(cfg)
+    return run_sft_command(cfg)
+
+
+def train_one(model: Path, out: Path, curriculum: str, seed: int, steps: int, budget: dict,
+              extra: list[str]) -> dict:
+    from creditflow.train.pipeline import run_train
+
+    cfg = build_config(None, [f"out_dir={out}", f"policy.model={model}", f"seed={seed}", f"rl.steps={steps}",
+                              f"curriculum.name={curriculum}", *ENV, *budget["rl"], *extra])
+    t0 = time.perf_counter()
+    run_train(cfg, log=lambda *_: None)
+    rows = read_metrics(out / "metrics.jsonl")
+    curves = {k: [[r["step"], r[k]] for r in rows if k in r] for k in CURVES}
+    train_rows = [r for r in rows if r.get("step", 0) > 0]
+    return {
+        "seed": seed, "minutes": (time.perf_counter() - t0) / 60, "curves": curves,
+        "final_eval_success": rows[-1].get("eval/success_rate"),
+        "initial_eval_success": rows[0].get("eval/success_rate"),
+        "mean_all_zero_frac": float(np.mean([r["groups/all_zero_frac"] for r in train_rows])),
+        "mean_entropy": float(np.mean([r["groups/entropy"] for r in train_rows])),
+        "env_steps": rows[-1].get("env_steps"),
+        "restore_mismatches": rows[-1].get("crps/restore_mismatches", 0),
+    }
+
+
+def summarize(runs: list[dict]) -> dict:
+    def ms(key):
+        vals = [r[key] for r in runs if r[key] is not None]
+        return {"mean": float(np.mean(vals)), "std": float(np.std(vals)), "values": vals}
+
+    out = {k: ms(k) for k in ("final_eval_success", "initial_eval_success", "mean_all_zero_frac", "mean_entropy",
+                              "env_steps")}
+    curves = {}
+    for key in CURVES:
+        by_step: dict[int, list[float]] = {}
+        for r in runs:
+            for step, v in r["curves"][key]:
+                by_step.setdefault(step, []).append(v)
+        curves[key] = [[s, float(np.mean(v)), float(np.std(v))] for s, v in sorted(by_step.items())]
+    out["curves"] = curves
+    return out
+
+
+def plot(result: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [("eval/success_rate", "held-out success"), ("groups/all_zero_frac", "all-zero group fraction"),
+              ("groups/entropy", "group reward entropy H_batch (bits)")]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    for ax, (key, title) in zip(axes, panels):
+        for method, summary in result["summary"].items():
+            pts = summary["curves"][key]
+            if not pts:
+                continue
+            s, m, sd = (np.array(x) for x in zip(*pts))
+            ax.plot(s, m, marker="o" if len(s) < 15 else None, label=method)
+            ax.fill_between(s, m - sd, m + sd, alpha=0.2)
+        ax.set_title(title)
+        ax.set_xlabel("training step")
+    axes[0].legend()
+    n = len(result["settings"]["seeds"])
+    fig.suptitle(f"Sokoban {result['settings']['env']}: mean ± std over {n} seeds"
+                 + (" (SMOKE: meaningless numbers)" if result["settings"]["smoke"] else ""))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def markdown(result: dict) -> str:
+    s, m = result["settings"], result["machine"]
+    lines = [
+        "# CRPS learning check: GRPO vs GRPO+ExpReplay vs GRPO+CRPS", "",
+        ("**SMOKE RUN: tiny budget, the numbers say nothing about the methods.**\n" if s["smoke"] else ""),
+        f"Env: sokoban {s['env']}; {s['steps']} steps of B={s['B']} x G={s['G']}; seeds {s['seeds']}; "
+        f"start policy: {s['model']}; CRPS/ExpReplay at paper defaults (p_replay 0.2, band [0.2, 0.8], "
+        "lambda 0.9, Delta 2)" + (f"; extra overrides: {' '.join(s['extra'])}." if s["extra"] else "."),
+        f"Machine: {m['cpu']} ({m['cores']} cores), torch {m.get('torch')}, {m['date']}; "
+        f"wall time {result['minutes']:.1f} min.", "",
+        "| method | held-out success (final) | start | mean all-zero frac | mean entropy (bits) | env steps |",
+        "|---|---|---|---|---|---|",
+    ]
+    for method, r in result["summary"].items():
+        f, i = r["final_eval_success"], r["initial_eval_success"]
+        lines.append(f"| {method} | {f['mean']:.3f} ± {f['std']:.3f} ({', '.join(f'{v:.2f}' for v in f['values'])})"
+                     f" | {i['mean']:.3f} | {r['mean_all_zero_frac']['mean']:.3f} | {r['mean_entropy']['mean']:.3f}"
+                     f" | {r['env_steps']['mean']:.0f} |")
+    mc = result["mixture_check"]
+    lines += ["", f"## Start-state mixture alone (no training, uniform random policy, {mc['iters']} steps of "
+              f"B={mc['B']} x G={mc['G']}, p_replay {mc['p_replay']}; means over the second half)", "",
+              "| method | all-zero frac | all-one frac | entropy (bits) | buffer | mean k | replay success |",
+              "|---|---|---|---|---|---|---|"]
+    for method, r in mc["means_over_second_half"].items():
+        acc = "-" if r["crps/replay_acc"] is None else f"{r['crps/replay_acc']:.3f}"
+        lines.append(f"| {method} | {r['groups/all_zero_frac']:.3f} | {r['groups/all_one_frac']:.3f} | "
+                     f"{r['groups/entropy']:.3f} | {r['crps/buffer_size']:.1f} | {r['crps/mean_k']:.2f} | {acc} |")
+    lines += ["", "Curves (mean over seeds) are in the JSON and the PNG next to this file.", ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default=None, help="pi_SFT directory shared by all runs (default: build one)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    ap.add_argument("--work", default="runs/crps_learning", help="run directories go here")
+    ap.add_argument("--out", default=None, help="results path without suffix")
+    ap.add_argument("--smoke", action="store_true", help="seconds-long budget to check the pipeline")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch intra-op threads (1 is much faster for the tiny model on a busy machine)")
+    ap.add_argument("extra", nargs="*", help="extra key=value overrides for every RL run")
+    args = ap.parse_args()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    budget = SMOKE if args.smoke else FULL
+    steps = 2 if args.smoke else args.steps
+    results_dir = Path(__file__).parent / "results"
+    out = Path(args.out or results_dir / ("crps_learning_smoke" if args.smoke else "crps_learning"))
+    work = Path(args.work + ("_smoke" if args.smoke else ""))
+    if work.exists() and any(work.iterdir()):
+        raise SystemExit(f"{work} is not empty; remove it or pass --work")
+    work.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    iters = 6 if args.smoke else 40
+    mixture = {}
+    for method, curriculum in METHODS.items():
+        mixture[method] = mixture_check(curriculum, iters)
+        print(f"random policy, {method}: " + ", ".join(f"{k} {v:.3f}" for k, v in mixture[method].items()
+                                                       if v is not None), flush=True)
+    model = Path(args.model) if args.model else build_sft(work / "sft", budget, quiet=args.smoke)
+    print(f"pi_SFT: {model}", flush=True)
+    runs: dict[str, list[dict]] = {}
+    for method in args.methods:
+        for seed in args.seeds:
+            r = train_one(model, work / f"{method}_s{seed}", METHODS[method], seed, steps, budget, args.extra)
+            runs.setdefault(method, []).append(r)
+            print(f"{method} seed {seed}: eval success {r['initial_eval_success']:.3f} -> "
+                  f"{r['final_eval_success']:.3f}, all-zero {r['mean_all_zero_frac']:.3f}, "
+                  f"entropy {r['mean_entropy']:.3f} ({r['minutes']:.1f} min)", flush=True)
+    rl_cfg = build_config(None, [*ENV, *budget["rl"], *args.extra])
+    result = {
+        "benchmark": "crps_learning",
+        "settings": {"env": " ".join(a.split("=", 1)[0].split(".")[-1] + "=" + a.split("=", 1)[1] for a in ENV[1:]),
+                     "steps": steps, "B": rl_cfg.rollout.tasks_per_step, "G": rl_cfg.rollout.group_size,
+                     "seeds": args.seeds, "model": str(model), "smoke": args.smoke,
+                     "overrides": [*ENV, *budget["rl"], *args.extra], "extra": args.extra},
+        "mixture_check": {"iters": iters, "B": 8, "G": 8, "p_replay": 0.2, "policy": "uniform random, no training",
+                          "means_over_second_half": mixture},
+        "summary": {m: summarize(rs) for m, rs in runs.items()},
+        "runs": runs,
+        "minutes": (time.perf_counter() - t0) / 60,
+        "machine": machine_info(),
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(result, indent=2))
+    out.with_suffix(".md").write_text(markdown(result))
+    plot(result, out.with_suffix(".png"))
+    print(markdown(result))
+    print(f"-> {out.with_suffix('.json')}, .md, .png")
+
+
+if __name__ == "__main__":
+    main()
