@@ -4,6 +4,17 @@ import pytest
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# The test models are tiny: intra-op threads only add spin-waiting (badly so on a loaded 2-core machine).
+# Subprocesses (CLI tests) inherit this through the environment.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def one_torch_thread():
+    import torch
+
+    torch.set_num_threads(1)
+    yield
 
 
 @pytest.fixture(scope="session")
