@@ -156,6 +156,7 @@ class PreferenceWriter:
         self.pairs = 0
         self.resumed = False
         self._open()
+        (self.dir / PAIRS).touch()  # an empty collection is still a (loadable) dataset
 
     @property
     def pairs_path(self) -> Path:

@@ -79,8 +79,11 @@ def run_collect(cfg: RunConfig, log: Callable[[str], None] | None = None, model_
     train_factory = common.env_factory(cfg, "train")
     model_path = model_path or sft_model_path(cfg, out, train_factory, log)
     writer = PreferenceWriter(data_dir(cfg), collection_settings(cfg, model_path))
+    seeds = [cfg.rro.seed_offset + i for i in range(cfg.rro.tasks)]
     if writer.resumed:
         log(f"resuming the collection in {writer.dir}: {len(writer.records)} task(s) already done")
+    if all(writer.done(f"{cfg.env.name}/{s}") for s in seeds):
+        return writer.write_summary()
     model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.dtype)
     executor = make_env_executor(cfg.rro.executor, train_factory, num_workers=cfg.rro.ray_workers,
                                  address=cfg.rro.ray_address)
@@ -89,7 +92,6 @@ def run_collect(cfg: RunConfig, log: Callable[[str], None] | None = None, model_
         collector = PreferenceCollector(engine, train_factory, exploration=cfg.rro.exploration,
                                         candidates=cfg.rro.candidates, mc_rollouts=cfg.rro.mc_rollouts,
                                         seed=cfg.seed, env_name=cfg.env.name)
-        seeds = [cfg.rro.seed_offset + i for i in range(cfg.rro.tasks)]
 
         def progress(done: int, total: int, rec: dict) -> None:
             log(f"task {done}/{total} {rec['task_id']}: {rec['steps']} steps, {rec['samples']} samples, "
@@ -170,10 +172,14 @@ def run_rro(cfg: RunConfig, log: Callable[[str], None] | None = None) -> dict:
     t_sft = time.perf_counter()
     collection = run_collect(cfg, log, model_path=sft_path)
     t_collect = time.perf_counter()
-    dpo_path, dpo_metrics = run_dpo_training(cfg, log, model_path=sft_path)
+    if collection["pairs"]:
+        dpo_path, dpo_metrics = run_dpo_training(cfg, log, model_path=sft_path)
+    else:  # no preference pair: DPO has nothing to learn from, π_DPO = π_SFT
+        log("no preference pairs were collected: DPO skipped, π_DPO = π_SFT")
+        dpo_path, dpo_metrics = sft_path, {"dpo/train_loss": None, "dpo/steps": 0}
     t_dpo = time.perf_counter()
     sft_eval = evaluate_policy(cfg, sft_path, cfg.rro.eval_episodes)
-    dpo_eval = evaluate_policy(cfg, dpo_path, cfg.rro.eval_episodes)
+    dpo_eval = sft_eval if dpo_path == sft_path else evaluate_policy(cfg, dpo_path, cfg.rro.eval_episodes)
     summary = {
         "exploration": cfg.rro.exploration, "candidates": cfg.rro.candidates, "mc_rollouts": cfg.rro.mc_rollouts,
         "samples_per_step": collection["samples_per_step"], "steps": collection["steps"],

@@ -80,3 +80,21 @@ def test_cli_rro_user_errors_are_one_line(tmp_path, capsys):
         assert exc.value.code == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error: ") and needle in err[0]
+
+
+def test_cli_rro_collect_writes_data_and_summary_and_resumes(tiny_model_dir, tmp_path, capsys):
+    from creditflow.cli import main
+
+    argv = ["rro", "collect", "--model", str(tiny_model_dir), "--out", str(tmp_path / "run"), "--tasks", "1",
+            "--exploration", "fixed", "--candidates", "2", "--mc-rollouts", "1", "generation.max_new_tokens=6",
+            "env.kwargs.max_steps=3", "policy.device=cpu", "tensorboard=false"]
+    for _ in range(2):  # the second run finds the task finished and only rewrites the summary
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code in (0, None)
+        printed = json.loads(capsys.readouterr().out)
+        assert printed["samples_per_step"] == 2.0 and printed["steps"] >= 1
+    data = tmp_path / "run" / "preferences"
+    summary = json.loads((data / "summary.json").read_text())
+    assert summary["settings"]["exploration"] == "fixed" and summary["tasks"] == 1
+    assert (data / "preferences.jsonl").exists() and len((data / "tasks.jsonl").read_text().splitlines()) == 1
