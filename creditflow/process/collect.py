@@ -25,9 +25,11 @@ from dataclasses import dataclass
 from typing import Callable
 
 from creditflow.envs.base import ReplayMismatch, has_snapshot
+from creditflow.policy.parsing import parse_action
 from creditflow.process.mc import MCProcessReward, Prefix, PrefixRestoreError
 from creditflow.process.preferences import PreferenceWriter, preference_record
 from creditflow.process.rro import NO_RISING, StepSampling, sample_step
+from creditflow.rollout.engine import env_action
 from creditflow.rollout.executors import start_env
 
 
@@ -72,17 +74,12 @@ class PreferenceCollector:
         self.env_name = env_name
 
     # -- the local env ---------------------------------------------------------------------------
-    def _restore(self, seed: int, actions: list[str], observations: list[str], snapshot) -> None:
-        start_env(self.env, seed, actions, observations, snapshot)
-
     def _apply(self, task_id: str, seed: int, actions: list[str], observations: list[str], snapshot,
                obs: str, info: dict, gen) -> Candidate:
-        from creditflow.policy.parsing import parse_action
-        from creditflow.rollout.engine import env_action
-
+        """Apply one sampled response at e_1:t−1 (restored by snapshot or verified replay) on the local env."""
         parsed = parse_action(gen.text, info.get("admissible_actions"))
         executed = env_action(parsed)
-        self._restore(seed, actions, observations, snapshot)
+        start_env(self.env, seed, actions, observations, snapshot)
         nobs, _, terminated, truncated, ninfo = self.env.step(executed)
         t = len(actions) + 1
         if self.engine.max_steps is not None and t >= self.engine.max_steps:  # the engine's episode cap

@@ -156,7 +156,9 @@ class PreferenceWriter:
         self.pairs = 0
         self.resumed = False
         self._open()
-        (self.dir / PAIRS).touch()  # an empty collection is still a (loadable) dataset
+        if not self.resumed:  # settings on disk before the first task, for the check at a restart
+            (self.dir / PAIRS).touch()  # an empty collection is still a (loadable) dataset
+            self.write_summary()
 
     @property
     def pairs_path(self) -> Path:
@@ -173,7 +175,7 @@ class PreferenceWriter:
             except ValueError:
                 stored = {}
         diff = sorted(k for k in set(stored) | set(self.settings)
-                      if k not in RESUMABLE_SETTINGS and stored.get(k) != self.settings.get(k))
+                      if stored and k not in RESUMABLE_SETTINGS and stored.get(k) != self.settings.get(k))
         if diff:
             k = diff[0]
             raise UserError(f"{self.dir} holds a collection with other settings ({k}: {stored.get(k)!r} there, "
