@@ -6,6 +6,7 @@ write their outputs atomically so a failed run leaves nothing half-written.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Optional
@@ -223,6 +224,99 @@ def graph_command(
     write_graph(graph, output_path)
     typer.echo(f"group {graph.group_id}: {len(graph.labels)} nodes, {len(graph.edges)} edges -> {output_path}",
                err=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# rro
+# --------------------------------------------------------------------------------------------------
+
+rro_app = typer.Typer(no_args_is_help=True, help="RRO: MC process rewards, reward-rising sampling, DPO.")
+app.add_typer(rro_app, name="rro")
+
+
+def _rro_config(overrides, config, pairs: dict):
+    from creditflow.config import build_config
+
+    extra = list(overrides or [])
+    for key, value in pairs.items():
+        if value is not None:
+            extra.insert(0, f"{key}={value}")
+    return build_config(config, extra)
+
+
+_EXPLORATION_HELP = "rising (RRO, Alg. 1) or fixed (fixed-size baseline) (rro.exploration)."
+
+
+@rro_app.command("collect")
+def rro_collect_command(
+    overrides: Optional[list[str]] = typer.Argument(None, help=_OVERRIDES_HELP, show_default=False),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML run config."),
+    env: Optional[str] = typer.Option(None, "--env", help="Environment name (env.name)."),
+    model: Optional[str] = typer.Option(None, "--model", help="π_SFT model dir; default OUT/sft_model, trained if absent."),
+    out: Optional[str] = typer.Option(None, "--out", help="Run directory (out_dir)."),
+    data: Optional[str] = typer.Option(None, "--data", help="Preference data dir (default OUT/preferences)."),
+    exploration: Optional[str] = typer.Option(None, "--exploration", help=_EXPLORATION_HELP),
+    candidates: Optional[int] = typer.Option(None, "--candidates", help="N_max (rising) / N (fixed) (rro.candidates)."),
+    mc_rollouts: Optional[int] = typer.Option(None, "--mc-rollouts", help="m rollouts per process reward."),
+    tasks: Optional[int] = typer.Option(None, "--tasks", help="Training tasks to collect on (rro.tasks)."),
+    executor: Optional[str] = typer.Option(None, "--executor", help="inprocess or ray (rro.executor)."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray cluster; default: start a local one."),
+) -> None:
+    """Collect process-supervised preference pairs (resumes an interrupted collection in the same dir)."""
+    from creditflow.train.rro_pipeline import run_collect
+
+    cfg = _rro_config(overrides, config, {
+        "env.name": env, "policy.model": model, "out_dir": out, "rro.data_dir": data,
+        "rro.exploration": exploration, "rro.candidates": candidates, "rro.mc_rollouts": mc_rollouts,
+        "rro.tasks": tasks, "rro.executor": executor, "rro.ray_address": ray_address})
+    summary = run_collect(cfg)
+    typer.echo(json.dumps({k: summary[k] for k in ("samples_per_step", "steps", "pairs", "rollouts",
+                                                   "generated_tokens", "wall_seconds")}, indent=2))
+
+
+@rro_app.command("train")
+def rro_train_command(
+    overrides: Optional[list[str]] = typer.Argument(None, help=_OVERRIDES_HELP, show_default=False),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML run config."),
+    model: Optional[str] = typer.Option(None, "--model", help="π_SFT model dir (start and reference); default OUT/sft_model."),
+    out: Optional[str] = typer.Option(None, "--out", help="Run directory; the result goes to OUT/dpo_model."),
+    data: Optional[str] = typer.Option(None, "--data", help="Preference data dir (default OUT/preferences)."),
+    env: Optional[str] = typer.Option(None, "--env", help="Environment name (env.name)."),
+) -> None:
+    """DPO (TRL) from π_SFT on collected preference pairs; reference = π_SFT."""
+    from creditflow.train.rro_pipeline import run_dpo_training
+
+    cfg = _rro_config(overrides, config, {"env.name": env, "policy.model": model, "out_dir": out,
+                                          "rro.data_dir": data})
+    target, metrics = run_dpo_training(cfg)
+    typer.echo(f"DPO: {metrics['dpo/pairs']} pairs, {metrics['dpo/steps']} steps, loss "
+               f"{metrics['dpo/train_loss']:.4f} -> {target}")
+
+
+@rro_app.command("run")
+def rro_run_command(
+    overrides: Optional[list[str]] = typer.Argument(None, help=_OVERRIDES_HELP, show_default=False),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML run config."),
+    env: Optional[str] = typer.Option(None, "--env", help="Environment name (env.name)."),
+    model: Optional[str] = typer.Option(None, "--model", help="π_SFT model dir; default: SFT the tiny policy."),
+    out: Optional[str] = typer.Option(None, "--out", help="Run directory (out_dir)."),
+    exploration: Optional[str] = typer.Option(None, "--exploration", help=_EXPLORATION_HELP),
+    candidates: Optional[int] = typer.Option(None, "--candidates", help="N_max (rising) / N (fixed) (rro.candidates)."),
+    mc_rollouts: Optional[int] = typer.Option(None, "--mc-rollouts", help="m rollouts per process reward."),
+    tasks: Optional[int] = typer.Option(None, "--tasks", help="Training tasks to collect on (rro.tasks)."),
+    executor: Optional[str] = typer.Option(None, "--executor", help="inprocess or ray (rro.executor)."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray cluster; default: start a local one."),
+) -> None:
+    """The whole RRO pipeline: SFT → collect → DPO → held-out eval of π_SFT and π_DPO."""
+    from creditflow.train.rro_pipeline import run_rro
+
+    cfg = _rro_config(overrides, config, {
+        "env.name": env, "policy.model": model, "out_dir": out, "rro.exploration": exploration,
+        "rro.candidates": candidates, "rro.mc_rollouts": mc_rollouts, "rro.tasks": tasks,
+        "rro.executor": executor, "rro.ray_address": ray_address})
+    summary = run_rro(cfg)
+    typer.echo((Path(cfg.out_dir) / "rro_summary.md").read_text())
+    typer.echo(json.dumps({k: summary[k] for k in ("samples_per_step", "steps", "pairs", "rollouts")}))
 
 
 def main(argv: Optional[list[str]] = None) -> None:

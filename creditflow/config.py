@@ -183,6 +183,59 @@ class CurriculumConfig(_Section):
         return self
 
 
+class RRODPOConfig(_Section):
+    beta: float = Field(0.1, gt=0)
+    """β of the DPO loss (RRO §3.4). 0.1 is the usual DPO / TRL value; §4.3 does not state it."""
+    epochs: float = Field(3.0, gt=0)
+    """Passes over the preference data (RRO §4.3: 3 epochs)."""
+    lr: float = Field(3e-6, gt=0)
+    """Learning rate (RRO §4.3: constant 3e-6 for Gemma-2 2B; the tiny CPU default needs ~1e-4)."""
+    batch_size: int = Field(32, ge=1)
+    """Pairs per optimizer step (RRO §4.3: 32)."""
+    warmup: float = Field(0.1, ge=0)
+    """Warmup: a ratio of the total steps when < 1, else a step count (RRO §4.3: ratio 0.1)."""
+    scheduler: str = "constant_with_warmup"
+    """transformers LR scheduler name (RRO §4.3: constant learning rate after warmup)."""
+    max_length: int = Field(1024, ge=16)
+    """Longest prompt + response kept (TRL truncates longer pairs)."""
+    lora: bool = False
+    """Train a LoRA adapter (PEFT) instead of all weights; the reference is then the adapter-disabled model.
+    The adapter is merged into the saved model."""
+    lora_r: int = Field(16, ge=1)
+    """LoRA rank."""
+    lora_alpha: int = Field(32, ge=1)
+    """LoRA scaling alpha."""
+    lora_dropout: float = Field(0.05, ge=0, lt=1)
+    """LoRA dropout."""
+
+
+class RROConfig(_Section):
+    exploration: Literal["rising", "fixed"] = "rising"
+    """Next-action exploration: ``rising`` = reward-rising sampling (RRO §3.2, Alg. 1); ``fixed`` = the
+    fixed-size exploration baseline (§4.2: always ``candidates`` candidates, best vs. worst)."""
+    candidates: int = Field(5, ge=1)
+    """N_max for ``rising`` (stop after this many candidates; §4.3: 5) / N for ``fixed`` (§4.2, Table 1: 5)."""
+    mc_rollouts: int = Field(5, ge=1)
+    """m: rollouts averaged per process-reward estimate (RRO §2, Alg. 1 ProcessReward; §4.3: 5)."""
+    tasks: int = Field(64, ge=1)
+    """Training tasks (env seeds ``seed_offset + i``) to collect preference data on."""
+    seed_offset: int = 300_000
+    """Collection seeds are ``seed_offset + i`` (disjoint from SFT demos, RL draws and eval seeds)."""
+    executor: Literal["inprocess", "ray"] = "inprocess"
+    """Where the env work of the MC rollouts runs: ``inprocess`` or ``ray`` (generation stays in the driver;
+    the same seeds give the same data with either)."""
+    ray_address: Optional[str] = None
+    """Ray cluster to join (``auto`` or ``ray://host:port``); None starts a local Ray."""
+    ray_workers: Optional[int] = Field(None, ge=1)
+    """Env actors on Ray (None: one per CPU of the cluster)."""
+    data_dir: Optional[str] = None
+    """Where preference data is written / read; None = ``<out_dir>/preferences``."""
+    eval_episodes: int = Field(64, ge=1)
+    """Held-out tasks for the π_SFT vs π_DPO evaluation of ``rro run``."""
+    dpo: RRODPOConfig = Field(default_factory=RRODPOConfig)
+    """DPO training (RRO §3.4, §4.3)."""
+
+
 class RunConfig(_Section):
     seed: int = 0
     """Master seed (sampling, task draws, initialisation)."""
@@ -195,6 +248,9 @@ class RunConfig(_Section):
     rl: RLConfig = Field(default_factory=RLConfig)
     sft: SFTConfig = Field(default_factory=SFTConfig)
     curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
+    """Start-state curriculum (CRPS / ExpReplay / none) for ``creditflow train``."""
+    rro: RROConfig = Field(default_factory=RROConfig)
+    """RRO preference collection and DPO (``creditflow rro ...``)."""
     tensorboard: bool = True
     """Also write TensorBoard event files."""
 

@@ -6,6 +6,8 @@ behaviour log-probs, observation, state_key, action, response text, valid, rewar
 episodes drop out of the batch. Episodes can start from an intermediate state (CRPS replay, RRO
 process rewards): by the env's snapshot/restore where it has one, else by verified prefix replay; the
 prompt's history window is rebuilt from the stored prefix so the policy sees what it would have seen.
+All env work (start, step) goes through an env executor (``creditflow.rollout.executors``): in this
+process by default, or on Ray; generation always stays here.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from creditflow.envs.base import INVALID_ACTION_PREFIX, ReplayMismatch, has_snapshot, replay
+from creditflow.envs.base import INVALID_ACTION_PREFIX
 from creditflow.policy.backends.base import Backend, SamplingParams
-from creditflow.policy.parsing import parse_action
+from creditflow.policy.parsing import ParsedAction, parse_action
 from creditflow.policy.prompts import PromptBuilder
+from creditflow.rollout.executors import EnvExecutor, InProcessEnvExecutor, start_job
 from creditflow.rollout.trajectory import Step, Trajectory
 
 KEEP_INFO = ("score", "won", "boxes_on_target")
@@ -28,7 +31,9 @@ class TaskSpec:
     """One task instance to roll out: env seed plus an optional start state.
 
     ``prefix_actions`` / ``prefix_observations`` (observations[0] = after reset) describe the path to the
-    start state; ``snapshot`` restores it directly when the env supports it.
+    start state; ``snapshot`` restores it directly when the env supports it. ``prefix_actions`` are the
+    actions the env received: a response the engine could not parse is ``INVALID_ACTION_PREFIX + text``
+    there, and the prompt history shows it as ``text``, as the live episode did.
     """
 
     task_id: str
@@ -43,8 +48,7 @@ class TaskSpec:
 @dataclass
 class _Episode:
     spec: TaskSpec
-    index: int
-    env: object
+    index: int  # the env executor's slot
     observation: str
     info: dict
     history: list[tuple[str, str]]
@@ -66,12 +70,13 @@ class RolloutEngine:
     """Runs episodes of ``env_factory()`` envs with a generation ``backend``.
 
     ``encode(messages) -> list[int]`` turns chat messages into prompt ids (the tokenizer's chat template
-    with the generation prompt).
+    with the generation prompt). ``env_executor`` runs the env work (default: in this process).
     """
 
     def __init__(self, backend: Backend, encode: Callable[[list[dict]], list[int]],
                  env_factory: Callable[[], object], prompt_builder: PromptBuilder,
-                 sampling: SamplingParams, invalid_penalty: float = 0.1, max_steps: int | None = None):
+                 sampling: SamplingParams, invalid_penalty: float = 0.1, max_steps: int | None = None,
+                 env_executor: EnvExecutor | None = None):
         self.backend = backend
         self.encode = encode
         self.env_factory = env_factory
@@ -79,37 +84,16 @@ class RolloutEngine:
         self.sampling = sampling
         self.invalid_penalty = invalid_penalty
         self.max_steps = max_steps
-        self._pool: list[object] = []
+        self.executor: EnvExecutor = env_executor or InProcessEnvExecutor(env_factory)
         self.stats = RolloutStats()
 
-    def _env(self, i: int):
-        while len(self._pool) <= i:
-            self._pool.append(self.env_factory())
-        return self._pool[i]
-
     # -- starting episodes ----------------------------------------------------------------------
-    def _start(self, spec: TaskSpec, index: int, k: int) -> _Episode | None:
-        env = self._env(index)
+    def _start(self, spec: TaskSpec, index: int, k: int, obs: str, info: dict) -> _Episode:
         prefix = spec.prefix_actions
-        try:
-            if prefix and spec.snapshot is not None and has_snapshot(env):
-                env.reset(seed=spec.seed)
-                obs, info = env.restore(spec.snapshot)
-            elif prefix:
-                res = replay(env, spec.seed, prefix, spec.prefix_observations)
-                if res.done:
-                    raise ReplayMismatch(len(prefix), "<episode continues>", "<episode ended>")
-                obs, info = res.observation, res.info
-            else:
-                obs, info = env.reset(seed=spec.seed)
-        except ReplayMismatch:
-            self.stats.restore_mismatches += 1
-            return None
         if prefix:
             shown = spec.prefix_observations or []
-            # the policy saw its parsed action, the env got INVALID_ACTION_PREFIX + it for invalid ones
-            history = [(shown[i] if i < len(shown) else "", a.removeprefix(INVALID_ACTION_PREFIX))
-                       for i, a in enumerate(prefix)]
+            # the policy saw its parsed action; the env got INVALID_ACTION_PREFIX + it for invalid ones
+            history = [(shown[i] if i < len(shown) else "", shown_action(a)) for i, a in enumerate(prefix)]
         else:
             history = []
         traj = Trajectory(
@@ -118,7 +102,7 @@ class RolloutEngine:
             traj_id=f"{spec.group_id or spec.task_id}/{k}",
             meta={"seed": spec.seed, "start_step": len(prefix), **spec.meta},
         )
-        return _Episode(spec, index, env, obs, info, history, traj)
+        return _Episode(spec, index, obs, info, history, traj)
 
     # -- main loop ------------------------------------------------------------------------------
     def rollout(self, specs: list[TaskSpec], group_size: int = 1, sampling: SamplingParams | None = None,
@@ -130,12 +114,14 @@ class RolloutEngine:
         """
         sampling = sampling or self.sampling
         t0 = time.perf_counter()
+        slots = [(spec, k) for spec in specs for k in range(group_size)]
+        started = self.executor.start([start_job(i, spec) for i, (spec, _) in enumerate(slots)])
         episodes: list[_Episode] = []
-        for s, spec in enumerate(specs):
-            for k in range(group_size):
-                ep = self._start(spec, len(episodes), k)
-                if ep is not None:
-                    episodes.append(ep)
+        for i, ((spec, k), start) in enumerate(zip(slots, started)):
+            if start is None:  # verified replay mismatched
+                self.stats.restore_mismatches += 1
+            else:
+                episodes.append(self._start(spec, i, k, *start))
         turn = 0
         while True:
             active = [ep for ep in episodes if not ep.done]
@@ -148,8 +134,10 @@ class RolloutEngine:
             outs = self.backend.generate(prompt_ids, sampling)
             self.stats.generate_seconds += time.perf_counter() - g0
             self.stats.generate_calls += 1
-            for ep, ids, out in zip(active, prompt_ids, outs):
-                self._advance(ep, ids, out)
+            parsed = [parse_action(out.text, ep.info.get("admissible_actions")) for ep, out in zip(active, outs)]
+            results = self.executor.step([(ep.index, env_action(p)) for ep, p in zip(active, parsed)])
+            for ep, ids, out, p, res in zip(active, prompt_ids, outs, parsed, results):
+                self._advance(ep, ids, out, p, res)
             turn += 1
         self.stats.seconds += time.perf_counter() - t0
         return [ep.traj for ep in episodes]
@@ -158,12 +146,10 @@ class RolloutEngine:
         return self.prompts.messages(ep.info.get("task", ""), ep.observation, ep.history,
                                      ep.info.get("admissible_actions"))
 
-    def _advance(self, ep: _Episode, prompt_ids: list[int], out) -> None:
-        admissible = ep.info.get("admissible_actions")
-        parsed = parse_action(out.text, admissible)
+    def _advance(self, ep: _Episode, prompt_ids: list[int], out, parsed: ParsedAction, result) -> None:
+        """Record one step; ``result`` is what the env returned for ``env_action(parsed)``."""
         state = ep.info.get("state_key", "")
-        obs, reward, terminated, truncated, info = ep.env.step(parsed.action if parsed.valid else
-                                                                _invalid_action(parsed.action))
+        obs, reward, terminated, truncated, info = result
         valid = parsed.valid and bool(info.get("action_valid", True))
         if not parsed.valid:
             reward -= self.invalid_penalty  # unparseable / non-admissible: no move, penalty
@@ -200,3 +186,13 @@ class RolloutEngine:
 def _invalid_action(text: str) -> str:
     """What the env receives for an unparseable/non-admissible response (envs never execute it)."""
     return INVALID_ACTION_PREFIX + text
+
+
+def env_action(parsed: ParsedAction) -> str:
+    """The action the env receives for a parsed response."""
+    return parsed.action if parsed.valid else _invalid_action(parsed.action)
+
+
+def shown_action(executed: str) -> str:
+    """The action as the prompt history shows it (the parsed text, without the invalid marker)."""
+    return executed[len(INVALID_ACTION_PREFIX):] if executed.startswith(INVALID_ACTION_PREFIX) else executed

@@ -95,7 +95,8 @@ def sampling_params(cfg: RunConfig, tokenizer, evaluation: bool = False) -> Samp
     )
 
 
-def make_engine(cfg: RunConfig, model, tokenizer, factory) -> RolloutEngine:
+def make_engine(cfg: RunConfig, model, tokenizer, factory, env_executor=None) -> RolloutEngine:
+    """``env_executor``: where env work runs (``creditflow.rollout.executors``; default in-process)."""
     env = factory()
     return RolloutEngine(
         backend=HFBackend(model, tokenizer),
@@ -105,6 +106,7 @@ def make_engine(cfg: RunConfig, model, tokenizer, factory) -> RolloutEngine:
         sampling=sampling_params(cfg, tokenizer),
         invalid_penalty=cfg.rollout.invalid_penalty,
         max_steps=cfg.rollout.max_steps,
+        env_executor=env_executor,
     )
 
 

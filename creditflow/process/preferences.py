@@ -1,0 +1,247 @@
+"""Preference data for DPO: TRL's conversational preference format, written resumably, with accounting.
+
+A collection directory holds
+
+| file | what |
+|---|---|
+| ``preferences.jsonl`` | one pair per line: ``prompt`` (the agent's chat messages at that step), ``chosen`` / ``rejected`` (one assistant message each: the sampled response), plus metadata columns (task, step, rewards) |
+| ``tasks.jsonl`` | one accounting record per finished task (steps, candidates sampled, pairs, rollouts, tokens, seconds) |
+| ``summary.json`` | the collection settings and the totals over finished tasks (``samples_per_step``, ``steps``, ``pairs``, ``rollouts``, ...) |
+| ``README.md`` | dataset card (Hugging Face style front matter + the accounting table) |
+
+Resumability: a task's pairs are appended and flushed (fsync) first, then its accounting record; the
+summary and card are rewritten atomically after every task. Reopening a directory keeps the tasks that
+have a record, drops any pair lines of a task without one (the task in flight at a crash) and any torn
+last line, and refuses settings that differ from the stored ones (other than the task count).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from creditflow.errors import UserError
+
+PAIRS = "preferences.jsonl"
+TASKS = "tasks.jsonl"
+SUMMARY = "summary.json"
+CARD = "README.md"
+TRL_COLUMNS = ("prompt", "chosen", "rejected")
+# settings that may change between a crash and the restart without changing the data
+RESUMABLE_SETTINGS = ("tasks", "executor", "ray_address", "ray_workers", "out_dir")
+HEADLINE = ("samples_per_step", "steps", "pairs", "rollouts", "generated_tokens", "wall_seconds", "tasks")
+
+
+def preference_record(prompt: list[dict], chosen: str, rejected: str, **meta) -> dict:
+    """One TRL conversational preference example (``prompt`` + ``chosen`` / ``rejected`` assistant turns)."""
+    return {"prompt": prompt, "chosen": [{"role": "assistant", "content": chosen}],
+            "rejected": [{"role": "assistant", "content": rejected}], **meta}
+
+
+def _read_jsonl_lines(path: Path) -> tuple[list[dict], bool]:
+    """Complete JSON lines of ``path`` and whether something (a torn or bad line) was dropped."""
+    if not path.exists():
+        return [], False
+    rows, dropped = [], False
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    elif lines:  # no newline at the end: the last write was cut
+        lines.pop()
+        dropped = True
+    for raw in lines:
+        try:
+            rows.append(json.loads(raw))
+        except ValueError:
+            dropped = True
+    return rows, dropped
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _append(path: Path, rows: list[dict]) -> None:
+    if not rows:
+        return
+    with open(path, "a", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def aggregate(records: list[dict]) -> dict:
+    """Totals over per-task accounting records; ``samples_per_step`` = candidates sampled / steps (the
+    paper's "# samples", Table 1)."""
+    def total(key):
+        return sum(r.get(key, 0) for r in records)
+
+    steps, samples = total("steps"), total("samples")
+    ok = [r for r in records if not r.get("failed")]
+    return {
+        "tasks": len(records),
+        "failed_tasks": len(records) - len(ok),
+        "steps": steps,
+        "samples": samples,
+        "samples_per_step": samples / steps if steps else 0.0,
+        "pairs": total("pairs"),
+        "omitted_no_rising": total("omitted_no_rising"),
+        "omitted_no_contrast": total("omitted_no_contrast"),
+        "rollouts": total("rollouts"),
+        "mc_queries": total("mc_queries"),
+        "mc_cache_hits": total("mc_cache_hits"),
+        "terminal_prefixes": total("terminal_prefixes"),
+        "generated_tokens": total("candidate_tokens") + total("rollout_tokens"),
+        "candidate_tokens": total("candidate_tokens"),
+        "rollout_tokens": total("rollout_tokens"),
+        "env_steps": total("env_steps"),
+        "wall_seconds": round(sum(r.get("seconds", 0.0) for r in records), 3),
+        "trajectory_success_rate": (sum(bool(r.get("success")) for r in ok) / len(ok)) if ok else 0.0,
+        "trajectory_score": (sum(r.get("score", 0.0) for r in ok) / len(ok)) if ok else 0.0,
+    }
+
+
+def _card(summary: dict) -> str:
+    s = summary["settings"]
+    t = summary["totals"]
+    rows = [("samples per step (# samples)", f"{t['samples_per_step']:.3f}"), ("steps", t["steps"]),
+            ("candidates sampled", t["samples"]), ("preference pairs", t["pairs"]),
+            ("steps omitted: no rising candidate", t["omitted_no_rising"]),
+            ("steps without contrast (one candidate / equal rewards)", t["omitted_no_contrast"]),
+            ("MC rollouts", t["rollouts"]), ("generated tokens", t["generated_tokens"]),
+            ("env steps", t["env_steps"]), ("wall seconds", t["wall_seconds"]), ("tasks", t["tasks"]),
+            ("failed tasks (prefix not restorable)", t["failed_tasks"])]
+    lines = [
+        "---",
+        "configs:",
+        "- config_name: default",
+        f"  data_files: {PAIRS}",
+        "tags: [dpo, preference, process-supervision, rro, creditflow]",
+        "---",
+        "",
+        f"# Process-supervised preference data ({s.get('exploration')} exploration)",
+        "",
+        "Collected by `creditflow rro collect` (RRO, arXiv 2505.20737). TRL conversational preference "
+        "format: `prompt` = the agent's messages at the step, `chosen` / `rejected` = the highest / lowest "
+        "process-reward candidate response (r_PRM = mean final score of "
+        f"{s.get('mc_rollouts')} Monte-Carlo rollouts).",
+        "",
+        "| accounting | value |",
+        "|---|---|",
+        *[f"| {k} | {v} |" for k, v in rows],
+        "",
+        "Settings:",
+        "",
+        "```json",
+        json.dumps(s, indent=2, sort_keys=True),
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+class PreferenceWriter:
+    """Appends finished tasks to a collection directory and keeps its summary/card current."""
+
+    def __init__(self, directory: str | Path, settings: dict):
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.settings = dict(settings)
+        self.records: list[dict] = []
+        self.pairs = 0
+        self.resumed = False
+        self._open()
+        if not self.resumed:  # settings on disk before the first task, for the check at a restart
+            (self.dir / PAIRS).touch()  # an empty collection is still a (loadable) dataset
+            self.write_summary()
+
+    @property
+    def pairs_path(self) -> Path:
+        return self.dir / PAIRS
+
+    def _open(self) -> None:
+        tasks_path, pairs_path = self.dir / TASKS, self.dir / PAIRS
+        if not tasks_path.exists() and not pairs_path.exists():
+            return
+        stored = {}
+        if (self.dir / SUMMARY).exists():
+            try:
+                stored = json.loads((self.dir / SUMMARY).read_text()).get("settings", {})
+            except ValueError:
+                stored = {}
+        diff = sorted(k for k in set(stored) | set(self.settings)
+                      if stored and k not in RESUMABLE_SETTINGS and stored.get(k) != self.settings.get(k))
+        if diff:
+            k = diff[0]
+            raise UserError(f"{self.dir} holds a collection with other settings ({k}: {stored.get(k)!r} there, "
+                            f"{self.settings.get(k)!r} now); use another output directory")
+        records, torn = _read_jsonl_lines(tasks_path)
+        seen: set[str] = set()
+        for r in records:
+            if r.get("task_id") not in seen:
+                seen.add(r.get("task_id"))
+                self.records.append(r)
+        if torn:
+            _write_atomic(tasks_path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.records))
+        pairs, torn = _read_jsonl_lines(pairs_path)
+        kept = [p for p in pairs if p.get("task_id") in seen]
+        if torn or len(kept) != len(pairs):  # drop the pairs of the task that was in flight
+            _write_atomic(pairs_path, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in kept))
+        self.pairs = len(kept)
+        self.resumed = True
+
+    def done(self, task_id: str) -> bool:
+        return any(r.get("task_id") == task_id for r in self.records)
+
+    @property
+    def finished(self) -> set[str]:
+        return {r["task_id"] for r in self.records}
+
+    def add_task(self, pairs: list[dict], record: dict) -> None:
+        """Append one finished task: its pairs, then its accounting record; then refresh summary/card."""
+        task_id = record["task_id"]
+        if any(p.get("task_id") != task_id for p in pairs):
+            raise ValueError("every pair of a task must carry its task_id")
+        _append(self.dir / PAIRS, pairs)
+        _append(self.dir / TASKS, [record])
+        self.records.append(record)
+        self.pairs += len(pairs)
+        self.write_summary()
+
+    def summary(self) -> dict:
+        """Headline numbers at the top level, all totals under ``totals``, the settings."""
+        totals = aggregate(self.records)
+        return {**{k: totals[k] for k in HEADLINE}, "totals": totals, "settings": self.settings}
+
+    def write_summary(self) -> dict:
+        summary = self.summary()
+        _write_atomic(self.dir / SUMMARY, json.dumps(summary, indent=2) + "\n")
+        _write_atomic(self.dir / CARD, _card(summary))
+        return summary
+
+
+def read_preferences(path: str | Path) -> list[dict]:
+    """The pairs of a collection (directory or ``preferences.jsonl``); bad lines name file and line."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / PAIRS
+    if not p.exists():
+        raise UserError(f"no preference data at {str(p)!r}")
+    out = []
+    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise UserError(f"{p}:{n}: invalid JSON ({exc.msg})") from None
+        missing = [c for c in TRL_COLUMNS if c not in row]
+        if missing:
+            raise UserError(f"{p}:{n}: missing {', '.join(missing)}")
+        out.append(row)
+    return out

@@ -1,0 +1,204 @@
+"""End-to-end RRO runs behind ``creditflow rro {collect,train,run}`` (RRO paper §3: SFT → reward-rising
+sampling → DPO).
+
+A run directory (``out_dir``) holds ``config.yaml``, π_SFT in ``sft_model/`` (when creditflow trained
+it), the preference data in ``preferences/`` (``rro.data_dir``; see
+:mod:`creditflow.process.preferences`), π_DPO in ``dpo_model/`` with ``dpo_metrics.json``, and for
+``rro run`` the comparison ``rro_summary.{json,md}``.
+
+π_SFT is ``policy.model`` when given, else ``<out_dir>/sft_model`` when it exists, else it is trained
+first by the SFT pipeline (``creditflow sft``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Callable
+
+from creditflow.config import RunConfig, dump_config
+from creditflow.errors import UserError
+from creditflow.train import common
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def data_dir(cfg: RunConfig) -> Path:
+    return Path(cfg.rro.data_dir) if cfg.rro.data_dir else Path(cfg.out_dir) / "preferences"
+
+
+def _prepare(cfg: RunConfig) -> Path:
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    dump_config(cfg, out / "config.yaml")
+    return out
+
+
+def sft_model_path(cfg: RunConfig, out: Path, train_factory, log: Callable[[str], None]) -> Path:
+    """Where π_SFT lives; trains it (SFT pipeline) when neither ``policy.model`` nor ``out/sft_model`` exists."""
+    if cfg.policy.model:
+        return Path(cfg.policy.model)
+    target = out / "sft_model"
+    if not (target / "config.json").exists():
+        from creditflow.train.pipeline import sft_policy
+        from creditflow.train.rl import seed_everything
+
+        seed_everything(cfg.seed)
+        sft_policy(cfg, out, train_factory, log)
+    return target
+
+
+def collection_settings(cfg: RunConfig, model_path: Path) -> dict:
+    """What the collected data depends on (a restart must match it), plus resumable knobs."""
+    r = cfg.rro
+    return {
+        "exploration": r.exploration, "candidates": r.candidates, "mc_rollouts": r.mc_rollouts,
+        "seed": cfg.seed, "seed_offset": r.seed_offset, "tasks": r.tasks, "env": cfg.env.name,
+        "env_kwargs": dict(cfg.env.kwargs), "model": str(model_path), "temperature": cfg.generation.temperature,
+        "top_p": cfg.generation.top_p, "max_new_tokens": cfg.generation.max_new_tokens,
+        "history_length": cfg.rollout.history_length, "max_steps": cfg.rollout.max_steps,
+        "executor": r.executor, "ray_address": r.ray_address, "ray_workers": r.ray_workers,
+    }
+
+
+def run_collect(cfg: RunConfig, log: Callable[[str], None] | None = None, model_path: Path | None = None) -> dict:
+    """Collect preference data with ``cfg.rro`` (resumes a partial collection in the same directory)."""
+    from creditflow.policy.model import load_policy
+    from creditflow.process.collect import PreferenceCollector
+    from creditflow.process.preferences import PreferenceWriter
+    from creditflow.rollout.executors import make_env_executor
+
+    log = log or _console().print
+    out = _prepare(cfg)
+    train_factory = common.env_factory(cfg, "train")
+    model_path = model_path or sft_model_path(cfg, out, train_factory, log)
+    writer = PreferenceWriter(data_dir(cfg), collection_settings(cfg, model_path))
+    seeds = [cfg.rro.seed_offset + i for i in range(cfg.rro.tasks)]
+    if writer.resumed:
+        log(f"resuming the collection in {writer.dir}: {len(writer.records)} task(s) already done")
+    if all(writer.done(f"{cfg.env.name}/{s}") for s in seeds):
+        return writer.write_summary()
+    model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.dtype)
+    executor = make_env_executor(cfg.rro.executor, train_factory, num_workers=cfg.rro.ray_workers,
+                                 address=cfg.rro.ray_address)
+    try:
+        engine = common.make_engine(cfg, model, tok, train_factory, env_executor=executor)
+        collector = PreferenceCollector(engine, train_factory, exploration=cfg.rro.exploration,
+                                        candidates=cfg.rro.candidates, mc_rollouts=cfg.rro.mc_rollouts,
+                                        seed=cfg.seed, env_name=cfg.env.name)
+
+        def progress(done: int, total: int, rec: dict) -> None:
+            log(f"task {done}/{total} {rec['task_id']}: {rec['steps']} steps, {rec['samples']} samples, "
+                f"{rec['pairs']} pairs, {rec['rollouts']} rollouts" + (" (failed)" if rec.get("failed") else ""))
+
+        summary = collector.collect(seeds, writer, progress)
+    finally:
+        executor.close()
+    log(f"collected: {summary['samples_per_step']:.2f} samples/step over {summary['steps']} steps, "
+        f"{summary['pairs']} pairs, {summary['rollouts']} rollouts -> {writer.dir}")
+    return summary
+
+
+def dpo_settings(cfg: RunConfig):
+    from creditflow.train.dpo import DPOSettings
+
+    d = cfg.rro.dpo
+    return DPOSettings(beta=d.beta, epochs=d.epochs, lr=d.lr, batch_size=d.batch_size, warmup=d.warmup,
+                       scheduler=d.scheduler, max_length=d.max_length, lora=d.lora, lora_r=d.lora_r,
+                       lora_alpha=d.lora_alpha, lora_dropout=d.lora_dropout, seed=cfg.seed)
+
+
+def run_dpo_training(cfg: RunConfig, log: Callable[[str], None] | None = None,
+                     model_path: Path | None = None) -> tuple[Path, dict]:
+    """DPO from π_SFT on ``rro.data_dir`` -> ``<out_dir>/dpo_model``."""
+    from creditflow.policy.model import load_policy
+    from creditflow.process.preferences import read_preferences
+    from creditflow.train.dpo import run_dpo
+    from creditflow.train.rl import seed_everything
+
+    log = log or _console().print
+    out = _prepare(cfg)
+    pairs = read_preferences(data_dir(cfg))
+    if model_path is None:
+        if cfg.policy.model:
+            model_path = Path(cfg.policy.model)
+        elif (out / "sft_model" / "config.json").exists():
+            model_path = out / "sft_model"
+        else:
+            raise UserError("rro train: no π_SFT; give --model DIR (or run `creditflow rro run`)")
+    seed_everything(cfg.seed)
+    model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.dtype)
+    log(f"DPO on {len(pairs)} pairs from {model_path}")
+    trained, metrics = run_dpo(model, tok, pairs, out, dpo_settings(cfg))
+    target, tmp = out / "dpo_model", out / ".dpo_model.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    trained.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    shutil.rmtree(target, ignore_errors=True)
+    tmp.rename(target)
+    shutil.rmtree(out / "dpo_tmp", ignore_errors=True)
+    metrics["dpo/reference"] = str(model_path)
+    (out / "dpo_metrics.json").write_text(json.dumps(metrics, indent=2))
+    log(f"DPO done: loss {metrics['dpo/train_loss']:.4f} over {metrics['dpo/steps']} steps -> {target}")
+    return target, metrics
+
+
+def evaluate_policy(cfg: RunConfig, model_path: Path, episodes: int) -> dict:
+    """Held-out success/score of a saved policy (greedy by default, ``generation.eval_temperature``)."""
+    from creditflow.policy.model import load_policy
+    from creditflow.train.rl import evaluate, seed_everything
+
+    seed_everything(cfg.seed)
+    factory = common.env_factory(cfg, "test")
+    model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.dtype)
+    engine = common.make_engine(cfg, model, tok, factory)
+    seeds = [cfg.env.eval_seed_offset + i for i in range(episodes)]
+    metrics, _ = evaluate(engine, seeds, common.sampling_params(cfg, tok, evaluation=True), cfg.env.name)
+    return metrics
+
+
+def run_rro(cfg: RunConfig, log: Callable[[str], None] | None = None) -> dict:
+    """The whole pipeline: π_SFT (given or trained) → collect → DPO → held-out eval of both."""
+    log = log or _console().print
+    out = _prepare(cfg)
+    t0 = time.perf_counter()
+    sft_path = sft_model_path(cfg, out, common.env_factory(cfg, "train"), log)
+    t_sft = time.perf_counter()
+    collection = run_collect(cfg, log, model_path=sft_path)
+    t_collect = time.perf_counter()
+    if collection["pairs"]:
+        dpo_path, dpo_metrics = run_dpo_training(cfg, log, model_path=sft_path)
+    else:  # no preference pair: DPO has nothing to learn from, π_DPO = π_SFT
+        log("no preference pairs were collected: DPO skipped, π_DPO = π_SFT")
+        dpo_path, dpo_metrics = sft_path, {"dpo/train_loss": None, "dpo/steps": 0}
+    t_dpo = time.perf_counter()
+    sft_eval = evaluate_policy(cfg, sft_path, cfg.rro.eval_episodes)
+    dpo_eval = sft_eval if dpo_path == sft_path else evaluate_policy(cfg, dpo_path, cfg.rro.eval_episodes)
+    summary = {
+        "exploration": cfg.rro.exploration, "candidates": cfg.rro.candidates, "mc_rollouts": cfg.rro.mc_rollouts,
+        "samples_per_step": collection["samples_per_step"], "steps": collection["steps"],
+        "pairs": collection["pairs"], "rollouts": collection["rollouts"],
+        "generated_tokens": collection["generated_tokens"],
+        "sft": sft_eval, "dpo": dpo_eval,
+        "dpo_train_loss": dpo_metrics["dpo/train_loss"], "dpo_steps": dpo_metrics["dpo/steps"],
+        "seconds": {"sft": round(t_sft - t0, 1), "collect": round(t_collect - t_sft, 1),
+                    "dpo": round(t_dpo - t_collect, 1), "eval": round(time.perf_counter() - t_dpo, 1)},
+        "sft_model": str(sft_path), "dpo_model": str(dpo_path), "data": str(data_dir(cfg)),
+    }
+    (out / "rro_summary.json").write_text(json.dumps(summary, indent=2))
+    md = [f"# RRO on {cfg.env.name} ({cfg.rro.exploration} exploration)", "",
+          "| policy | success | score | steps |", "|---|---|---|---|"]
+    for name, m in (("π_SFT", sft_eval), ("π_DPO", dpo_eval)):
+        md.append(f"| {name} | {m.get('eval/success_rate', 0):.3f} | {m.get('eval/score', 0):.3f} | "
+                  f"{m.get('eval/steps', 0):.1f} |")
+    md += ["", f"Collection: {collection['samples_per_step']:.2f} samples/step over {collection['steps']} steps, "
+               f"{collection['pairs']} pairs, {collection['rollouts']} MC rollouts, "
+               f"{collection['generated_tokens']} generated tokens.", ""]
+    (out / "rro_summary.md").write_text("\n".join(md))
+    return summary

@@ -1,0 +1,100 @@
+"""Preference JSONL -> datasets -> a few DPO steps (TRL) on the tiny model; the CLI ``rro train``."""
+
+import json
+
+import pytest
+
+from creditflow.process.collect import PreferenceCollector
+from creditflow.process.preferences import PreferenceWriter, read_preferences
+from tests.process.helpers import SOKOBAN, RandomPolicyBackend, engine
+
+
+@pytest.fixture(scope="module")
+def pref_dir(tmp_path_factory):
+    """Fixed-size (N=4) pairs on Sokoban from a scripted random policy (prompts are the engine's)."""
+    d = tmp_path_factory.mktemp("prefs")
+    c = PreferenceCollector(engine(RandomPolicyBackend(), SOKOBAN), SOKOBAN, exploration="fixed", candidates=4,
+                            mc_rollouts=4, seed=1, env_name="sokoban")
+    summary = c.collect([300_000 + i for i in range(8)], PreferenceWriter(d, {"exploration": "fixed"}))
+    assert summary["samples_per_step"] == 4.0 and summary["pairs"] >= 4
+    return d
+
+
+def test_preference_jsonl_loads_with_datasets(pref_dir, tmp_path):
+    from datasets import load_dataset
+
+    ds = load_dataset("json", data_files=str(pref_dir / "preferences.jsonl"), split="train",
+                      cache_dir=str(tmp_path / "hf"))
+    row = ds[0]
+    assert row["prompt"][0]["role"] == "user" and "Sokoban" not in row["chosen"][0]["content"]
+    assert row["chosen"][0]["role"] == row["rejected"][0]["role"] == "assistant"
+    assert row["chosen_reward"] > row["rejected_reward"]
+    assert len(ds) == len(read_preferences(pref_dir))
+
+
+def test_dpo_trains_a_few_steps_from_pi_sft(pref_dir, tiny_model_dir, tmp_path):
+    import torch
+
+    from creditflow.policy.model import load_policy
+    from creditflow.train.dpo import DPOSettings, run_dpo
+
+    model, tok = load_policy(tiny_model_dir, "cpu", "float32")
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    pairs = read_preferences(pref_dir)[:4]
+    trained, metrics = run_dpo(model, tok, pairs, tmp_path, DPOSettings(epochs=1, lr=1e-2, batch_size=2, max_length=512))
+    assert metrics["dpo/steps"] == 2 and torch.isfinite(torch.tensor(metrics["dpo/train_loss"]))
+    assert metrics["dpo/history"] and "dpo/margins" in metrics["dpo/history"][-1]
+    after = trained.state_dict()
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+
+    model, tok = load_policy(tiny_model_dir, "cpu", "float32")
+    trained, metrics = run_dpo(model, tok, pairs[:2], tmp_path, DPOSettings(epochs=1, lr=1e-2, batch_size=2, lora=True,
+                                                                          lora_r=4, lora_alpha=8, max_length=512))
+    assert metrics["dpo/steps"] == 1
+    assert not hasattr(trained, "peft_config")  # adapter merged: a plain model again
+    assert set(trained.state_dict()) == set(before)
+
+
+def test_cli_rro_train_saves_pi_dpo(pref_dir, tiny_model_dir, tmp_path, capsys):
+    from creditflow.cli import main
+    from creditflow.policy.model import load_policy
+
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as exc:
+        main(["rro", "train", "--model", str(tiny_model_dir), "--data", str(pref_dir), "--out", str(out),
+              "rro.dpo.epochs=1", "rro.dpo.batch_size=8", "rro.dpo.lr=1e-3", "policy.device=cpu"])
+    assert exc.value.code in (0, None)
+    load_policy(out / "dpo_model", "cpu")
+    metrics = json.loads((out / "dpo_metrics.json").read_text())
+    assert metrics["dpo/reference"] == str(tiny_model_dir) and metrics["dpo/pairs"] >= 4
+
+
+def test_cli_rro_user_errors_are_one_line(tmp_path, capsys):
+    from creditflow.cli import main
+
+    for argv, needle in ((["rro", "train", "--data", str(tmp_path / "none"), "--out", str(tmp_path)], "no preference data"),
+                         (["rro", "collect", "rro.candidates=0"], "rro.candidates"),
+                         (["rro", "run", "--executor", "spark"], "rro.executor")):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: ") and needle in err[0]
+
+
+def test_cli_rro_collect_writes_data_and_summary_and_resumes(tiny_model_dir, tmp_path, capsys):
+    from creditflow.cli import main
+
+    argv = ["rro", "collect", "--model", str(tiny_model_dir), "--out", str(tmp_path / "run"), "--tasks", "1",
+            "--exploration", "fixed", "--candidates", "2", "--mc-rollouts", "1", "generation.max_new_tokens=6",
+            "env.kwargs.max_steps=3", "policy.device=cpu", "tensorboard=false"]
+    for _ in range(2):  # the second run finds the task finished and only rewrites the summary
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code in (0, None)
+        printed = json.loads(capsys.readouterr().out)
+        assert printed["samples_per_step"] == 2.0 and printed["steps"] >= 1
+    data = tmp_path / "run" / "preferences"
+    summary = json.loads((data / "summary.json").read_text())
+    assert summary["settings"]["exploration"] == "fixed" and summary["tasks"] == 1
+    assert (data / "preferences.jsonl").exists() and len((data / "tasks.jsonl").read_text().splitlines()) == 1
