@@ -169,6 +169,17 @@ def _try_level(rng: random.Random, height: int, width: int, num_boxes: int) -> L
     return Level(height, width, walls, targets, best[0], best[1])
 
 
+def _offset(a: Pos, b: Pos) -> str:
+    """Where ``a`` lies relative to ``b`` in words: '2 down, 1 left' / 'same place'."""
+    dr, dc = a[0] - b[0], a[1] - b[1]
+    parts = []
+    if dr:
+        parts.append(f"{abs(dr)} {'down' if dr > 0 else 'up'}")
+    if dc:
+        parts.append(f"{abs(dc)} {'right' if dc > 0 else 'left'}")
+    return ", ".join(parts) if parts else "same place"
+
+
 class SokobanEnv(BaseTextEnv):
     """Text Sokoban; ``reset(seed=z)`` builds level z (same seed, same level)."""
 
@@ -179,7 +190,7 @@ class SokobanEnv(BaseTextEnv):
     def __init__(self, size: int = 6, height: int | None = None, width: int | None = None,
                  num_boxes: int = 1, max_steps: int = 15, step_penalty: float = -0.1,
                  box_on_target: float = 1.0, box_off_target: float = -1.0, solve_bonus: float = 10.0,
-                 min_plan: int = 1):
+                 min_plan: int = 1, describe_positions: bool = False):
         super().__init__(max_steps=max_steps)
         self.height = int(height or size)
         self.width = int(width or size)
@@ -189,6 +200,7 @@ class SokobanEnv(BaseTextEnv):
         self.step_penalty, self.box_on_target = step_penalty, box_on_target
         self.box_off_target, self.solve_bonus = box_off_target, solve_bonus
         self.min_plan = int(min_plan)
+        self.describe_positions = bool(describe_positions)
         self.level: Level | None = None
         self.player: Pos = (0, 0)
         self.boxes: frozenset[Pos] = frozenset()
@@ -203,6 +215,18 @@ class SokobanEnv(BaseTextEnv):
     def render(self) -> str:
         assert self.level is not None, "call reset() first"
         return self.level.render(self.boxes, self.player)
+
+    def observation(self) -> str:
+        """The grid, plus (``describe_positions``) where each box lies relative to the player and where
+        its nearest target lies relative to it. The state key is always the bare grid."""
+        grid = self.render()
+        if not self.describe_positions:
+            return grid
+        lines = []
+        for box in sorted(self.boxes):
+            target = min(sorted(self.level.targets), key=lambda t: abs(t[0] - box[0]) + abs(t[1] - box[1]))
+            lines.append(f"Box: {_offset(box, self.player)} of you; its target: {_offset(target, box)} of it.")
+        return grid + "\n" + "\n".join(lines)
 
     def solved(self) -> bool:
         return self.level is not None and self.boxes <= self.level.targets
@@ -231,17 +255,17 @@ class SokobanEnv(BaseTextEnv):
             seed, self.height, self.width, self.num_boxes, max_plan=self.max_steps, min_plan=self.min_plan
         )
         self.player, self.boxes = self.level.player, self.level.boxes
-        return self.render(), self._info()
+        return self.observation(), self._info()
 
     def _step(self, action):
         assert self.level is not None, "call reset() first"
         key = action.strip().lower()
         reward = self.step_penalty
         if key not in ACTIONS:
-            return self.render(), reward, False, self._info(valid=False)
+            return self.observation(), reward, False, self._info(valid=False)
         nxt = _move((self.player, self.boxes), key, self.level.walls)
         if nxt is None:  # bumping into a wall or an immovable box: a legal move that changes nothing
-            return self.render(), reward, False, self._info(valid=True)
+            return self.observation(), reward, False, self._info(valid=True)
         before = len(self.boxes & self.level.targets)
         self.player, self.boxes = nxt
         after = len(self.boxes & self.level.targets)
@@ -252,7 +276,7 @@ class SokobanEnv(BaseTextEnv):
         won = self.solved()
         if won:
             reward += self.solve_bonus
-        return self.render(), reward, won, self._info()
+        return self.observation(), reward, won, self._info()
 
     def snapshot(self) -> dict:
         return {"seed": self.seed, "player": self.player, "boxes": sorted(self.boxes),
@@ -266,4 +290,4 @@ class SokobanEnv(BaseTextEnv):
         self.boxes = frozenset(tuple(b) for b in snap["boxes"])
         self.steps_taken = snap["steps_taken"]
         self._done = snap["done"]
-        return self.render(), self._fill(self._info())
+        return self.observation(), self._fill(self._info())
