@@ -145,6 +145,10 @@ def build_tiny_policy(out_dir: str | Path, corpus: Iterable[str], vocab_size: in
     out = Path(out_dir)
     tok = train_tokenizer(corpus, vocab_size=vocab_size, isolate_chars=isolate_chars)
     params = {**TINY_DEFAULTS, **config_overrides}
+    # Init std ~ 1/sqrt(hidden) (0.088 at 128) instead of Qwen2's 0.02: with 0.02 a from-scratch model this
+    # small sits on a long plateau where attention stays uniform and the action ignores the observation
+    # (measured: 400 SFT steps at chance level vs. 70% action accuracy after 100 steps).
+    params.setdefault("initializer_range", params["hidden_size"] ** -0.5)
     config = Qwen2Config(
         vocab_size=len(tok),
         bos_token_id=None,

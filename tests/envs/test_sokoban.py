@@ -132,3 +132,13 @@ def test_bad_options():
         make("sokoban", size=3, num_boxes=2).reset(seed=0)
     with pytest.raises(EnvError, match="num_boxes"):
         make("sokoban", num_boxes=0)
+
+
+def test_describe_positions_adds_offsets_but_keeps_grid_state_key():
+    env = make("sokoban", describe_positions=True)
+    obs, info = env.reset(seed=1)
+    grid = "######\n##P__#\n##_X_#\n###__#\n###O_#\n######"
+    assert obs == grid + "\nBox: 1 down, 1 right of you; its target: 2 down of it."
+    assert info["state_key"] == grid
+    obs, *_ = env.step("right")
+    assert obs.endswith("Box: 1 down of you; its target: 2 down of it.")
