@@ -36,6 +36,13 @@ TINY_DEFAULTS = dict(
 )
 
 
+def _quiet_transformers() -> None:
+    """No per-file progress bars from transformers' save/load (they clutter CLI output and logs)."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
 def resolve_device(device: str = "auto") -> str:
     import torch
 
@@ -87,6 +94,7 @@ def load_policy(path: str | Path, device: str = "auto", dtype: str = "auto"):
     from transformers import AutoModelForCausalLM
 
     p = check_model_dir(path)
+    _quiet_transformers()
     device = resolve_device(device)
     tok = load_tokenizer(p)
     try:
@@ -143,6 +151,7 @@ def build_tiny_policy(out_dir: str | Path, corpus: Iterable[str], vocab_size: in
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
     out = Path(out_dir)
+    _quiet_transformers()
     tok = train_tokenizer(corpus, vocab_size=vocab_size, isolate_chars=isolate_chars)
     params = {**TINY_DEFAULTS, **config_overrides}
     # Init std ~ 1/sqrt(hidden) (0.088 at 128) instead of Qwen2's 0.02: with 0.02 a from-scratch model this
