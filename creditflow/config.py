@@ -100,8 +100,11 @@ class RLConfig(_Section):
     """Gradient clipping norm."""
     token_budget: int = Field(16384, ge=64)
     """Micro-batches are packed so that (rows x padded length) stays under this many tokens."""
-    loss_agg: Literal["token-mean", "seq-mean-token-mean"] = "token-mean"
-    """How per-token losses are averaged."""
+    loss_agg: Literal["token-mean", "seq-mean-token-mean", "traj-mean"] = "token-mean"
+    """How per-token losses are averaged: over all response tokens (``token-mean``), per decision then
+    over decisions (``seq-mean-token-mean``), or per trajectory then over trajectories (``traj-mean``:
+    a long failed episode weighs no more than a short success, so with group-normalised advantages the
+    tokens every response shares, such as the action tags, get no net push)."""
     eval_every: int = Field(10, ge=0)
     """Evaluate on held-out seeds every N steps (0 = only at the end)."""
     eval_episodes: int = Field(32, ge=1)

@@ -38,6 +38,7 @@ class Sample:
     old_logprobs: list[float]
     advantage: float
     ref_logprobs: list[float] | None = None
+    traj_weight: float = 1.0  # 1 / (decisions in its trajectory), used by loss_agg="traj-mean"
 
     def __len__(self) -> int:
         return len(self.prompt_ids) + len(self.response_ids)
@@ -46,12 +47,12 @@ class Sample:
 def samples_from(trajectories: list[Trajectory]) -> list[Sample]:
     out = []
     for traj in trajectories:
-        for step in traj.steps:
-            if not step.response_ids:
-                continue
+        steps = [step for step in traj.steps if step.response_ids]
+        for step in steps:
             if step.advantage is None:
                 raise ValueError(f"step of {traj.traj_id} has no advantage (credit not computed)")
-            out.append(Sample(step.prompt_ids, step.response_ids, step.logprobs, float(step.advantage)))
+            out.append(Sample(step.prompt_ids, step.response_ids, step.logprobs, float(step.advantage),
+                              traj_weight=1.0 / len(steps)))
     return out
 
 
@@ -81,6 +82,7 @@ def _collate(batch: list[Sample], pad_id: int, device) -> dict[str, torch.Tensor
     old = torch.zeros((n, width - 1))
     adv = torch.zeros((n, width - 1))
     ref = torch.zeros((n, width - 1))
+    row_w = torch.tensor([s.traj_weight / len(s.response_ids) for s in batch], dtype=torch.float32)
     for i, s in enumerate(batch):
         seq = s.prompt_ids + s.response_ids
         ids[i, : len(seq)] = torch.tensor(seq)
@@ -92,7 +94,7 @@ def _collate(batch: list[Sample], pad_id: int, device) -> dict[str, torch.Tensor
         if s.ref_logprobs is not None:
             ref[i, lo:hi] = torch.tensor(s.ref_logprobs, dtype=torch.float32)
     return {k: v.to(device) for k, v in
-            dict(ids=ids, attn=attn, mask=mask, old=old, adv=adv, ref=ref).items()}
+            dict(ids=ids, attn=attn, mask=mask, old=old, adv=adv, ref=ref, row_w=row_w).items()}
 
 
 def _response_logits(model, ids, attn):
@@ -126,6 +128,7 @@ def policy_update(model, optimizer, samples: list[Sample], cfg: RunConfig, pad_i
             if not mini:
                 continue
             n_tokens = sum(len(s.response_ids) for s in mini)
+            traj_total = sum(s.traj_weight for s in mini)
             optimizer.zero_grad(set_to_none=True)
             acc = {k: 0.0 for k in ("loss", "pg_loss", "kl", "entropy", "clip_frac", "ratio")}
             for micro in pack_microbatches(mini, rl.token_budget):
@@ -143,8 +146,10 @@ def policy_update(model, optimizer, samples: list[Sample], cfg: RunConfig, pad_i
                 mask = b["mask"]
                 if rl.loss_agg == "token-mean":
                     weights = mask / n_tokens
-                else:  # seq-mean-token-mean
+                elif rl.loss_agg == "seq-mean-token-mean":  # every decision weighs the same
                     weights = mask / mask.sum(1, keepdim=True).clamp(min=1) / len(mini)
+                else:  # traj-mean: every trajectory weighs the same, however many decisions it has
+                    weights = mask * b["row_w"][:, None] / traj_total
                 loss = (per_token * weights).sum()
                 loss.backward()
                 with torch.no_grad():

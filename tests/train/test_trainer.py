@@ -100,3 +100,38 @@ def test_microbatch_packing_respects_token_budget():
     assert sorted(len(s) for b in batches for s in b) == sorted(len(s) for s in samples)
     for b in batches:
         assert len(b) == 1 or max(len(s) for s in b) * len(b) <= 40
+
+
+def test_traj_mean_weighs_trajectories_equally(tiny_model_dir):
+    """A 3-step trajectory with A=-1 and a 1-step one with A=+1: under traj-mean the shared response gets
+    zero net gradient; under token-mean the longer trajectory wins."""
+    import numpy as np
+    import torch
+
+    from creditflow.policy.model import load_policy
+    from creditflow.rollout.trajectory import Step, Trajectory
+    from creditflow.train.rl import policy_update, samples_from
+
+    model, tok = load_policy(tiny_model_dir, "cpu")
+    prompt = tok("######\n#P_X_#")["input_ids"]
+    resp = tok("<action>up</action>")["input_ids"]
+    with torch.no_grad():
+        lp = torch.log_softmax(model(torch.tensor([prompt + resp])).logits[0, :-1], -1)
+    old = [float(lp[len(prompt) - 1 + i, t]) for i, t in enumerate(resp)]
+
+    def traj(n, adv):
+        return Trajectory(task_id="t", steps=[Step(state="s", observation="", action="up", prompt_ids=prompt,
+                                                   response_ids=resp, logprobs=old, advantage=adv)
+                                              for _ in range(n)])
+
+    samples = samples_from([traj(3, -1.0), traj(1, 1.0)])
+    assert [round(s.traj_weight, 3) for s in samples] == [0.333, 0.333, 0.333, 1.0]
+    grads = {}
+    for agg in ("traj-mean", "token-mean"):
+        m, _ = load_policy(tiny_model_dir, "cpu")
+        cfg = build_config(None, ["rl.kl_coef=0", f"rl.loss_agg={agg}"])
+        opt = torch.optim.SGD(m.parameters(), lr=0.0)
+        policy_update(m, opt, samples_from([traj(3, -1.0), traj(1, 1.0)]), cfg, tok.pad_token_id,
+                      np.random.default_rng(0))
+        grads[agg] = torch.cat([p.grad.flatten() for p in m.parameters() if p.grad is not None]).abs().max()
+    assert grads["traj-mean"] < 1e-6 < grads["token-mean"]
