@@ -21,8 +21,8 @@ DEMO_DEFAULTS: dict = {
     "sft": {"demos": 384, "epochs": 2.0, "lr": 1e-3, "batch_size": 16},
     "rollout": {"tasks_per_step": 8, "group_size": 4},
     "generation": {"max_new_tokens": 16},
-    "rl": {"algo": "grpo", "steps": 20, "lr": 2e-4, "minibatches": 2, "loss_agg": "traj-mean", "eval_every": 5, "eval_episodes": 128,
-           "save_every": 10, "kl_coef": 0.01},
+    "rl": {"algo": "grpo", "steps": 20, "lr": 2e-4, "minibatches": 2, "loss_agg": "traj-mean", "kl_coef": 0.01,
+           "eval_every": 5, "eval_episodes": 128, "save_every": 10},
 }
 
 # Env options the demo adds when the user sets none. Sokoban: the tiny from-scratch policy gets each box's
