@@ -15,7 +15,6 @@ from __future__ import annotations
 import html
 import io
 import os
-import tempfile
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
+from creditflow.atomic import atomic_open
 from creditflow.credit.rewardflow import build_flow
 from creditflow.credit.states import display_text
 from creditflow.errors import UserError
@@ -141,19 +141,8 @@ def write_graph(graph: GroupGraph, out: str | os.PathLike) -> Path:
         data = to_html(graph).encode("utf-8")
     else:
         data = _figure_bytes(graph, suffix[1:], with_legend=True)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600 files; give the usual permissions
-        os.replace(tmp, out)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_open(out, "wb") as fh:
+        fh.write(data)
     return out
 
 

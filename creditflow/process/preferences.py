@@ -21,6 +21,7 @@ import json
 import os
 from pathlib import Path
 
+from creditflow.atomic import atomic_open
 from creditflow.errors import UserError
 
 PAIRS = "preferences.jsonl"
@@ -60,9 +61,8 @@ def _read_jsonl_lines(path: Path) -> tuple[list[dict], bool]:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    with atomic_open(path, "w") as fh:
+        fh.write(text)
 
 
 def _append(path: Path, rows: list[dict]) -> None:

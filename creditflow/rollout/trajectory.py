@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from creditflow.atomic import atomic_open
 from creditflow.errors import UserError
 
 TOKEN_FIELDS = ("prompt_ids", "response_ids", "logprobs")
@@ -199,18 +199,10 @@ def write_jsonl(path: str | os.PathLike, trajectories: Iterable[Trajectory | dic
                 include_tokens: bool = False) -> Path:
     """Write atomically: a temporary file in the same directory, renamed over ``path`` at the end."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            for traj in trajectories:
-                data = traj.to_dict(include_tokens) if isinstance(traj, Trajectory) else traj
-                fh.write(json.dumps(data, ensure_ascii=False) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_open(path, "w") as fh:
+        for traj in trajectories:
+            data = traj.to_dict(include_tokens) if isinstance(traj, Trajectory) else traj
+            fh.write(json.dumps(data, ensure_ascii=False) + "\n")
     return path
 
 

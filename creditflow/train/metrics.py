@@ -6,6 +6,8 @@ import json
 import math
 from pathlib import Path
 
+from creditflow.atomic import atomic_open
+
 
 class MetricsLogger:
     def __init__(self, out_dir: str | Path, tensorboard: bool = True, resume_step: int | None = None):
@@ -51,6 +53,5 @@ def truncate_after(path: Path, step: int) -> None:
     """Drop rows logged after ``step`` (a run that crashed after its last checkpoint)."""
     rows = read_metrics(path)
     keep = [r for r in rows if int(r.get("step", 0)) <= step]
-    tmp = path.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in keep), encoding="utf-8")
-    tmp.replace(path)
+    with atomic_open(path, "w") as fh:
+        fh.write("".join(json.dumps(r, sort_keys=True) + "\n" for r in keep))
