@@ -103,19 +103,7 @@ def load_spider_tasks(spider_dir: str | Path, split: str) -> list[SqlTask]:
     database_dir = root / "database"
     if not database_dir.is_dir():
         raise EnvError(f"sql: spider_dir {root} has no database/ folder")
-    tasks = []
-    for i, entry in enumerate(_read_json_list(source)):
-        where = f"{source} entry {i}"
-        if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("db_id", "question", "query")):
-            raise EnvError(f"sql: {where}: expected db_id, question and query strings")
-        db_path = _spider_db(database_dir, entry["db_id"], where)
-        tasks.append(SqlTask(
-            task_id=f"spider/{source.stem}/{i}", db_path=db_path, question=entry["question"],
-            gold_sql=entry["query"], hardness=entry.get("hardness"), db_id=entry["db_id"], split=split,
-        ))
-    if not tasks:
-        raise EnvError(f"sql: {source} holds no tasks")
-    return tasks
+    return _entries_to_tasks(source, database_dir, ("db_id", "question", "query"), "spider", split)
 
 
 def load_intercode_tasks(intercode_file: str | Path, database_dir: str | Path | None = None) -> list[SqlTask]:
@@ -126,15 +114,22 @@ def load_intercode_tasks(intercode_file: str | Path, database_dir: str | Path | 
     db_dir = Path(database_dir).expanduser() if database_dir else source.parent / "database"
     if not db_dir.is_dir():
         raise EnvError(f"sql: database_dir not found: {db_dir} (give database_dir=... with <db>/<db>.sqlite inside)")
+    return _entries_to_tasks(source, db_dir, ("db", "query", "gold"), "intercode", None)
+
+
+def _entries_to_tasks(source: Path, database_dir: Path, keys: tuple[str, str, str], prefix: str,
+                      split: str | None) -> list[SqlTask]:
+    """One task per JSON entry; ``keys`` name the entry's (database id, question, gold SQL) fields."""
+    db_key, question_key, gold_key = keys
     tasks = []
     for i, entry in enumerate(_read_json_list(source)):
         where = f"{source} entry {i}"
-        if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("db", "query", "gold")):
-            raise EnvError(f"sql: {where}: expected db, query and gold strings")
-        db_path = _spider_db(db_dir, entry["db"], where)
+        if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in keys):
+            raise EnvError(f"sql: {where}: expected {db_key}, {question_key} and {gold_key} strings")
         tasks.append(SqlTask(
-            task_id=f"intercode/{source.stem}/{i}", db_path=db_path, question=entry["query"],
-            gold_sql=entry["gold"], hardness=entry.get("hardness"), db_id=entry["db"], split=None,
+            task_id=f"{prefix}/{source.stem}/{i}", db_path=_spider_db(database_dir, entry[db_key], where),
+            question=entry[question_key], gold_sql=entry[gold_key], hardness=entry.get("hardness"),
+            db_id=entry[db_key], split=split,
         ))
     if not tasks:
         raise EnvError(f"sql: {source} holds no tasks")
