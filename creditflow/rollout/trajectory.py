@@ -20,6 +20,7 @@ from typing import Any, Iterable, Iterator
 
 from creditflow.atomic import atomic_open
 from creditflow.errors import UserError
+from creditflow.jsonl import iter_json_lines
 
 TOKEN_FIELDS = ("prompt_ids", "response_ids", "logprobs")
 CREDIT_FIELDS = ("process_reward", "step_reward", "advantage")
@@ -178,17 +179,8 @@ def _typed(value, key: str, typ, pre: str):
 
 def iter_jsonl(path: str | os.PathLike) -> Iterator[Trajectory]:
     """Yield trajectories; a bad line raises :class:`TrajectoryFormatError` naming ``file:line``."""
-    path = Path(path)
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise TrajectoryFormatError(f"{where}: invalid JSON ({exc.msg}, column {exc.colno})") from None
-            yield Trajectory.from_dict(data, where)
+    for where, data in iter_json_lines(path, TrajectoryFormatError):
+        yield Trajectory.from_dict(data, where)
 
 
 def read_jsonl(path: str | os.PathLike) -> list[Trajectory]:

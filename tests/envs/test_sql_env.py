@@ -158,7 +158,7 @@ def test_custom_jsonl(tmp_path):
     with pytest.raises(EnvError, match=r"bad.jsonl:1: missing .*gold_sql"):
         make("sql", tasks_file=str(bad))
     bad.write_text("not json\n")
-    with pytest.raises(EnvError, match=r"bad.jsonl:1: not valid JSON"):
+    with pytest.raises(EnvError, match=r"sql: .*bad.jsonl:1: invalid JSON"):
         make("sql", tasks_file=str(bad))
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from creditflow.envs.base import EnvError
 from creditflow.envs.sql.tasks import SqlTask
+from creditflow.jsonl import iter_json_lines
 
 __all__ = ["load_jsonl_tasks", "load_spider_tasks", "load_intercode_tasks"]
 
@@ -42,32 +43,24 @@ def load_jsonl_tasks(tasks_file: str | Path) -> list[SqlTask]:
     if not path.is_file():
         raise EnvError(f"sql: tasks_file not found: {path}")
     tasks = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise EnvError(f"sql: {where}: not valid JSON ({exc.msg})") from None
-            if not isinstance(obj, dict):
-                raise EnvError(f"sql: {where}: expected a JSON object")
-            missing = [k for k in ("db_path", "question", "gold_sql") if not isinstance(obj.get(k), str) or not obj[k]]
-            if missing:
-                raise EnvError(f"sql: {where}: missing or empty field(s) {', '.join(missing)}")
-            split = obj.get("split")
-            if split not in (None, "train", "test"):
-                raise EnvError(f"sql: {where}: split must be 'train' or 'test', got {split!r}")
-            db = Path(obj["db_path"]).expanduser()
-            if not db.is_absolute():
-                db = path.parent / db
-            db_path = _check_db(db, where)
-            tasks.append(SqlTask(
-                task_id=str(obj.get("id") or _task_id("custom", obj["db_path"], obj["question"], str(lineno))),
-                db_path=db_path, question=obj["question"], gold_sql=obj["gold_sql"],
-                hardness=obj.get("hardness"), db_id=Path(db_path).stem, split=split,
-            ))
+    for where, obj in iter_json_lines(path, EnvError, prefix="sql: "):
+        if not isinstance(obj, dict):
+            raise EnvError(f"sql: {where}: expected a JSON object")
+        missing = [k for k in ("db_path", "question", "gold_sql") if not isinstance(obj.get(k), str) or not obj[k]]
+        if missing:
+            raise EnvError(f"sql: {where}: missing or empty field(s) {', '.join(missing)}")
+        split = obj.get("split")
+        if split not in (None, "train", "test"):
+            raise EnvError(f"sql: {where}: split must be 'train' or 'test', got {split!r}")
+        db = Path(obj["db_path"]).expanduser()
+        if not db.is_absolute():
+            db = path.parent / db
+        db_path = _check_db(db, where)
+        tasks.append(SqlTask(
+            task_id=str(obj.get("id") or _task_id("custom", obj["db_path"], obj["question"], where.rsplit(":", 1)[1])),
+            db_path=db_path, question=obj["question"], gold_sql=obj["gold_sql"],
+            hardness=obj.get("hardness"), db_id=Path(db_path).stem, split=split,
+        ))
     if not tasks:
         raise EnvError(f"sql: tasks_file {path} holds no tasks")
     return tasks
