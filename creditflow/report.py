@@ -61,7 +61,8 @@ def write_report(run_dir: str | Path, title: str = "creditflow run", extra: dict
         lines.append("")
     lines += ["| held-out metric | before RL (step 0) | after RL (step %s) |" % after.get("step", "?"),
               "|---|---|---|"]
-    for key in ("eval/success_rate", "eval/score", "eval/reward", "eval/steps", "eval/invalid_frac"):
+    for key in ("eval/success_rate", "eval/score", "eval/reward", "eval/steps", "eval/invalid_frac",
+                "eval/noop_frac"):
         if key in before:
             lines.append(f"| {key} | {before[key]:.3f} | {after.get(key, float('nan')):.3f} |")
     lines += ["", "![learning curve](learning_curve.png)", ""]

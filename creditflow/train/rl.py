@@ -129,9 +129,17 @@ def policy_update(model, optimizer, samples: list[Sample], cfg: RunConfig, pad_i
                 continue
             n_tokens = sum(len(s.response_ids) for s in mini)
             traj_total = sum(s.traj_weight for s in mini)
+            # With no KL and no entropy term, a zero-advantage sample contributes exactly zero loss and
+            # gradient (-min(r*0, clip(r)*0) = 0): skip its forward/backward. The normalisers above still
+            # count it, so the update is identical; only the logged ratio/entropy/clip stats cover fewer rows.
+            if rl.kl_coef == 0 and rl.entropy_coef == 0:
+                work = [s for s in mini if s.advantage != 0.0]
+            else:
+                work = mini
             optimizer.zero_grad(set_to_none=True)
             acc = {k: 0.0 for k in ("loss", "pg_loss", "kl", "entropy", "clip_frac", "ratio")}
-            for micro in pack_microbatches(mini, rl.token_budget):
+            n_work = sum(len(s.response_ids) for s in work)
+            for micro in pack_microbatches(work, rl.token_budget):
                 b = _collate(micro, pad_id, device)
                 logits, targets = _response_logits(model, b["ids"], b["attn"])
                 logp = token_logprobs(logits, targets)
@@ -153,13 +161,17 @@ def policy_update(model, optimizer, samples: list[Sample], cfg: RunConfig, pad_i
                 loss = (per_token * weights).sum()
                 loss.backward()
                 with torch.no_grad():
-                    w_tok = mask / n_tokens
+                    w_tok = mask / max(1, n_work)
                     acc["loss"] += float(loss)
                     acc["pg_loss"] += float((pg * w_tok).sum())
                     acc["kl"] += float((kl * w_tok).sum())
                     acc["entropy"] += float((ent * w_tok).sum())
                     acc["clip_frac"] += float((clipped * w_tok).sum())
                     acc["ratio"] += float((torch.exp(logp - b["old"]) * w_tok).sum())
+            if not work:  # all-zero gradient, but AdamW's moments still move the weights, as unskipped
+                for p in model.parameters():
+                    if p.requires_grad:
+                        p.grad = torch.zeros_like(p)
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), rl.max_grad_norm)
             optimizer.step()
             for k, v in acc.items():
@@ -173,12 +185,16 @@ def rollout_metrics(trajs: list[Trajectory], prefix: str) -> dict:
         return {}
     n_steps = [len(t) for t in trajs]
     invalid = sum(1 for t in trajs for s in t.steps if not s.valid)
+    # a step that left the env's state unchanged (Sokoban: walking into a wall); the tiny greedy policy's
+    # typical failure is repeating one such move until the episode ends
+    noop = sum(1 for t in trajs for s in t.steps if s.state and s.state == s.next_state)
     return {
         f"{prefix}/success_rate": float(np.mean([t.success for t in trajs])),
         f"{prefix}/score": float(np.mean([t.score for t in trajs])),
         f"{prefix}/reward": float(np.mean([t.total_reward for t in trajs])),
         f"{prefix}/steps": float(np.mean(n_steps)),
         f"{prefix}/invalid_frac": invalid / max(1, sum(n_steps)),
+        f"{prefix}/noop_frac": noop / max(1, sum(n_steps)),
         f"{prefix}/episodes": len(trajs),
     }
 

@@ -135,3 +135,51 @@ def test_traj_mean_weighs_trajectories_equally(tiny_model_dir):
                       np.random.default_rng(0))
         grads[agg] = torch.cat([p.grad.flatten() for p in m.parameters() if p.grad is not None]).abs().max()
     assert grads["traj-mean"] < 1e-6 < grads["token-mean"]
+
+
+def test_skipping_zero_advantage_samples_leaves_the_update_unchanged(tiny_model_dir):
+    """Without KL and entropy terms, zero-advantage samples are not forwarded; the weights after the
+    update equal those of the full computation (forced here by a negligible entropy coefficient), including
+    a mini-batch that holds only zero-advantage samples (AdamW's moments still move the weights)."""
+    import numpy as np
+    import torch
+
+    from creditflow.policy.model import load_policy
+    from creditflow.train.rl import policy_update
+
+    _, tok = load_policy(tiny_model_dir, "cpu")
+    prompt = tok("######\n#P_X_#")["input_ids"]
+    resp = {a: tok(f"<action>{a}</action>")["input_ids"] for a in ("up", "down", "left")}
+    advs = [("up", 1.0), ("down", 0.0), ("left", -1.0), ("up", 0.0), ("down", 0.0), ("left", 0.0)]
+    weights = {}
+    for name, entropy_coef in (("skip", 0.0), ("full", 1e-30)):
+        m, _ = load_policy(tiny_model_dir, "cpu")
+        samples = []
+        for a, adv in advs:
+            with torch.no_grad():
+                lp = torch.log_softmax(m(torch.tensor([prompt + resp[a]])).logits[0, :-1], -1)
+            old = [float(lp[len(prompt) - 1 + i, t]) for i, t in enumerate(resp[a])]
+            samples.append(Sample(prompt, resp[a], old, adv))
+        cfg = build_config(None, ["rl.kl_coef=0", f"rl.entropy_coef={entropy_coef}", "rl.minibatches=3",
+                                  "rl.ppo_epochs=2"])
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+        policy_update(m, opt, samples, cfg, tok.pad_token_id, np.random.default_rng(1))
+        weights[name] = torch.cat([p.detach().flatten() for p in m.parameters()])
+    before = torch.cat([p.detach().flatten() for p in load_policy(tiny_model_dir, "cpu")[0].parameters()])
+    assert (weights["full"] - before).abs().max() > 1e-3  # the update did move the weights
+    torch.testing.assert_close(weights["skip"], weights["full"], atol=1e-6, rtol=0)
+
+
+def test_rollout_metrics_count_invalid_and_no_op_steps():
+    from creditflow.rollout.trajectory import Step, Trajectory
+    from creditflow.train.rl import rollout_metrics
+
+    def step(state, next_state, valid=True):
+        return Step(state=state, observation="", action="up", valid=valid, next_state=next_state)
+
+    wall = Trajectory(task_id="t", steps=[step("a", "b"), step("b", "b"), step("b", "b"), step("b", "b", False)])
+    won = Trajectory(task_id="t", steps=[step("a", "c"), step("c", "d")], success=True)
+    m = rollout_metrics([wall, won], "eval")
+    assert m["eval/noop_frac"] == pytest.approx(3 / 6)
+    assert m["eval/invalid_frac"] == pytest.approx(1 / 6)
+    assert m["eval/success_rate"] == 0.5 and m["eval/steps"] == 3.0
