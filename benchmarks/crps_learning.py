@@ -1,9 +1,11 @@
-"""Does CRPS help where GRPO's groups are all-fail? GRPO vs GRPO+ExpReplay vs GRPO+CRPS on hard Sokoban.
+"""Does CRPS help where GRPO's groups are all-fail or all-success? GRPO vs GRPO+ExpReplay vs GRPO+CRPS.
 
-    python benchmarks/crps_learning.py [--model SFT_DIR] [--seeds 0 1 2] [--steps 60] [--threads 1] [--smoke]
+    python benchmarks/crps_learning.py [--setting hard|demo] [--model SFT_DIR] [--seeds 0 1 2] [--steps 60]
+                                       [--threads 1] [--smoke] [key=value ...]
 
-All methods start from the same pi_SFT (``--model``; without it the script builds one the way
-``creditflow sft`` does, on the same hard setting) and get the same budget: the same number of training
+Two Sokoban settings (``SETTINGS``): ``hard`` (2 boxes in 7x7) and ``demo`` (the demo's 6x6 1-box levels
+with ``describe_positions``). All methods start from the same pi_SFT (``--model``; without it the script
+builds one the way ``creditflow sft`` does, on the same setting) and get the same budget: the same number of training
 steps of B tasks x G rollouts, the same held-out evaluation seeds. Per method and seed it records the
 held-out success curve and the per-step reward-extremity diagnostics (paper 002, Eq. 14: all-zero group
 fraction, group reward entropy) plus buffer/controller metrics, and writes
@@ -29,15 +31,21 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import learning  # noqa: E402
 from benchmarks.machine import machine_info  # noqa: E402
 from creditflow.config import build_config  # noqa: E402
-from creditflow.train.metrics import read_metrics  # noqa: E402
 
 METHODS = {"grpo": "none", "grpo+expreplay": "expreplay", "grpo+crps": "crps"}
 
-# the hard setting: 2 boxes in 7x7, solutions of 4..20 moves (plain GRPO's groups are mostly all-fail)
-ENV = ["env.name=sokoban", "env.kwargs.size=7", "env.kwargs.num_boxes=2", "env.kwargs.max_steps=20",
-       "env.kwargs.min_plan=4"]
+# hard: 2 boxes in 7x7, solutions of 4..20 moves (plain GRPO's groups are mostly all-fail);
+# demo: the demo's 6x6 1-box levels with describe_positions (the tiny pi_SFT solves ~40%; groups are still
+# mostly all-fail or all-success, Eq. 14)
+SETTINGS = {
+    "hard": ["env.name=sokoban", "env.kwargs.size=7", "env.kwargs.num_boxes=2", "env.kwargs.max_steps=20",
+             "env.kwargs.min_plan=4"],
+    "demo": ["env.name=sokoban", "env.kwargs.describe_positions=true"],
+}
+ENV = SETTINGS["hard"]
 FULL = {
     "sft": ["sft.demos=256", "sft.epochs=2"],
     "rl": ["rollout.tasks_per_step=8", "rollout.group_size=8", "generation.max_new_tokens=16", "rl.lr=2e-4",
@@ -55,7 +63,7 @@ CURVES = ("eval/success_rate", "groups/all_zero_frac", "groups/all_one_frac", "g
 
 def mixture_check(curriculum: str, iters: int, B: int = 8, G: int = 8, seed: int = 0,
                   p_replay: float = 0.2) -> dict:
-    """No training: a uniformly random policy on the hard setting, B x G groups per step for ``iters``
+    """No training: a uniformly random policy on the chosen setting, B x G groups per step for ``iters``
     steps, through the real engine and hooks. Isolates what the start-state mixture alone does to the
     group outcomes (Eq. 14); reports means over the second half of the steps."""
     import random
@@ -92,7 +100,7 @@ def mixture_check(curriculum: str, iters: int, B: int = 8, G: int = 8, seed: int
 
 
 def build_sft(out: Path, budget: dict, quiet: bool) -> Path:
-    """pi_SFT on the hard setting, exactly what ``creditflow sft ...`` does (same function)."""
+    """pi_SFT on the chosen setting, exactly what ``creditflow sft ...`` does (same function)."""
     from creditflow.train.pipeline import run_sft_command
 
     cfg = build_config(None, [f"out_dir={out}", *ENV, *budget["sft"]])
@@ -107,70 +115,19 @@ def build_sft(out: Path, budget: dict, quiet: bool) -> Path:
 
 def train_one(model: Path, out: Path, curriculum: str, seed: int, steps: int, budget: dict,
               extra: list[str]) -> dict:
-    from creditflow.train.pipeline import run_train
-
-    cfg = build_config(None, [f"out_dir={out}", f"policy.model={model}", f"seed={seed}", f"rl.steps={steps}",
-                              f"curriculum.name={curriculum}", *ENV, *budget["rl"], *extra])
-    t0 = time.perf_counter()
-    run_train(cfg, log=lambda *_: None)
-    rows = read_metrics(out / "metrics.jsonl")
-    curves = {k: [[r["step"], r[k]] for r in rows if k in r] for k in CURVES}
-    train_rows = [r for r in rows if r.get("step", 0) > 0]
-    return {
-        "seed": seed, "minutes": (time.perf_counter() - t0) / 60, "curves": curves,
-        "final_eval_success": rows[-1].get("eval/success_rate"),
-        "initial_eval_success": rows[0].get("eval/success_rate"),
-        "mean_all_zero_frac": float(np.mean([r["groups/all_zero_frac"] for r in train_rows])),
-        "mean_entropy": float(np.mean([r["groups/entropy"] for r in train_rows])),
-        "env_steps": rows[-1].get("env_steps"),
-        "restore_mismatches": rows[-1].get("crps/restore_mismatches", 0),
-    }
+    return learning.train_one(out, [f"policy.model={model}", f"rl.steps={steps}", f"curriculum.name={curriculum}",
+                                    *ENV, *budget["rl"], *extra], seed, CURVES)
 
 
-def summarize(runs: list[dict]) -> dict:
-    def ms(key):
-        vals = [r[key] for r in runs if r[key] is not None]
-        return {"mean": float(np.mean(vals)), "std": float(np.std(vals)), "values": vals}
-
-    out = {k: ms(k) for k in ("final_eval_success", "initial_eval_success", "mean_all_zero_frac", "mean_entropy",
-                              "env_steps")}
-    curves = {}
-    for key in CURVES:
-        by_step: dict[int, list[float]] = {}
-        for r in runs:
-            for step, v in r["curves"][key]:
-                by_step.setdefault(step, []).append(v)
-        curves[key] = [[s, float(np.mean(v)), float(np.std(v))] for s, v in sorted(by_step.items())]
-    out["curves"] = curves
-    return out
+PANELS = [("eval/success_rate", "held-out success"), ("groups/all_zero_frac", "all-zero group fraction"),
+          ("groups/entropy", "group reward entropy H_batch (bits)")]
 
 
 def plot(result: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    panels = [("eval/success_rate", "held-out success"), ("groups/all_zero_frac", "all-zero group fraction"),
-              ("groups/entropy", "group reward entropy H_batch (bits)")]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-    for ax, (key, title) in zip(axes, panels):
-        for method, summary in result["summary"].items():
-            pts = summary["curves"][key]
-            if not pts:
-                continue
-            s, m, sd = (np.array(x) for x in zip(*pts))
-            ax.plot(s, m, marker="o" if len(s) < 15 else None, label=method)
-            ax.fill_between(s, m - sd, m + sd, alpha=0.2)
-        ax.set_title(title)
-        ax.set_xlabel("training step")
-    axes[0].legend()
     n = len(result["settings"]["seeds"])
-    fig.suptitle(f"Sokoban {result['settings']['env']}: mean ± std over {n} seeds"
-                 + (" (SMOKE: meaningless numbers)" if result["settings"]["smoke"] else ""))
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    title = (f"Sokoban {result['settings']['env']}: mean ± std over {n} seeds"
+             + (" (SMOKE: meaningless numbers)" if result["settings"]["smoke"] else ""))
+    learning.plot(result["summary"], PANELS, title, path)
 
 
 def markdown(result: dict) -> str:
@@ -188,8 +145,7 @@ def markdown(result: dict) -> str:
     ]
     for method, r in result["summary"].items():
         f, i = r["final_eval_success"], r["initial_eval_success"]
-        lines.append(f"| {method} | {f['mean']:.3f} ± {f['std']:.3f} ({', '.join(f'{v:.2f}' for v in f['values'])})"
-                     f" | {i['mean']:.3f} | {r['mean_all_zero_frac']['mean']:.3f} | {r['mean_entropy']['mean']:.3f}"
+        lines.append(f"| {method} | {learning.fmt(f)} | {i['mean']:.3f} | {r['mean_all_zero_frac']['mean']:.3f} | {r['mean_entropy']['mean']:.3f}"
                      f" | {r['env_steps']['mean']:.0f} |")
     mc = result["mixture_check"]
     lines += ["", f"## Start-state mixture alone (no training, uniform random policy, {mc['iters']} steps of "
@@ -213,10 +169,13 @@ def main() -> None:
     ap.add_argument("--work", default="runs/crps_learning", help="run directories go here")
     ap.add_argument("--out", default=None, help="results path without suffix")
     ap.add_argument("--smoke", action="store_true", help="seconds-long budget to check the pipeline")
+    ap.add_argument("--setting", default="hard", choices=list(SETTINGS), help="Sokoban levels (see SETTINGS)")
     ap.add_argument("--threads", type=int, default=None,
                     help="torch intra-op threads (1 is much faster for the tiny model on a busy machine)")
     ap.add_argument("extra", nargs="*", help="extra key=value overrides for every RL run")
     args = ap.parse_args()
+    global ENV
+    ENV = SETTINGS[args.setting]
     if args.threads:
         import torch
 
@@ -226,8 +185,8 @@ def main() -> None:
     results_dir = Path(__file__).parent / "results"
     out = Path(args.out or results_dir / ("crps_learning_smoke" if args.smoke else "crps_learning"))
     work = Path(args.work + ("_smoke" if args.smoke else ""))
-    if work.exists() and any(work.iterdir()):
-        raise SystemExit(f"{work} is not empty; remove it or pass --work")
+    if work.exists() and any(p.name != "sft" for p in work.iterdir()):
+        raise SystemExit(f"{work} holds runs; remove it or pass --work")
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     iters = 6 if args.smoke else 40
@@ -249,13 +208,13 @@ def main() -> None:
     rl_cfg = build_config(None, [*ENV, *budget["rl"], *args.extra])
     result = {
         "benchmark": "crps_learning",
-        "settings": {"env": " ".join(a.split("=", 1)[0].split(".")[-1] + "=" + a.split("=", 1)[1] for a in ENV[1:]),
+        "settings": {"setting": args.setting, "env": " ".join(a.split("=", 1)[0].split(".")[-1] + "=" + a.split("=", 1)[1] for a in ENV[1:]),
                      "steps": steps, "B": rl_cfg.rollout.tasks_per_step, "G": rl_cfg.rollout.group_size,
                      "seeds": args.seeds, "model": str(model), "smoke": args.smoke,
                      "overrides": [*ENV, *budget["rl"], *args.extra], "extra": args.extra},
         "mixture_check": {"iters": iters, "B": 8, "G": 8, "p_replay": 0.2, "policy": "uniform random, no training",
                           "means_over_second_half": mixture},
-        "summary": {m: summarize(rs) for m, rs in runs.items()},
+        "summary": {m: learning.summarize(rs, CURVES) for m, rs in runs.items()},
         "runs": runs,
         "minutes": (time.perf_counter() - t0) / 60,
         "machine": machine_info(),

@@ -49,6 +49,7 @@ def settings(args) -> list[str]:
            f"rro.dpo.lr={args.dpo_lr}", f"rro.dpo.batch_size={args.dpo_batch}", f"rro.dpo.epochs={args.dpo_epochs}",
            "tensorboard=false"]
     out += [f"env.kwargs.max_steps={args.env_max_steps}"] if args.env_max_steps else []
+    out += [] if args.bare_grid else ["env.kwargs.describe_positions=true"]  # as the demo's pi_SFT sees it
     return out
 
 
@@ -82,6 +83,8 @@ def main() -> None:
     ap.add_argument("--dpo-epochs", type=float, default=3.0)
     ap.add_argument("--sft-demos", type=int, default=512, help="SFT demos when building π_SFT")
     ap.add_argument("--sft-epochs", type=float, default=3.0)
+    ap.add_argument("--bare-grid", action="store_true",
+                    help="plain Sokoban observations (default: the demo's describe_positions=true)")
     ap.add_argument("--executor", default="inprocess", choices=["inprocess", "ray"])
     ap.add_argument("--work", default=None, help="work directory (default runs/bench_rro; smoke: a temp dir)")
     ap.add_argument("--out", default=None, help="results path without suffix")
@@ -150,7 +153,7 @@ def main() -> None:
     result = {
         "benchmark": "rro_samples", "smoke": args.smoke,
         "settings": {k: v for k, v in vars(args).items() if k not in ("out", "work")} | {
-            "model": str(sft), "env": "sokoban 6x6, 1 box", "overrides": base},
+            "model": str(sft), "env": "sokoban 6x6, 1 box" + ("" if args.bare_grid else ", describe_positions"), "overrides": base},
         "sft": {"success_rate": sft_eval.get("eval/success_rate"), "score": sft_eval.get("eval/score")},
         "runs": runs, "aggregate": agg, "goal": goal, "wall_seconds": round(time.perf_counter() - t_start, 1),
         "machine": machine_info(),

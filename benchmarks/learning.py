@@ -1,0 +1,109 @@
+"""Shared pieces of the learning-check benchmarks (``credit_learning.py``, ``crps_learning.py``).
+
+Every method starts from the same pi_SFT and trains through the real pipeline (``run_train``, the code
+behind ``creditflow train``) with the same budget; these helpers run one (method, seed), pull curves out
+of its ``metrics.jsonl``, aggregate seeds (mean, std, per-seed values) and plot mean ± std curves.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from creditflow.config import build_config
+from creditflow.train.metrics import read_metrics
+
+
+def train_one(out: Path, overrides: list[str], seed: int, curves: tuple[str, ...]) -> dict:
+    """One RL run (``overrides`` must name the policy, env, budget and method); returns its record."""
+    from creditflow.train.pipeline import run_train
+
+    cfg = build_config(None, [f"out_dir={out}", f"seed={seed}", *overrides])
+    t0 = time.perf_counter()
+    run_train(cfg, log=lambda *_: None)
+    rows = read_metrics(out / "metrics.jsonl")
+    train_rows = [r for r in rows if r.get("step", 0) > 0]
+
+    def mean_of(key):
+        vals = [r[key] for r in train_rows if key in r]
+        return float(np.mean(vals)) if vals else None
+
+    return {
+        "seed": seed, "minutes": (time.perf_counter() - t0) / 60,
+        "curves": {k: [[r["step"], r[k]] for r in rows if k in r] for k in curves},
+        "final_eval_success": rows[-1].get("eval/success_rate"),
+        "initial_eval_success": rows[0].get("eval/success_rate"),
+        "final_eval_score": rows[-1].get("eval/score"),
+        "mean_train_success": mean_of("train/success_rate"),
+        "mean_all_zero_frac": mean_of("groups/all_zero_frac"),
+        "mean_entropy": mean_of("groups/entropy"),
+        "env_steps": rows[-1].get("env_steps"),
+        "restore_mismatches": rows[-1].get("crps/restore_mismatches", 0),
+    }
+
+
+SCALARS = ("final_eval_success", "initial_eval_success", "final_eval_score", "mean_train_success",
+           "mean_all_zero_frac", "mean_entropy", "env_steps")
+
+
+def summarize(runs: list[dict], curves: tuple[str, ...]) -> dict:
+    """Mean, std and per-seed values of the scalars; per-step mean/std of every curve."""
+
+    def ms(key):
+        vals = [r[key] for r in runs if r.get(key) is not None]
+        if not vals:
+            return {"mean": None, "std": None, "values": []}
+        return {"mean": float(np.mean(vals)), "std": float(np.std(vals)), "values": vals}
+
+    out = {k: ms(k) for k in SCALARS}
+    out["gain"] = ms_of([r["final_eval_success"] - r["initial_eval_success"] for r in runs
+                         if r.get("final_eval_success") is not None and r.get("initial_eval_success") is not None])
+    out["curves"] = {}
+    for key in curves:
+        by_step: dict[int, list[float]] = {}
+        for r in runs:
+            for step, v in r["curves"].get(key, []):
+                by_step.setdefault(step, []).append(v)
+        out["curves"][key] = [[s, float(np.mean(v)), float(np.std(v))] for s, v in sorted(by_step.items())]
+    return out
+
+
+def ms_of(vals: list[float]) -> dict:
+    if not vals:
+        return {"mean": None, "std": None, "values": []}
+    return {"mean": float(np.mean(vals)), "std": float(np.std(vals)), "values": [float(v) for v in vals]}
+
+
+def fmt(stat: dict, digits: int = 3) -> str:
+    """``mean ± std (v1, v2, ...)`` for a table cell."""
+    if stat.get("mean") is None:
+        return "-"
+    vals = ", ".join(f"{v:.2f}" for v in stat["values"])
+    return f"{stat['mean']:.{digits}f} ± {stat['std']:.{digits}f} ({vals})"
+
+
+def plot(summary: dict[str, dict], panels: list[tuple[str, str]], title: str, path: Path) -> None:
+    """One panel per (curve key, title): mean over seeds with a ± std band, one line per method."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
+    for ax, (key, panel_title) in zip(axes[0], panels):
+        for method, s in summary.items():
+            pts = s["curves"].get(key)
+            if not pts:
+                continue
+            st, m, sd = (np.array(x) for x in zip(*pts))
+            ax.plot(st, m, marker="o" if len(st) < 15 else None, label=method)
+            ax.fill_between(st, m - sd, m + sd, alpha=0.2)
+        ax.set_title(panel_title)
+        ax.set_xlabel("training step")
+    axes[0][0].legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
