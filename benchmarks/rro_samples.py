@@ -10,9 +10,10 @@ rollouts, generated tokens, wall time, pairs, and held-out success/score, mean �
 ``benchmarks/results/rro_samples.{json,md}`` with machine info. Goal: RRO at <= 40% of fixed-5's
 samples per step with a held-out score >= fixed-5's (the paper: 1.86 and 1.64 samples/step vs 5).
 
-CPU-sized choices (the paper's values are for Gemma-2 2B on 8 A100s): the tiny default policy; sampling
-temperature 0.4 for candidates and MC rollouts (the tiny π_SFT writes mostly invalid actions at 1.0;
-the paper does not state its temperature); DPO learning rate 1e-4 and batch 16 instead of 3e-6 / 32
+CPU-sized choices (the paper's values are for Gemma-2 2B on 8 A100s): the tiny default policy on the demo's
+observations (``describe_positions``; ``--bare-grid`` for plain ones); sampling temperature 1.0 for
+candidates and MC rollouts (the paper does not state its temperature; at 0.4 the tiny π_SFT's candidates
+are mostly the same action, so most steps give no contrasting pair); DPO learning rate 1e-4 and batch 16 instead of 3e-6 / 32
 (β 0.1, 3 epochs, warmup 0.1, constant schedule as §4.3); m = 5 rollouts and N = 5 as §4.3. Held-out
 evaluation is greedy (``generation.eval_temperature`` 0), so π_SFT is evaluated once. The work
 directory (``--work``, default ``runs/bench_rro``) keeps every collection: rerunning the same command
@@ -75,7 +76,7 @@ def main() -> None:
     ap.add_argument("--candidates", type=int, default=5, help="N (fixed) / N_max (rising)")
     ap.add_argument("--mc-rollouts", type=int, default=5, help="m rollouts per process reward")
     ap.add_argument("--eval-episodes", type=int, default=64)
-    ap.add_argument("--temperature", type=float, default=0.4, help="sampling temperature of candidates and rollouts")
+    ap.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of candidates and rollouts")
     ap.add_argument("--max-new-tokens", type=int, default=16)
     ap.add_argument("--env-max-steps", type=int, default=None, help="Sokoban episode cap (default: env's 15)")
     ap.add_argument("--dpo-lr", type=float, default=1e-4)
