@@ -67,7 +67,9 @@ def markdown(result: dict) -> str:
         f"KL coef {s['kl_coef']}, held-out set of {s['eval_episodes']} levels (greedy)."
         + (f" Extra overrides: {' '.join(s['extra'])}." if s["extra"] else ""),
         f"Machine: {m['cpu']} ({m['cores']} cores), torch {m.get('torch')}, {m['date']}; "
-        f"wall time {result['minutes']:.1f} min.", "",
+        f"wall time of this invocation {result['minutes']:.1f} min (finished runs in the work directory are "
+        "reused); RL steps took " + ", ".join(f"{m} {r['rl_minutes']['mean']:.1f}" for m, r in result["summary"].items())
+        + " min per run (mean).", "",
         "| method | held-out success after RL | π_SFT | gain | mean train success | env steps |",
         "|---|---|---|---|---|---|",
     ]
@@ -102,8 +104,6 @@ def main() -> None:
     out = Path(args.out or Path(__file__).parent / "results" / ("credit_learning_smoke" if args.smoke
                                                                  else "credit_learning"))
     work = Path(args.work + ("_smoke" if args.smoke else ""))
-    if work.exists() and any(p.name != "sft" for p in work.iterdir()):
-        raise SystemExit(f"{work} holds runs; remove it or pass --work")
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     model = Path(args.model) if args.model else build_sft(work / "sft", args.smoke)

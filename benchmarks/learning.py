@@ -22,7 +22,15 @@ def train_one(out: Path, overrides: list[str], seed: int, curves: tuple[str, ...
 
     cfg = build_config(None, [f"out_dir={out}", f"seed={seed}", *overrides])
     t0 = time.perf_counter()
-    run_train(cfg, log=lambda *_: None)
+    reused = finished_run(out, cfg)
+    if not reused:
+        if out.is_symlink():  # a shared arm that is not finished there: train it here
+            out.unlink()
+        elif out.exists():  # an interrupted run: start it again
+            import shutil
+
+            shutil.rmtree(out)
+        run_train(cfg, log=lambda *_: None)
     rows = read_metrics(out / "metrics.jsonl")
     train_rows = [r for r in rows if r.get("step", 0) > 0]
 
@@ -31,7 +39,7 @@ def train_one(out: Path, overrides: list[str], seed: int, curves: tuple[str, ...
         return float(np.mean(vals)) if vals else None
 
     return {
-        "seed": seed, "minutes": (time.perf_counter() - t0) / 60,
+        "seed": seed, "minutes": (time.perf_counter() - t0) / 60, "reused": reused,
         "curves": {k: [[r["step"], r[k]] for r in rows if k in r] for k in curves},
         "final_eval_success": rows[-1].get("eval/success_rate"),
         "initial_eval_success": rows[0].get("eval/success_rate"),
@@ -40,12 +48,30 @@ def train_one(out: Path, overrides: list[str], seed: int, curves: tuple[str, ...
         "mean_all_zero_frac": mean_of("groups/all_zero_frac"),
         "mean_entropy": mean_of("groups/entropy"),
         "env_steps": rows[-1].get("env_steps"),
+        "rl_minutes": sum(r.get("time/step_s", 0.0) for r in train_rows) / 60,  # training steps, no evals
         "restore_mismatches": rows[-1].get("crps/restore_mismatches", 0),
     }
 
 
+def finished_run(out: Path, cfg) -> bool:
+    """True when ``out`` (a directory or a link to one, e.g. another benchmark's run) holds a finished
+    run of exactly this configuration (all but ``out_dir``): rerunning a benchmark, or a second benchmark
+    that shares an arm with the first, reuses it instead of training again."""
+    import yaml
+
+    try:
+        saved = yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8"))
+        rows = read_metrics(out / "metrics.jsonl")
+    except Exception:  # missing or unreadable: not finished
+        return False
+    want = cfg.model_dump()
+    saved.pop("out_dir", None)
+    want.pop("out_dir", None)
+    return saved == want and bool(rows) and rows[-1].get("step") == cfg.rl.steps
+
+
 SCALARS = ("final_eval_success", "initial_eval_success", "final_eval_score", "mean_train_success",
-           "mean_all_zero_frac", "mean_entropy", "env_steps")
+           "mean_all_zero_frac", "mean_entropy", "env_steps", "rl_minutes")
 
 
 def summarize(runs: list[dict], curves: tuple[str, ...]) -> dict:

@@ -19,10 +19,14 @@ DEMO_DEFAULTS: dict = {
     "out_dir": "runs/demo",
     "env": {"name": "sokoban"},
     "sft": {"demos": 384, "epochs": 2.0, "lr": 1e-3, "batch_size": 16},
-    "rollout": {"tasks_per_step": 8, "group_size": 4},
+    "rollout": {"tasks_per_step": 16, "group_size": 4},
     "generation": {"max_new_tokens": 16},
-    "rl": {"algo": "grpo", "steps": 20, "lr": 2e-4, "minibatches": 2, "loss_agg": "traj-mean", "kl_coef": 0.01,
-           "eval_every": 5, "eval_episodes": 128, "save_every": 10},
+    # GRPO on binary success: with the shaped return, std-normalisation blows the 0.1 invalid-action penalty
+    # up to a full-size advantage in all-fail groups, whose members mostly walk into walls, so GRPO ends up
+    # reinforcing wall-bumping (docs/methods.md). No KL term: zero-advantage samples (every all-fail and
+    # all-success group) then cost no update compute.
+    "rl": {"algo": "grpo", "credit": {"reward_source": "success"}, "steps": 30, "lr": 2e-4, "minibatches": 2,
+           "loss_agg": "traj-mean", "kl_coef": 0.0, "eval_every": 10, "eval_episodes": 128, "save_every": 10},
 }
 
 # Env options the demo adds when the user sets none. Sokoban: the tiny from-scratch policy gets each box's
