@@ -25,7 +25,7 @@ DEMO_DEFAULTS: dict = {
     # up to a full-size advantage in all-fail groups, whose members mostly walk into walls, so GRPO ends up
     # reinforcing wall-bumping (docs/methods.md). No KL term: zero-advantage samples (every all-fail and
     # all-success group) then cost no update compute.
-    "rl": {"algo": "grpo", "credit": {"reward_source": "success"}, "steps": 30, "lr": 2e-4, "minibatches": 2,
+    "rl": {"algo": "grpo", "credit": {"reward_source": "success"}, "steps": 30, "lr": 4e-4, "minibatches": 2,
            "loss_agg": "traj-mean", "kl_coef": 0.0, "eval_every": 10, "eval_episodes": 128, "save_every": 10},
 }
 
