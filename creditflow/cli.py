@@ -244,7 +244,19 @@ def _rro_config(overrides, config, pairs: dict):
     return build_config(config, extra)
 
 
-_EXPLORATION_HELP = "rising (RRO, Alg. 1) or fixed (fixed-size baseline) (rro.exploration)."
+# options shared by ``rro collect`` and ``rro run`` (one OptionInfo serves both commands)
+_EXPLORATION = typer.Option(None, "--exploration",
+                            help="rising (RRO, Alg. 1) or fixed (fixed-size baseline) (rro.exploration).")
+_CANDIDATES = typer.Option(None, "--candidates", help="N_max (rising) / N (fixed) (rro.candidates).")
+_MC_ROLLOUTS = typer.Option(None, "--mc-rollouts", help="m rollouts per process reward.")
+_TASKS = typer.Option(None, "--tasks", help="Training tasks to collect on (rro.tasks).")
+_EXECUTOR = typer.Option(None, "--executor", help="inprocess or ray (rro.executor).")
+_RAY_ADDRESS = typer.Option(None, "--ray-address", help="Ray cluster; default: start a local one.")
+
+
+def _collection_settings(exploration, candidates, mc_rollouts, tasks, executor, ray_address) -> dict:
+    return {"rro.exploration": exploration, "rro.candidates": candidates, "rro.mc_rollouts": mc_rollouts,
+            "rro.tasks": tasks, "rro.executor": executor, "rro.ray_address": ray_address}
 
 
 @rro_app.command("collect")
@@ -255,20 +267,19 @@ def rro_collect_command(
     model: Optional[str] = typer.Option(None, "--model", help="π_SFT model dir; default OUT/sft_model, trained if absent."),
     out: Optional[str] = typer.Option(None, "--out", help="Run directory (out_dir)."),
     data: Optional[str] = typer.Option(None, "--data", help="Preference data dir (default OUT/preferences)."),
-    exploration: Optional[str] = typer.Option(None, "--exploration", help=_EXPLORATION_HELP),
-    candidates: Optional[int] = typer.Option(None, "--candidates", help="N_max (rising) / N (fixed) (rro.candidates)."),
-    mc_rollouts: Optional[int] = typer.Option(None, "--mc-rollouts", help="m rollouts per process reward."),
-    tasks: Optional[int] = typer.Option(None, "--tasks", help="Training tasks to collect on (rro.tasks)."),
-    executor: Optional[str] = typer.Option(None, "--executor", help="inprocess or ray (rro.executor)."),
-    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray cluster; default: start a local one."),
+    exploration: Optional[str] = _EXPLORATION,
+    candidates: Optional[int] = _CANDIDATES,
+    mc_rollouts: Optional[int] = _MC_ROLLOUTS,
+    tasks: Optional[int] = _TASKS,
+    executor: Optional[str] = _EXECUTOR,
+    ray_address: Optional[str] = _RAY_ADDRESS,
 ) -> None:
     """Collect process-supervised preference pairs (resumes an interrupted collection in the same dir)."""
     from creditflow.train.rro_pipeline import run_collect
 
     cfg = _rro_config(overrides, config, {
         "env.name": env, "policy.model": model, "out_dir": out, "rro.data_dir": data,
-        "rro.exploration": exploration, "rro.candidates": candidates, "rro.mc_rollouts": mc_rollouts,
-        "rro.tasks": tasks, "rro.executor": executor, "rro.ray_address": ray_address})
+        **_collection_settings(exploration, candidates, mc_rollouts, tasks, executor, ray_address)})
     summary = run_collect(cfg)
     typer.echo(json.dumps({k: summary[k] for k in ("samples_per_step", "steps", "pairs", "rollouts",
                                                    "generated_tokens", "wall_seconds")}, indent=2))
@@ -300,20 +311,19 @@ def rro_run_command(
     env: Optional[str] = typer.Option(None, "--env", help="Environment name (env.name)."),
     model: Optional[str] = typer.Option(None, "--model", help="π_SFT model dir; default: SFT the tiny policy."),
     out: Optional[str] = typer.Option(None, "--out", help="Run directory (out_dir)."),
-    exploration: Optional[str] = typer.Option(None, "--exploration", help=_EXPLORATION_HELP),
-    candidates: Optional[int] = typer.Option(None, "--candidates", help="N_max (rising) / N (fixed) (rro.candidates)."),
-    mc_rollouts: Optional[int] = typer.Option(None, "--mc-rollouts", help="m rollouts per process reward."),
-    tasks: Optional[int] = typer.Option(None, "--tasks", help="Training tasks to collect on (rro.tasks)."),
-    executor: Optional[str] = typer.Option(None, "--executor", help="inprocess or ray (rro.executor)."),
-    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray cluster; default: start a local one."),
+    exploration: Optional[str] = _EXPLORATION,
+    candidates: Optional[int] = _CANDIDATES,
+    mc_rollouts: Optional[int] = _MC_ROLLOUTS,
+    tasks: Optional[int] = _TASKS,
+    executor: Optional[str] = _EXECUTOR,
+    ray_address: Optional[str] = _RAY_ADDRESS,
 ) -> None:
     """The whole RRO pipeline: SFT → collect → DPO → held-out eval of π_SFT and π_DPO."""
     from creditflow.train.rro_pipeline import run_rro
 
     cfg = _rro_config(overrides, config, {
-        "env.name": env, "policy.model": model, "out_dir": out, "rro.exploration": exploration,
-        "rro.candidates": candidates, "rro.mc_rollouts": mc_rollouts, "rro.tasks": tasks,
-        "rro.executor": executor, "rro.ray_address": ray_address})
+        "env.name": env, "policy.model": model, "out_dir": out,
+        **_collection_settings(exploration, candidates, mc_rollouts, tasks, executor, ray_address)})
     summary = run_rro(cfg)
     typer.echo((Path(cfg.out_dir) / "rro_summary.md").read_text())
     typer.echo(json.dumps({k: summary[k] for k in ("samples_per_step", "steps", "pairs", "rollouts")}))
