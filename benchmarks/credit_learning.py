@@ -16,7 +16,6 @@ methods.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -83,28 +82,9 @@ def markdown(result: dict) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default=None, help="pi_SFT directory shared by all runs (default: build one)")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--steps", type=int, default=12)
-    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
-    ap.add_argument("--work", default="runs/credit_learning", help="run directories go here")
-    ap.add_argument("--out", default=None, help="results path without suffix")
-    ap.add_argument("--smoke", action="store_true", help="seconds-long budget to check the pipeline")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="torch intra-op threads (1 is much faster for the tiny model on a busy machine)")
-    ap.add_argument("extra", nargs="*", help="extra key=value overrides for every RL run")
-    args = ap.parse_args()
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
+    args, out, work = learning.parse_args(__doc__, "credit_learning", METHODS, default_steps=12)
     budget = SMOKE if args.smoke else FULL
     steps = 2 if args.smoke else args.steps
-    out = Path(args.out or Path(__file__).parent / "results" / ("credit_learning_smoke" if args.smoke
-                                                                 else "credit_learning"))
-    work = Path(args.work + ("_smoke" if args.smoke else ""))
-    work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     model = Path(args.model) if args.model else build_sft(work / "sft", args.smoke)
     print(f"pi_SFT: {model}", flush=True)

@@ -21,7 +21,6 @@ spends fewer *policy* env-steps per group than fresh groups; the tables report `
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -45,7 +44,6 @@ SETTINGS = {
              "env.kwargs.min_plan=4"],
     "demo": ["env.name=sokoban", "env.kwargs.describe_positions=true"],
 }
-ENV = SETTINGS["hard"]
 FULL = {
     "sft": ["sft.demos=256", "sft.epochs=2"],
     "rl": ["rollout.tasks_per_step=8", "rollout.group_size=8", "generation.max_new_tokens=16", "rl.lr=2e-4",
@@ -61,7 +59,7 @@ CURVES = ("eval/success_rate", "groups/all_zero_frac", "groups/all_one_frac", "g
           "crps/buffer_size", "crps/mean_k", "crps/replay_share", "crps/replay_success_ema", "train/success_rate")
 
 
-def mixture_check(curriculum: str, iters: int, B: int = 8, G: int = 8, seed: int = 0,
+def mixture_check(env: list[str], curriculum: str, iters: int, B: int = 8, G: int = 8, seed: int = 0,
                   p_replay: float = 0.2) -> dict:
     """No training: a uniformly random policy on the chosen setting, B x G groups per step for ``iters``
     steps, through the real engine and hooks. Isolates what the start-state mixture alone does to the
@@ -83,7 +81,7 @@ def mixture_check(curriculum: str, iters: int, B: int = 8, G: int = 8, seed: int
             return [Generation(f"<action>{self.rng.choice(['up', 'down', 'left', 'right'])}</action>", [1], [0.0])
                     for _ in prompts]
 
-    factory = common.env_factory(build_config(None, ENV))
+    factory = common.env_factory(build_config(None, env))
     engine = RolloutEngine(RandomPolicy(), lambda messages: [0], factory, PromptBuilder("sokoban"), SamplingParams())
     hooks = CurriculumHooks(CurriculumConfig(name=curriculum, p_replay=p_replay), G, factory, "sokoban", seed)
     task_rng = np.random.default_rng(seed)
@@ -99,11 +97,11 @@ def mixture_check(curriculum: str, iters: int, B: int = 8, G: int = 8, seed: int
     return {k: float(np.mean([r[k] for r in late if k in r])) if any(k in r for r in late) else None for k in keys}
 
 
-def build_sft(out: Path, budget: dict, quiet: bool) -> Path:
+def build_sft(env: list[str], out: Path, budget: dict, quiet: bool) -> Path:
     """pi_SFT on the chosen setting, exactly what ``creditflow sft ...`` does (same function)."""
     from creditflow.train.pipeline import run_sft_command
 
-    cfg = build_config(None, [f"out_dir={out}", *ENV, *budget["sft"]])
+    cfg = build_config(None, [f"out_dir={out}", *env, *budget["sft"]])
     if quiet:
         import contextlib
         import io
@@ -113,10 +111,10 @@ def build_sft(out: Path, budget: dict, quiet: bool) -> Path:
     return run_sft_command(cfg)
 
 
-def train_one(model: Path, out: Path, curriculum: str, seed: int, steps: int, budget: dict,
+def train_one(env: list[str], model: Path, out: Path, curriculum: str, seed: int, steps: int, budget: dict,
               extra: list[str]) -> dict:
     return learning.train_one(out, [f"policy.model={model}", f"rl.steps={steps}", f"curriculum.name={curriculum}",
-                                    *ENV, *budget["rl"], *extra], seed, CURVES)
+                                    *env, *budget["rl"], *extra], seed, CURVES)
 
 
 PANELS = [("eval/success_rate", "held-out success"), ("groups/all_zero_frac", "all-zero group fraction"),
@@ -163,55 +161,37 @@ def markdown(result: dict) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default=None, help="pi_SFT directory shared by all runs (default: build one)")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--steps", type=int, default=60)
-    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
-    ap.add_argument("--work", default="runs/crps_learning", help="run directories go here")
-    ap.add_argument("--out", default=None, help="results path without suffix")
-    ap.add_argument("--smoke", action="store_true", help="seconds-long budget to check the pipeline")
-    ap.add_argument("--setting", default="hard", choices=list(SETTINGS), help="Sokoban levels (see SETTINGS)")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="torch intra-op threads (1 is much faster for the tiny model on a busy machine)")
-    ap.add_argument("extra", nargs="*", help="extra key=value overrides for every RL run")
-    args = ap.parse_args()
-    global ENV
-    ENV = SETTINGS[args.setting]
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
+    args, out, work = learning.parse_args(
+        __doc__, "crps_learning", METHODS, default_steps=60,
+        add=lambda ap: ap.add_argument("--setting", default="hard", choices=list(SETTINGS),
+                                       help="Sokoban levels (see SETTINGS)"))
+    env = SETTINGS[args.setting]
     budget = SMOKE if args.smoke else FULL
     steps = 2 if args.smoke else args.steps
-    results_dir = Path(__file__).parent / "results"
-    out = Path(args.out or results_dir / ("crps_learning_smoke" if args.smoke else "crps_learning"))
-    work = Path(args.work + ("_smoke" if args.smoke else ""))
-    work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     iters = 6 if args.smoke else 40
     mixture = {}
     for method, curriculum in METHODS.items():
-        mixture[method] = mixture_check(curriculum, iters)
+        mixture[method] = mixture_check(env, curriculum, iters)
         print(f"random policy, {method}: " + ", ".join(f"{k} {v:.3f}" for k, v in mixture[method].items()
                                                        if v is not None), flush=True)
-    model = Path(args.model) if args.model else build_sft(work / "sft", budget, quiet=args.smoke)
+    model = Path(args.model) if args.model else build_sft(env, work / "sft", budget, quiet=args.smoke)
     print(f"pi_SFT: {model}", flush=True)
     runs: dict[str, list[dict]] = {}
     for seed in args.seeds:  # seed-major: an interrupted run still has every method on the first seeds
         for method in args.methods:
-            r = train_one(model, work / f"{method}_s{seed}", METHODS[method], seed, steps, budget, args.extra)
+            r = train_one(env, model, work / f"{method}_s{seed}", METHODS[method], seed, steps, budget, args.extra)
             runs.setdefault(method, []).append(r)
             print(f"{method} seed {seed}: eval success {r['initial_eval_success']:.3f} -> "
                   f"{r['final_eval_success']:.3f}, all-zero {r['mean_all_zero_frac']:.3f}, "
                   f"entropy {r['mean_entropy']:.3f} ({r['minutes']:.1f} min)", flush=True)
-    rl_cfg = build_config(None, [*ENV, *budget["rl"], *args.extra])
+    rl_cfg = build_config(None, [*env, *budget["rl"], *args.extra])
     result = {
         "benchmark": "crps_learning",
-        "settings": {"setting": args.setting, "env": " ".join(a.split("=", 1)[0].split(".")[-1] + "=" + a.split("=", 1)[1] for a in ENV[1:]),
+        "settings": {"setting": args.setting, "env": " ".join(a.split("=", 1)[0].split(".")[-1] + "=" + a.split("=", 1)[1] for a in env[1:]),
                      "steps": steps, "B": rl_cfg.rollout.tasks_per_step, "G": rl_cfg.rollout.group_size,
                      "seeds": args.seeds, "model": str(model), "smoke": args.smoke,
-                     "overrides": [*ENV, *budget["rl"], *args.extra], "extra": args.extra},
+                     "overrides": [*env, *budget["rl"], *args.extra], "extra": args.extra},
         "mixture_check": {"iters": iters, "B": 8, "G": 8, "p_replay": 0.2, "policy": "uniform random, no training",
                           "means_over_second_half": mixture},
         "summary": {m: learning.summarize(rs, CURVES) for m, rs in runs.items()},

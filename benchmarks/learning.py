@@ -7,6 +7,7 @@ of its ``metrics.jsonl``, aggregate seeds (mean, std, per-seed values) and plot 
 
 from __future__ import annotations
 
+import argparse
 import time
 from pathlib import Path
 
@@ -14,6 +15,36 @@ import numpy as np
 
 from creditflow.config import build_config
 from creditflow.train.metrics import read_metrics
+
+
+def parse_args(doc: str, name: str, methods, default_steps: int, add=None) -> tuple[argparse.Namespace, Path, Path]:
+    """The options every learning check shares; ``add(parser)`` adds the script's own. Sets torch's
+    thread count and returns ``(args, results path without suffix, work directory)``; smoke runs get
+    ``*_smoke`` paths of both."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--model", default=None, help="pi_SFT directory shared by all runs (default: build one)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--steps", type=int, default=default_steps)
+    ap.add_argument("--methods", nargs="+", default=list(methods), choices=list(methods),
+                    help="which arms, in this order (put -- before key=value overrides after this list)")
+    ap.add_argument("--work", default=f"runs/{name}", help="run directories go here; finished runs are reused")
+    ap.add_argument("--out", default=None, help="results path without suffix")
+    ap.add_argument("--smoke", action="store_true", help="seconds-long budget to check the pipeline")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch intra-op threads (1 is much faster for the tiny model on a busy machine)")
+    if add is not None:
+        add(ap)
+    ap.add_argument("extra", nargs="*", help="extra key=value overrides for every RL run")
+    args = ap.parse_args()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    suffix = "_smoke" if args.smoke else ""
+    out = Path(args.out or Path(__file__).parent / "results" / f"{name}{suffix}")
+    work = Path(args.work + suffix)
+    work.mkdir(parents=True, exist_ok=True)
+    return args, out, work
 
 
 def train_one(out: Path, overrides: list[str], seed: int, curves: tuple[str, ...]) -> dict:
@@ -77,13 +108,7 @@ SCALARS = ("final_eval_success", "initial_eval_success", "final_eval_score", "me
 def summarize(runs: list[dict], curves: tuple[str, ...]) -> dict:
     """Mean, std and per-seed values of the scalars; per-step mean/std of every curve."""
 
-    def ms(key):
-        vals = [r[key] for r in runs if r.get(key) is not None]
-        if not vals:
-            return {"mean": None, "std": None, "values": []}
-        return {"mean": float(np.mean(vals)), "std": float(np.std(vals)), "values": vals}
-
-    out = {k: ms(k) for k in SCALARS}
+    out = {k: ms_of([r[k] for r in runs if r.get(k) is not None]) for k in SCALARS}
     out["gain"] = ms_of([r["final_eval_success"] - r["initial_eval_success"] for r in runs
                          if r.get("final_eval_success") is not None and r.get("initial_eval_success") is not None])
     out["curves"] = {}
