@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import learning  # noqa: E402
 from benchmarks.machine import machine_info  # noqa: E402
 from creditflow.config import build_config  # noqa: E402
-from creditflow.demo import DEMO_DEFAULTS, DEMO_ENV_KWARGS  # noqa: E402
+from creditflow.recipes.demo import DEMO_DEFAULTS, DEMO_ENV_KWARGS  # noqa: E402
 
 METHODS = ("grpo", "gigpo", "rewardflow")
 ENV = ["env.name=sokoban"] + [f"env.kwargs.{k}={str(v).lower()}" for k, v in DEMO_ENV_KWARGS["sokoban"].items()]
@@ -49,7 +49,7 @@ def build_sft(out: Path, smoke: bool) -> Path:
     import contextlib
     import io
 
-    from creditflow.train.pipeline import run_sft_command
+    from creditflow.recipes.train import run_sft_command
 
     cfg = build_config(None, [f"out_dir={out}", *ENV, *(SMOKE_SFT if smoke else SFT)])
     with contextlib.redirect_stderr(io.StringIO()) if smoke else contextlib.nullcontext():

@@ -71,7 +71,7 @@ def mixture_check(env: list[str], curriculum: str, iters: int, B: int = 8, G: in
     from creditflow.policy.backends.base import Generation, SamplingParams
     from creditflow.policy.prompts import PromptBuilder
     from creditflow.rollout.engine import RolloutEngine, TaskSpec
-    from creditflow.train import common
+    from creditflow.recipes import common
 
     class RandomPolicy:
         def __init__(self):
@@ -99,7 +99,7 @@ def mixture_check(env: list[str], curriculum: str, iters: int, B: int = 8, G: in
 
 def build_sft(env: list[str], out: Path, budget: dict, quiet: bool) -> Path:
     """pi_SFT on the chosen setting, exactly what ``creditflow sft ...`` does (same function)."""
-    from creditflow.train.pipeline import run_sft_command
+    from creditflow.recipes.train import run_sft_command
 
     cfg = build_config(None, [f"out_dir={out}", *env, *budget["sft"]])
     if quiet:

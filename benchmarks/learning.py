@@ -49,7 +49,7 @@ def parse_args(doc: str, name: str, methods, default_steps: int, add=None) -> tu
 
 def train_one(out: Path, overrides: list[str], seed: int, curves: tuple[str, ...]) -> dict:
     """One RL run (``overrides`` must name the policy, env, budget and method); returns its record."""
-    from creditflow.train.pipeline import run_train
+    from creditflow.recipes.train import run_train
 
     cfg = build_config(None, [f"out_dir={out}", f"seed={seed}", *overrides])
     t0 = time.perf_counter()

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.machine import machine_info  # noqa: E402
 from creditflow.config import build_config  # noqa: E402
 from creditflow.rollout.engine import TaskSpec  # noqa: E402
-from creditflow.train import common  # noqa: E402
+from creditflow.recipes import common  # noqa: E402
 
 
 def measure(engine, specs, group):

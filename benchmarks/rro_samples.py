@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.machine import machine_info  # noqa: E402
 from creditflow.config import build_config  # noqa: E402
-from creditflow.train import common  # noqa: E402
-from creditflow.train.rro_pipeline import evaluate_policy, run_collect, run_dpo_training  # noqa: E402
+from creditflow.recipes import common  # noqa: E402
+from creditflow.recipes.rro import evaluate_policy, run_collect, run_dpo_training  # noqa: E402
 
 METHODS = ("fixed", "rising")
 NAMES = {"sft": "π_SFT", "fixed": "fixed-size exploration + DPO", "rising": "RRO (reward rising) + DPO"}
@@ -55,7 +55,7 @@ def settings(args) -> list[str]:
 
 
 def build_sft(args, work: Path, log) -> Path:
-    from creditflow.train.rro_pipeline import sft_model_path
+    from creditflow.recipes.rro import sft_model_path
 
     extra = ([f"sft.demos={args.sft_demos}", f"sft.epochs={args.sft_epochs}"]
              + (["policy.tiny_hidden_size=64", "policy.tiny_layers=2"] if args.smoke else []))

@@ -73,7 +73,7 @@ def train_command(
 ) -> None:
     """Multi-turn group RL (PPO-clip + KL) with the chosen credit estimator."""
     from creditflow.config import build_config
-    from creditflow.train.pipeline import config_for_resume, run_train
+    from creditflow.recipes.train import config_for_resume, run_train
 
     extra = list(overrides or [])
     for key, value in (("env.name", env), ("rl.algo", algo), ("policy.model", model), ("out_dir", out),
@@ -99,7 +99,7 @@ def sft_command(
 ) -> None:
     """Supervised fine-tuning on the env's expert trajectories (loss on response tokens only)."""
     from creditflow.config import build_config
-    from creditflow.train.pipeline import run_sft_command
+    from creditflow.recipes.train import run_sft_command
 
     extra = list(overrides or [])
     for key, value in (("env.name", env), ("policy.model", model), ("out_dir", out)):
@@ -117,20 +117,12 @@ def eval_command(
     out: Optional[Path] = typer.Option(None, "--out", help="Write the trajectories here (JSONL)."),
 ) -> None:
     """Evaluate a policy on held-out tasks: success rate, score, steps."""
-    import json
-
     from creditflow.config import build_config
-    from creditflow.policy.model import load_policy
+    from creditflow.recipes.eval import evaluate_policy
     from creditflow.rollout.trajectory import write_jsonl
-    from creditflow.train import common
-    from creditflow.train.rl import evaluate
 
     cfg = build_config(None, [f"env.name={env}", f"policy.model={model}", *(overrides or [])])
-    factory = common.env_factory(cfg, "test")
-    policy, tok = load_policy(model, cfg.policy.device, cfg.policy.dtype)
-    engine = common.make_engine(cfg, policy, tok, factory)
-    seeds = [cfg.env.eval_seed_offset + i for i in range(episodes)]
-    metrics, trajs = evaluate(engine, seeds, common.sampling_params(cfg, tok, evaluation=True), env)
+    metrics, trajs = evaluate_policy(cfg, model, episodes)
     if out is not None:
         write_jsonl(out, trajs)
     typer.echo(json.dumps(metrics, indent=2))
@@ -145,7 +137,7 @@ def demo_command(
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML overriding the demo defaults."),
 ) -> None:
     """The main job: build the tiny policy, SFT on expert demos, GRPO, evaluate, write a report."""
-    from creditflow.demo import run_demo
+    from creditflow.recipes.demo import run_demo
 
     report = run_demo(list(overrides or []), env=env, out_dir=out, quick=quick,
                       config_file=str(config) if config else None)
@@ -275,7 +267,7 @@ def rro_collect_command(
     ray_address: Optional[str] = _RAY_ADDRESS,
 ) -> None:
     """Collect process-supervised preference pairs (resumes an interrupted collection in the same dir)."""
-    from creditflow.train.rro_pipeline import run_collect
+    from creditflow.recipes.rro import run_collect
 
     cfg = _rro_config(overrides, config, {
         "env.name": env, "policy.model": model, "out_dir": out, "rro.data_dir": data,
@@ -295,7 +287,7 @@ def rro_train_command(
     env: Optional[str] = typer.Option(None, "--env", help="Environment name (env.name)."),
 ) -> None:
     """DPO (TRL) from π_SFT on collected preference pairs; reference = π_SFT."""
-    from creditflow.train.rro_pipeline import run_dpo_training
+    from creditflow.recipes.rro import run_dpo_training
 
     cfg = _rro_config(overrides, config, {"env.name": env, "policy.model": model, "out_dir": out,
                                           "rro.data_dir": data})
@@ -319,7 +311,7 @@ def rro_run_command(
     ray_address: Optional[str] = _RAY_ADDRESS,
 ) -> None:
     """The whole RRO pipeline: SFT → collect → DPO → held-out eval of π_SFT and π_DPO."""
-    from creditflow.train.rro_pipeline import run_rro
+    from creditflow.recipes.rro import run_rro
 
     cfg = _rro_config(overrides, config, {
         "env.name": env, "policy.model": model, "out_dir": out,

@@ -30,6 +30,10 @@ class EnvConfig(_Section):
     has a ``split`` option)."""
     eval_seed_offset: int = 1_000_000
     """Held-out seeds are ``eval_seed_offset + i``; training seeds are drawn below it."""
+    success_threshold: Optional[float] = None
+    """The one success rule (R = 1) of the run: the env's ``won`` flag, or ``score >= success_threshold``
+    when set (graded envs; WebShop's convention is a score of 1). Used by rollouts, evaluation, the
+    expert, CRPS and RRO alike."""
 
 
 class PolicyConfig(_Section):
@@ -166,11 +170,6 @@ class CurriculumConfig(_Section):
     this value is removed (above rho_u, so removal means even the full task replays too easily)."""
     mastery_patience: int = Field(2, ge=1)
     """...for this many consecutive replay groups at the full horizon ("consistently", §3.5)."""
-    success: Literal["won", "score"] = "won"
-    """What counts as R = 1 (Eq. 2) for acc(x), acc_replay(x) and the diagnostics: the env's ``won`` flag,
-    or ``score >= success_score`` (WebShop convention: score 1 = success)."""
-    success_score: float = 1.0
-    """Threshold used when ``success: score``."""
     warm_start_demos: int = Field(0, ge=0)
     """Pre-fill the buffer with the env expert's solutions of training seeds 0..N-1 (acc(x) taken as 0).
     Not part of the paper's method (0 = off): for smoke tests and debugging replay with a weak policy."""

@@ -23,6 +23,8 @@ from typing import Iterable
 
 import numpy as np
 
+from creditflow.rollout.trajectory import StartState
+
 EVICTION_RULES = ("oldest", "easiest")
 
 
@@ -49,6 +51,11 @@ class BufferEntry:
     @property
     def T(self) -> int:
         return len(self.actions)
+
+    def start_state(self, t0: int) -> StartState:
+        """s_t0 of this trace (Eq. 8): the first t0 actions, o_0 .. o_t0 to verify, the stored snapshot."""
+        snapshot = copy.deepcopy(self.snapshots[t0]) if t0 > 0 and self.snapshots is not None else None
+        return StartState(self.seed, list(self.actions[:t0]), list(self.observations[: t0 + 1]), snapshot)
 
 
 def insertion_gate(acc: float, succeeded: bool, alpha_max: float) -> bool:

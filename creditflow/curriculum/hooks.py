@@ -2,16 +2,17 @@
 
 * ``make_specs`` — Eq. 13: each fresh group is replaced by a replay group with probability ``p_replay``
   (one uniform draw per group from the hook's own RNG, saved in checkpoints). A replay group is a
-  ``TaskSpec`` for a buffer entry's task with the first t0 = max(0, T - k) stored actions as its prefix
-  (Eq. 8), the matching stored observations (for verification and for rebuilding the prompt's history
-  window) and, when the env has snapshot/restore, the stored snapshot of s_t0 (App. D (i)); otherwise the
-  engine restores s_t0 by verified prefix replay (App. D (ii)).
+  ``TaskSpec`` starting from a buffer entry's :class:`StartState` s_t0, t0 = max(0, T - k) (Eq. 8): the
+  first t0 stored actions, the matching stored observations (for verification and for rebuilding the
+  prompt's history window) and, when the env has snapshot/restore, the stored snapshot of s_t0 (App. D
+  (i)); otherwise the engine restores s_t0 by verified replay (App. D (ii)).
 * ``after_rollout`` — replay groups update their entry (Eq. 10–12, mastery removal); a replay group with
   any episode whose restore failed verification is dropped from the batch *in place* (never trained on),
   its entry marked bad and counted; fresh groups offer their shortest success to the buffer under the
   gate acc(x) <= alpha_max (Eq. 6–7). Returns the diagnostics (Eq. 14) and buffer/controller metrics.
 
-Importing this module imports the trainer (torch); :mod:`creditflow.curriculum` itself stays torch-free.
+Success (R = 1) is ``Trajectory.success``, decided once by the run's success rule
+(``env.success_threshold``). This module imports the rollout layer only, never the trainer.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ from creditflow.curriculum.crps import BufferEntry, SuccessBuffer, SuffixControl
     insertion_gate, replay_mixture
 from creditflow.curriculum.diagnostics import group_diagnostics
 from creditflow.curriculum.replay import ExpReplay
-from creditflow.envs.base import INVALID_ACTION_PREFIX, ReplayMismatch, has_snapshot
+from creditflow.envs.base import ReplayMismatch, has_snapshot, replay
 from creditflow.rollout.engine import TaskSpec
-from creditflow.rollout.trajectory import Trajectory, group_by
-from creditflow.train.rl import Hooks
+from creditflow.rollout.expert import expert_trajectories
+from creditflow.rollout.hooks import Hooks
+from creditflow.rollout.trajectory import SuccessRule, Trajectory, group_by
 
 METRIC_KEYS = ("groups/all_zero_frac", "groups/all_one_frac", "groups/entropy", "crps/buffer_size",
                "crps/mean_k", "crps/replay_success_ema", "crps/restore_mismatches", "crps/replay_share")
@@ -46,17 +48,13 @@ def make_controller(cfg: CurriculumConfig) -> SuffixController | None:
     return None
 
 
-def env_action(step) -> str:
-    """The action the env executed at ``step``: the engine sends invalid responses with a marker."""
-    return step.action if step.valid else INVALID_ACTION_PREFIX + step.action
-
-
 class CurriculumHooks(Hooks):
     """CRPS (``name="crps"``), ExpReplay (``"expreplay"``) or diagnostics only (``"none"``)."""
 
     def __init__(self, cfg: CurriculumConfig, group_size: int, env_factory: Callable[[], object] | None = None,
-                 env_name: str = "", seed: int = 0):
+                 env_name: str = "", seed: int = 0, success_rule: SuccessRule = SuccessRule()):
         self.cfg = cfg
+        self.success_rule = success_rule
         self.group_size = int(group_size)
         self.env_factory = env_factory
         self.env_name = env_name
@@ -70,10 +68,9 @@ class CurriculumHooks(Hooks):
     def active(self) -> bool:
         return self.controller is not None
 
-    def succeeded(self, traj: Trajectory) -> bool:
-        """R(tau) = 1 (Eq. 2) under the configured success definition."""
-        if self.cfg.success == "score":
-            return float(traj.score) >= self.cfg.success_score
+    @staticmethod
+    def succeeded(traj: Trajectory) -> bool:
+        """R(tau) = 1 (Eq. 2): the trajectory's success under the run's success rule."""
         return bool(traj.success)
 
     def _private_env(self):
@@ -93,16 +90,11 @@ class CurriculumHooks(Hooks):
 
     def replay_spec(self, step: int, slot: int, entry: BufferEntry) -> TaskSpec:
         t0 = self.controller.start_of(entry)  # Eq. 8
-        snapshot = None
-        if t0 > 0 and entry.snapshots is not None:
-            snapshot = copy.deepcopy(entry.snapshots[t0])
         return TaskSpec(
             task_id=entry.task_id,
             seed=entry.seed,
             group_id=f"step{step}/replay{slot}/{entry.task_id}",
-            prefix_actions=list(entry.actions[:t0]),
-            prefix_observations=list(entry.observations[: t0 + 1]),  # o_0..o_t0: verify every one
-            snapshot=snapshot,
+            start=entry.start_state(t0),
             meta={"replay": True, "entry": entry.uid, "t0": t0, "k": entry.k},
         )
 
@@ -162,7 +154,7 @@ class CurriculumHooks(Hooks):
         if not traj.steps or not self.buffer.accepts(traj.task_id):
             return None
         seed = int(traj.meta.get("seed", 0))
-        actions = [env_action(s) for s in traj.steps]
+        actions = [s.env_action for s in traj.steps]
         observations = [s.observation for s in traj.steps]
         try:
             instruction, snapshots = self._verify(seed, actions, observations)
@@ -179,26 +171,14 @@ class CurriculumHooks(Hooks):
         return entry
 
     def _verify(self, seed: int, actions: list[str], observations: list[str]) -> tuple[str, list | None]:
+        """Verified replay of a success trace on the private env (App. D); its instruction and, when the
+        env has them, the snapshots of s_0 .. s_{T-1}. Raises :class:`ReplayMismatch`."""
         env = self._private_env()
-        snap = has_snapshot(env)
-        obs, info = env.reset(seed=seed)
-        instruction = str(info.get("task", ""))
-        snapshots = [] if snap else None
-        done = False
-        for t, action in enumerate(actions):
-            if obs != observations[t]:
-                raise ReplayMismatch(t, observations[t], obs)
-            if done:
-                raise ReplayMismatch(t, "<episode continues>", "<episode ended>")
-            if snap:
-                snapshots.append(copy.deepcopy(env.snapshot()))
-            obs, _, terminated, truncated, info = env.step(action)
-            done = terminated or truncated
-        won = (float(info.get("score", 0.0)) >= self.cfg.success_score if self.cfg.success == "score"
-               else bool(info.get("won", False)))
-        if not won:
+        instruction = str(env.reset(seed=seed)[1].get("task", ""))
+        res = replay(env, seed, actions, observations, snapshots=has_snapshot(env))
+        if not self.success_rule.outcome(res.info)[0]:
             raise ReplayMismatch(len(actions), "<success>", "<no success>")
-        return instruction, snapshots
+        return instruction, res.snapshots
 
     def warm_start(self, trajectories: list[Trajectory], acc: float = 0.0) -> int:
         """Insert (expert) successes before training; returns how many entered."""
@@ -221,10 +201,9 @@ class CurriculumHooks(Hooks):
 
 def build_hooks(cfg: RunConfig, env_factory: Callable[[], object], warm_start: bool = True) -> CurriculumHooks:
     """The hooks ``run_train`` uses when none are given: ``cfg.curriculum`` (+ optional expert warm start)."""
+    rule = SuccessRule(cfg.env.success_threshold)
     hooks = CurriculumHooks(cfg.curriculum, cfg.rollout.group_size, env_factory, env_name=cfg.env.name,
-                            seed=cfg.seed)
+                            seed=cfg.seed, success_rule=rule)
     if warm_start and hooks.active and cfg.curriculum.warm_start_demos > 0:
-        from creditflow.train.sft import expert_trajectories
-
-        hooks.warm_start(expert_trajectories(env_factory, list(range(cfg.curriculum.warm_start_demos))))
+        hooks.warm_start(expert_trajectories(env_factory, list(range(cfg.curriculum.warm_start_demos)), rule))
     return hooks

@@ -16,6 +16,8 @@ to a state by :func:`replay`, which re-applies a stored action prefix and verifi
 
 from __future__ import annotations
 
+import copy
+import random
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -125,6 +127,7 @@ class ReplayResult:
     info: dict
     rewards: list[float] = field(default_factory=list)
     done: bool = False
+    snapshots: list | None = None  # env.snapshot() at s_0 .. s_{T-1} (before each action), when asked for
 
 
 def replay(
@@ -134,28 +137,33 @@ def replay(
     observations: list[str] | None = None,
     *,
     options: dict | None = None,
+    snapshots: bool = False,
 ) -> ReplayResult:
     """Bring ``env`` to the state after ``actions`` by reset + re-applying them.
 
     ``observations`` (optional) are the stored observations: ``observations[0]`` the one after reset,
     ``observations[i]`` the one after ``actions[i-1]``. Each one is compared with what the env shows
     now; the first difference raises :class:`ReplayMismatch`. Ending early (terminated/truncated
-    before the prefix is used up) also raises it.
+    before the prefix is used up) also raises it. ``snapshots=True`` (envs with snapshot/restore) also
+    returns a deep copy of the env's snapshot before every action.
     """
     obs, info = env.reset(seed=seed, options=options)
     if observations:
         _check(0, observations[0], obs)
     rewards: list[float] = []
+    snaps: list | None = [] if snapshots else None
     done = False
     for i, action in enumerate(actions):
         if done:
             raise ReplayMismatch(i, "<episode continues>", "<episode ended>")
+        if snaps is not None:
+            snaps.append(copy.deepcopy(env.snapshot()))
         obs, reward, terminated, truncated, info = env.step(action)
         rewards.append(reward)
         done = terminated or truncated
         if observations and i + 1 < len(observations):
             _check(i + 1, observations[i + 1], obs)
-    return ReplayResult(observation=obs, info=info, rewards=rewards, done=done)
+    return ReplayResult(observation=obs, info=info, rewards=rewards, done=done, snapshots=snaps)
 
 
 def _check(step: int, expected: str, got: str) -> None:
@@ -171,8 +179,6 @@ def check_determinism(
     ``make_env`` is a zero-argument factory. Without ``actions`` a fixed pseudo-random sequence is
     drawn from each step's admissible actions (same choice rule on both runs). Returns the trace.
     """
-    import random
-
     def run() -> list[tuple]:
         env = make_env()
         chooser = random.Random(rng_seed)

@@ -2,46 +2,28 @@
 
     r_PRM(e_1:t) = (1/m) Σ_j r_ORM(u, e_1:t ⊕ ê^(j)_t+1:n),   ê^(j) ~ π(·|e_1:t)
 
-The prefix state is restored by the env's snapshot (when the prefix carries one and the env has
-``restore``) or by verified replay of its actions; the m continuations of *all* prefixes asked for at
-once run through the batched rollout engine in one lockstep call (Alg. 1 lines 3-7). The outcome
-reward r_ORM is the env's final score in [0, 1] (``info["score"]``: graded score, or 1/0 success), as the
-paper's §2 ORM; the estimate is its mean (line 8). A prefix whose last action already ended the episode
-has a known outcome: its reward is that final score, no rollouts are run. Estimates are cached by
-(task, action prefix), so a candidate action that was sampled again, or the chosen action's prefix
-when it becomes e_1:t−1 of the next step, costs no new rollouts.
-
-The engine is imported lazily by callers; this module needs no torch.
+The prefix is a :class:`~creditflow.rollout.trajectory.StartState` (seed + the env actions of
+e_1:t, the observations to verify, an optional snapshot); the engine restores it (snapshot, else
+verified replay), and the m continuations of *all* states asked for at once run through the batched
+rollout engine in one lockstep call (Alg. 1 lines 3-7). The outcome reward r_ORM is the env's final
+score in [0, 1] (``Trajectory.score``: graded score, or 1/0 success), as the paper's §2 ORM; the
+estimate is its mean (line 8). A prefix whose last action already ended the episode has a known
+outcome: the caller passes it and no rollouts are run. Estimates are cached by (task, action path), so
+a candidate action that was sampled again, or the chosen action's prefix when it becomes e_1:t−1 of
+the next step, costs no new rollouts.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from creditflow.rollout.engine import TaskSpec
+from creditflow.rollout.trajectory import StartState
 
 
 class PrefixRestoreError(Exception):
     """A prefix could not be restored (verified replay diverged): the caller skips the task."""
-
-
-@dataclass
-class Prefix:
-    """A trajectory prefix e_1:t = [u, a_1, o_1, ..., a_t] of one task.
-
-    ``actions`` are the actions the env received; ``observations[i]`` is the observation shown before
-    ``actions[i]`` (``observations[0]`` = after reset), as in :class:`TaskSpec`.
-    """
-
-    task_id: str
-    seed: int
-    actions: list[str] = field(default_factory=list)
-    observations: list[str] = field(default_factory=list)
-    snapshot: object | None = None  # env snapshot of the state after the last action (skips replay)
-    outcome: float | None = None  # the last action ended the episode: its final score r_ORM
-
-    @property
-    def key(self) -> tuple[str, tuple[str, ...]]:
-        return (self.task_id, tuple(self.actions))
 
 
 @dataclass
@@ -74,52 +56,55 @@ class MCProcessReward:
         self.engine = engine
         self.m = int(m)
         self.sampling = sampling
-        self.cache: dict[tuple[str, tuple[str, ...]], float] = {}
+        self.cache: dict[tuple, float] = {}
         self.stats = MCStats()
 
     def clear(self) -> None:
         """Forget cached estimates (the collector does this between tasks)."""
         self.cache.clear()
 
-    def estimate(self, prefixes: list[Prefix]) -> list[float]:
-        """Process rewards of ``prefixes``, in order. Raises :class:`PrefixRestoreError` when a prefix's
-        state cannot be restored."""
-        from creditflow.rollout.engine import TaskSpec
+    def estimate(self, task_id: str, states: list[StartState],
+                 outcomes: list[float | None] | None = None) -> list[float]:
+        """Process rewards of the prefixes of task ``task_id`` that end in ``states``, in order.
 
+        ``outcomes[i]`` (optional) is the final score when the prefix's last action ended the episode:
+        then r_PRM = r_ORM of the complete trajectory. Raises :class:`PrefixRestoreError` when a state
+        cannot be restored."""
         t0 = time.perf_counter()
-        self.stats.queries += len(prefixes)
-        todo: dict[tuple, Prefix] = {}
-        for p in prefixes:
-            if p.key in self.cache or p.key in todo:
+        outcomes = outcomes if outcomes is not None else [None] * len(states)
+        self.stats.queries += len(states)
+        todo: dict[tuple, StartState] = {}
+        for state, outcome in zip(states, outcomes):
+            key = (task_id, state.key)
+            if key in self.cache or key in todo:
                 self.stats.cache_hits += 1
-            elif p.outcome is not None:  # episode over: r_PRM = r_ORM of the complete trajectory
+            elif outcome is not None:  # episode over: r_PRM = r_ORM of the complete trajectory
                 self.stats.terminal += 1
-                self.cache[p.key] = float(p.outcome)
+                self.cache[key] = float(outcome)
             else:
-                todo[p.key] = p
+                todo[key] = state
         if todo:
-            specs = [TaskSpec(task_id=p.task_id, seed=p.seed, group_id=f"mc/{p.task_id}/{len(p.actions)}",
-                              prefix_actions=list(p.actions), prefix_observations=list(p.observations),
-                              snapshot=p.snapshot, meta={"mc_prefix": i})
-                     for i, p in enumerate(todo.values())]
+            specs = [TaskSpec(task_id, state.seed, group_id=f"mc/{task_id}/{state.t}", start=state,
+                              meta={"mc_prefix": i})
+                     for i, state in enumerate(todo.values())]
             before = (self.engine.stats.generated_tokens, self.engine.stats.env_steps)
             trajs = self.engine.rollout(specs, group_size=self.m, sampling=self.sampling)  # Alg. 1 lines 3-7
             st = self.engine.stats
             self.stats.generated_tokens += st.generated_tokens - before[0]
             self.stats.env_steps += st.env_steps - before[1]
-            outcomes: list[list[float]] = [[] for _ in specs]
+            results: list[list[float]] = [[] for _ in specs]
             for traj in trajs:
-                outcomes[traj.meta["mc_prefix"]].append(float(traj.score))  # r_ORM: final score in [0, 1]
+                results[traj.meta["mc_prefix"]].append(float(traj.score))  # r_ORM: final score in [0, 1]
             self.stats.rollouts += len(trajs)
-            failed = [p for p, outs in zip(todo.values(), outcomes) if not outs]
-            for p, outs in zip(todo.values(), outcomes):
+            failed = [state for state, outs in zip(todo.values(), results) if not outs]
+            for key, outs in zip(todo, results):
                 if outs:
                     self.stats.estimated += 1
-                    self.cache[p.key] = sum(outs) / len(outs)  # line 8: mean outcome reward
+                    self.cache[key] = sum(outs) / len(outs)  # line 8: mean outcome reward
             if failed:  # replay diverged (all m starts of a prefix fail alike)
                 self.stats.restore_failures += len(failed)
                 self.stats.seconds += time.perf_counter() - t0
-                raise PrefixRestoreError(f"could not restore the {len(failed[0].actions)}-action prefix of "
-                                         f"{failed[0].task_id} (verified replay diverged)")
+                raise PrefixRestoreError(f"could not restore the {failed[0].t}-action prefix of "
+                                         f"{task_id} (verified replay diverged)")
         self.stats.seconds += time.perf_counter() - t0
-        return [self.cache[p.key] for p in prefixes]
+        return [self.cache[(task_id, state.key)] for state in states]

@@ -3,11 +3,16 @@
 Every turn the engine builds the prompt of every still-running episode, generates all responses in one
 batched call, parses the actions, steps the envs, and records per step: prompt ids, response ids,
 behaviour log-probs, observation, state_key, action, response text, valid, reward, done. Finished
-episodes drop out of the batch. Episodes can start from an intermediate state (CRPS replay, RRO
-process rewards): by the env's snapshot/restore where it has one, else by verified prefix replay; the
-prompt's history window is rebuilt from the stored prefix so the policy sees what it would have seen.
-All env work (start, step) goes through an env executor (``creditflow.rollout.executors``): in this
-process by default, or on Ray; generation always stays here.
+episodes drop out of the batch. The outcome (``success``, ``score``) is decided by the run's
+:class:`SuccessRule`.
+
+Episodes can start from an intermediate :class:`StartState` (CRPS replay, RRO candidates and process
+rewards): by the env's snapshot/restore where it has one, else by verified replay; the prompt's history
+window is rebuilt from the stored path so the policy sees what it would have seen. The public way to
+start from a state is :meth:`RolloutEngine.branch`; ``max_turns`` stops episodes early (an RRO
+candidate is a one-turn branch), and such an open trajectory keeps an env snapshot of where it stopped.
+All env work (start, step, snapshot) goes through an env executor (``creditflow.rollout.executors``): in
+this process by default, or on Ray; generation always stays here.
 """
 
 from __future__ import annotations
@@ -20,29 +25,34 @@ from creditflow.envs.base import INVALID_ACTION_PREFIX
 from creditflow.policy.backends.base import Backend, SamplingParams
 from creditflow.policy.parsing import ParsedAction, parse_action
 from creditflow.policy.prompts import PromptBuilder
-from creditflow.rollout.executors import EnvExecutor, InProcessEnvExecutor, start_job
-from creditflow.rollout.trajectory import Step, Trajectory
+from creditflow.rollout.executors import EnvExecutor, InProcessEnvExecutor
+from creditflow.rollout.trajectory import StartState, Step, SuccessRule, Trajectory
 
 KEEP_INFO = ("score", "won", "boxes_on_target")
 
 
 @dataclass
 class TaskSpec:
-    """One task instance to roll out: env seed plus an optional start state.
+    """One task instance to roll out: env seed ``seed``, from its initial state or from ``start``.
 
-    ``prefix_actions`` / ``prefix_observations`` (observations[0] = after reset) describe the path to the
-    start state; ``snapshot`` restores it directly when the env supports it. ``prefix_actions`` are the
-    actions the env received: a response the engine could not parse is ``INVALID_ACTION_PREFIX + text``
-    there, and the prompt history shows it as ``text``, as the live episode did.
+    ``start`` (a :class:`StartState` of the same seed) is an intermediate state; its actions are those
+    the env received (an unparseable response is ``INVALID_ACTION_PREFIX + text`` there, and the prompt
+    history shows it as ``text``, as the live episode did).
     """
 
     task_id: str
     seed: int
     group_id: str = ""
-    prefix_actions: list[str] = field(default_factory=list)
-    prefix_observations: list[str] | None = None
-    snapshot: object | None = None
+    start: StartState | None = None
     meta: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.start is not None and self.start.seed != self.seed:
+            raise ValueError(f"TaskSpec {self.task_id}: start state of seed {self.start.seed}, task seed {self.seed}")
+
+    @property
+    def start_state(self) -> StartState:
+        return self.start if self.start is not None else StartState(self.seed)
 
 
 @dataclass
@@ -76,8 +86,9 @@ class RolloutEngine:
     def __init__(self, backend: Backend, encode: Callable[[list[dict]], list[int]],
                  env_factory: Callable[[], object], prompt_builder: PromptBuilder,
                  sampling: SamplingParams, invalid_penalty: float = 0.1, max_steps: int | None = None,
-                 env_executor: EnvExecutor | None = None):
+                 env_executor: EnvExecutor | None = None, success_rule: SuccessRule = SuccessRule()):
         self.backend = backend
+        self.success_rule = success_rule
         self.encode = encode
         self.env_factory = env_factory
         self.prompts = prompt_builder
@@ -89,33 +100,44 @@ class RolloutEngine:
 
     # -- starting episodes ----------------------------------------------------------------------
     def _start(self, spec: TaskSpec, index: int, k: int, obs: str, info: dict) -> _Episode:
-        prefix = spec.prefix_actions
-        if prefix:
-            shown = spec.prefix_observations or []
-            # the policy saw its parsed action; the env got INVALID_ACTION_PREFIX + it for invalid ones
-            history = [(shown[i] if i < len(shown) else "", shown_action(a)) for i, a in enumerate(prefix)]
-        else:
-            history = []
+        state = spec.start_state
+        shown = state.observations
+        # the policy saw its parsed action; the env got INVALID_ACTION_PREFIX + it for invalid ones
+        history = [(shown[i] if i < len(shown) else "", shown_action(a)) for i, a in enumerate(state.actions)]
         traj = Trajectory(
             task_id=spec.task_id,
             group_id=spec.group_id or spec.task_id,
             traj_id=f"{spec.group_id or spec.task_id}/{k}",
-            meta={"seed": spec.seed, "start_step": len(prefix), **spec.meta},
+            meta={"seed": spec.seed, "start_step": state.t, **spec.meta},
+            start=state,
         )
         return _Episode(spec, index, obs, info, history, traj)
 
-    # -- main loop ------------------------------------------------------------------------------
+    # -- public entry points --------------------------------------------------------------------
+    def branch(self, state: StartState, n: int, *, task_id: str, group_id: str = "",
+               max_turns: int | None = None, sampling: SamplingParams | None = None,
+               meta: dict | None = None) -> list[Trajectory]:
+        """``n`` episodes from ``state`` (to their end, or for ``max_turns`` turns).
+
+        Returns ``[]`` when the state cannot be restored (verified replay mismatch). An episode stopped by
+        ``max_turns`` before its end keeps ``end_snapshot`` (the env's snapshot where it stopped) so the
+        next branch from ``traj.prefix()`` restores without replay.
+        """
+        spec = TaskSpec(task_id, state.seed, group_id, start=state, meta=dict(meta or {}))
+        return self.rollout([spec], n, sampling=sampling, max_turns=max_turns)
+
     def rollout(self, specs: list[TaskSpec], group_size: int = 1, sampling: SamplingParams | None = None,
-                on_turn: Callable[[int, int], None] | None = None) -> list[Trajectory]:
+                on_turn: Callable[[int, int], None] | None = None,
+                max_turns: int | None = None) -> list[Trajectory]:
         """Roll out ``group_size`` episodes of every spec; returns the trajectories, spec-major order.
 
         Specs whose start state cannot be restored (replay mismatch) yield no trajectories; the count is
-        in ``stats.restore_mismatches``.
+        in ``stats.restore_mismatches``. ``max_turns`` stops every episode after that many turns.
         """
         sampling = sampling or self.sampling
         t0 = time.perf_counter()
         slots = [(spec, k) for spec in specs for k in range(group_size)]
-        started = self.executor.start([start_job(i, spec) for i, (spec, _) in enumerate(slots)])
+        started = self.executor.start([(i, spec.start_state) for i, (spec, _) in enumerate(slots)])
         episodes: list[_Episode] = []
         for i, ((spec, k), start) in enumerate(zip(slots, started)):
             if start is None:  # verified replay mismatched
@@ -126,6 +148,13 @@ class RolloutEngine:
         while True:
             active = [ep for ep in episodes if not ep.done]
             if not active:
+                break
+            if max_turns is not None and turn >= max_turns:  # stop open episodes where they are
+                for ep, snap in zip(active, self.executor.snapshot([ep.index for ep in active])):
+                    ep.traj.end_snapshot = snap
+                    ep.traj.end_info = ep.info
+                    ep.traj.meta["final_observation"] = ep.observation
+                    ep.traj.final_state = ep.info.get("state_key", "")
                 break
             if on_turn is not None:
                 on_turn(turn, len(active))
@@ -145,6 +174,16 @@ class RolloutEngine:
     def _messages(self, ep: _Episode) -> list[dict]:
         return self.prompts.messages(ep.info.get("task", ""), ep.observation, ep.history,
                                      ep.info.get("admissible_actions"))
+
+    def prompt_at(self, traj: Trajectory) -> list[dict]:
+        """The chat messages the policy is shown after ``traj``'s last step (its path from reset, the
+        observation and env info where it ended); ``traj`` must come from this engine (``end_info``)."""
+        state = traj.prefix()
+        shown = state.observations
+        history = [(shown[i] if i < len(shown) else "", shown_action(a)) for i, a in enumerate(state.actions)]
+        info = traj.end_info or {}
+        return self.prompts.messages(info.get("task", ""), traj.meta.get("final_observation", ""), history,
+                                     info.get("admissible_actions"))
 
     def _advance(self, ep: _Episode, prompt_ids: list[int], out, parsed: ParsedAction, result) -> None:
         """Record one step; ``result`` is what the env returned for ``env_action(parsed)``."""
@@ -166,6 +205,7 @@ class RolloutEngine:
             reward=float(reward),
             done=done,
             next_state=info.get("state_key", ""),
+            executed=None if valid else env_action(parsed),
             info={k: info[k] for k in KEEP_INFO if k in info},
             prompt_ids=prompt_ids,
             response_ids=list(out.token_ids),
@@ -177,10 +217,10 @@ class RolloutEngine:
         ep.observation, ep.info = obs, info
         if done:
             ep.done = True
+            ep.traj.end_info = info
             ep.traj.final_state = info.get("state_key", "")
             ep.traj.meta["final_observation"] = obs
-            ep.traj.success = bool(info.get("won", False))
-            ep.traj.score = float(info.get("score", 1.0 if ep.traj.success else 0.0))
+            ep.traj.success, ep.traj.score = self.success_rule.outcome(info)
 
 
 def _invalid_action(text: str) -> str:

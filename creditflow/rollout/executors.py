@@ -1,9 +1,10 @@
 """Where the rollout engine's environment work runs: in this process, or on a Ray cluster.
 
 The engine never touches an env directly; it hands its env work to an *env executor* in batches, one
-call per phase: ``start`` (bring each episode's env to its start state: reset, snapshot restore or
-verified replay) and ``step`` (apply every active episode's action of this turn). Episodes live in
-numbered *slots*; a slot keeps its env between calls.
+call per phase: ``start`` (bring each episode's env to its :class:`StartState`: reset, snapshot restore
+or verified replay), ``step`` (apply every active episode's action of this turn) and ``snapshot`` (copy
+the state of episodes that stop before their end, for RRO's candidates). Episodes live in numbered
+*slots*; a slot keeps its env between calls.
 
 Determinism (RRO ``--executor ray``): generation always stays in the driver process, where the policy
 and its seeded torch RNG live; only env work is distributed. Envs are deterministic functions of
@@ -20,9 +21,10 @@ from typing import Callable, Protocol
 
 from creditflow.envs.base import ReplayMismatch, has_snapshot, replay
 from creditflow.errors import UserError
+from creditflow.rollout.trajectory import StartState
 
 StepResult = tuple[str, float, bool, bool, dict]  # observation, reward, terminated, truncated, info
-StartJob = tuple[int, int | None, list[str], list[str] | None, object | None]  # slot, seed, prefix, obs, snapshot
+StartJob = tuple[int, StartState]  # slot, the state its episode starts from
 
 
 class EnvExecutor(Protocol):
@@ -32,28 +34,25 @@ class EnvExecutor(Protocol):
     def step(self, jobs: list[tuple[int, str]]) -> list[StepResult]:
         """Apply ``action`` in ``slot`` for every ``(slot, action)``; results in request order."""
 
+    def snapshot(self, slots: list[int]) -> list[object | None]:
+        """``env.snapshot()`` of each slot (``None`` for envs without snapshot/restore)."""
+
     def close(self) -> None: ...
 
 
-def start_job(slot: int, spec) -> StartJob:
-    """The picklable part of a :class:`~creditflow.rollout.engine.TaskSpec` that env work needs."""
-    return (slot, spec.seed, list(spec.prefix_actions), spec.prefix_observations, spec.snapshot)
-
-
-def start_env(env, seed: int | None, prefix: list[str], observations: list[str] | None,
-              snapshot: object | None) -> tuple[str, dict]:
-    """Reset ``env`` to ``seed`` and move it to the state after ``prefix``: by ``restore(snapshot)``
-    where the env has snapshots and one is given, else by verified replay. Raises ``ReplayMismatch``
-    when the replay diverges or the episode ends before the prefix is used up."""
-    if prefix and snapshot is not None and has_snapshot(env):
-        env.reset(seed=seed)
-        return env.restore(snapshot)
-    if prefix:
-        res = replay(env, seed, prefix, observations)
+def start_env(env, state: StartState) -> tuple[str, dict]:
+    """Reset ``env`` to ``state.seed`` and move it to ``state``: by ``restore(state.snapshot)`` where the
+    env has snapshots and one is given, else by verified replay (:func:`creditflow.envs.base.replay`).
+    Raises ``ReplayMismatch`` when the replay diverges or the episode ends before the path is used up."""
+    if state.actions and state.snapshot is not None and has_snapshot(env):
+        env.reset(seed=state.seed)
+        return env.restore(state.snapshot)
+    if state.actions:
+        res = replay(env, state.seed, state.actions, state.observations or None)
         if res.done:
-            raise ReplayMismatch(len(prefix), "<episode continues>", "<episode ended>")
+            raise ReplayMismatch(state.t, "<episode continues>", "<episode ended>")
         return res.observation, res.info
-    return env.reset(seed=seed)
+    return env.reset(seed=state.seed)
 
 
 class _EnvSlots:
@@ -70,15 +69,18 @@ class _EnvSlots:
 
     def start(self, jobs: list[StartJob]) -> list[tuple[str, dict] | None]:
         out = []
-        for slot, seed, prefix, observations, snapshot in jobs:
+        for slot, state in jobs:
             try:
-                out.append(start_env(self.env(slot), seed, prefix, observations, snapshot))
+                out.append(start_env(self.env(slot), state))
             except ReplayMismatch:
                 out.append(None)
         return out
 
     def step(self, jobs: list[tuple[int, str]]) -> list[StepResult]:
         return [self.env(slot).step(action) for slot, action in jobs]
+
+    def snapshot(self, slots: list[int]) -> list[object | None]:
+        return [self.env(s).snapshot() if has_snapshot(self.env(s)) else None for s in slots]
 
 
 class InProcessEnvExecutor(_EnvSlots):
@@ -135,6 +137,9 @@ class RayEnvExecutor:
 
     def step(self, jobs: list[tuple[int, str]]) -> list[StepResult]:
         return self._scatter("step", jobs, lambda job: job[0])
+
+    def snapshot(self, slots: list[int]) -> list[object | None]:
+        return self._scatter("snapshot", slots, lambda slot: slot)
 
     def close(self) -> None:
         for w in self.workers:

@@ -1,5 +1,13 @@
 """The one data type that flows through creditflow: ``Trajectory`` (a list of ``Step``), plus JSONL io.
 
+Next to it live the two definitions every layer shares:
+
+* :class:`StartState` — where an episode starts: an env seed plus the path to an intermediate state
+  (CRPS replay groups, RRO candidates and MC process rewards all start from one). ``Trajectory.prefix(t)``
+  gives the state before its step ``t``.
+* :class:`SuccessRule` — the one rule for "was this a success": the env's ``won`` flag, or
+  ``score >= threshold`` when a threshold is configured (graded envs).
+
 The JSONL schema is DESIGN.md's interchange format, one trajectory per line::
 
     {"task_id", "group_id", "traj_id", "steps": [{"state", "observation", "action", "response",
@@ -19,6 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from creditflow.atomic import atomic_open
+from creditflow.envs.base import INVALID_ACTION_PREFIX
 from creditflow.errors import UserError
 from creditflow.jsonl import iter_json_lines
 
@@ -28,6 +37,57 @@ CREDIT_FIELDS = ("process_reward", "step_reward", "advantage")
 
 class TrajectoryFormatError(UserError):
     """A JSONL line that is not a valid trajectory; the message names the line and the field."""
+
+
+@dataclass(frozen=True)
+class SuccessRule:
+    """R(tau) = 1: the env's ``won`` flag, or ``score >= threshold`` when ``threshold`` is set.
+
+    Configured once (``env.success_threshold``) and applied where an episode's outcome is recorded: the
+    rollout engine, the expert, RRO collection, CRPS verification. Everything downstream reads
+    ``Trajectory.success``.
+    """
+
+    threshold: float | None = None
+
+    def __call__(self, won: bool, score: float) -> bool:
+        return bool(won) or (self.threshold is not None and float(score) >= self.threshold)
+
+    def outcome(self, info: dict) -> tuple[bool, float]:
+        """``(success, score)`` of the env ``info`` returned by the step that ended an episode."""
+        won = bool(info.get("won", False))
+        score = float(info.get("score", 1.0 if won else 0.0))
+        return self(won, score), score
+
+    def of(self, traj: "Trajectory") -> bool:
+        """Apply the rule to a recorded trajectory (``success`` stands for ``won``)."""
+        return self(traj.success, traj.score)
+
+
+@dataclass
+class StartState:
+    """Where an episode starts: env seed ``seed`` and the path to state s_t (t = ``len(actions)``).
+
+    ``actions`` are a_0 .. a_{t-1} exactly as the env received them (an unparseable response is
+    ``INVALID_ACTION_PREFIX + text``). ``observations[i]`` is the observation shown before ``actions[i]``;
+    it may hold one more entry, o_t, the observation at s_t itself. Restoring verifies every observation
+    given (``creditflow.envs.base.replay``). ``snapshot`` is ``env.snapshot()`` at s_t, when the env has
+    snapshot/restore: it skips the replay.
+    """
+
+    seed: int | None
+    actions: list[str] = field(default_factory=list)
+    observations: list[str] = field(default_factory=list)
+    snapshot: object | None = None
+
+    @property
+    def t(self) -> int:
+        return len(self.actions)
+
+    @property
+    def key(self) -> tuple:
+        """Identity of the state's path (seed, actions): equal keys reach the same state."""
+        return (self.seed, tuple(self.actions))
 
 
 @dataclass
@@ -40,6 +100,7 @@ class Step:
     reward: float = 0.0  # env reward (+ invalid-action penalty) for this step
     done: bool = False
     next_state: str | None = None  # state_key after the action (None: not recorded)
+    executed: str | None = None  # what the env received, when it differs from ``action`` (None: ``action``)
     info: dict = field(default_factory=dict)  # extra env info worth keeping (small)
     # token-level (training only)
     prompt_ids: list[int] | None = None
@@ -49,6 +110,13 @@ class Step:
     process_reward: float | None = None  # R(s_t)
     step_reward: float | None = None  # r~_t
     advantage: float | None = None
+
+    @property
+    def env_action(self) -> str:
+        """The action as the env received it (replaying it reproduces the step)."""
+        if self.executed is not None:
+            return self.executed
+        return self.action if self.valid else INVALID_ACTION_PREFIX + self.action
 
     def to_dict(self, include_tokens: bool = False) -> dict:
         out: dict[str, Any] = {
@@ -63,6 +131,8 @@ class Step:
             out["done"] = True
         if self.next_state is not None:
             out["next_state"] = self.next_state
+        if self.executed is not None:
+            out["executed"] = self.executed
         if self.info:
             out["info"] = self.info
         for name in CREDIT_FIELDS:
@@ -87,10 +157,39 @@ class Trajectory:
     success: bool = False
     score: float = 0.0
     meta: dict = field(default_factory=dict)
+    # in memory only (never written): where the episode started, and the env's snapshot and info after
+    # its last step (the rollout engine sets them; a trajectory stopped early can be continued from there)
+    start: StartState | None = field(default=None, repr=False, compare=False)
+    end_snapshot: object | None = field(default=None, repr=False, compare=False)
+    end_info: dict | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         if not self.group_id:
             self.group_id = self.task_id
+
+    @property
+    def done(self) -> bool:
+        """The episode ended (its last step terminated or truncated it)."""
+        return bool(self.steps) and self.steps[-1].done
+
+    def prefix(self, t: int | None = None) -> StartState:
+        """The state before step ``t`` (default: after the last step), as a :class:`StartState`.
+
+        It includes the path to the trajectory's own start state, so a trajectory that began mid-task
+        (a replay group, an RRO candidate) gives the full path from reset.
+        """
+        n = len(self.steps)
+        t = n if t is None else t
+        if not 0 <= t <= n:
+            raise ValueError(f"prefix({t}) of a trajectory with {n} steps")
+        start = self.start or StartState(self.meta.get("seed"))
+        at_t = self.steps[t].observation if t < n else self.meta.get("final_observation")
+        observations = list(start.observations[: start.t]) + [s.observation for s in self.steps[:t]]
+        if at_t is not None:
+            observations.append(at_t)
+        snapshot = start.snapshot if t == 0 else (self.end_snapshot if t == n else None)
+        return StartState(start.seed, list(start.actions) + [s.env_action for s in self.steps[:t]],
+                          observations, snapshot)
 
     @property
     def total_reward(self) -> float:
@@ -137,7 +236,7 @@ class Trajectory:
                 "valid": _opt(raw, "valid", bool, sp + ": ", True),
                 "reward": float(_opt(raw, "reward", (int, float), sp + ": ", 0.0)),
             }
-            for name in ("done", "next_state", "info", *TOKEN_FIELDS, *CREDIT_FIELDS):
+            for name in ("done", "next_state", "executed", "info", *TOKEN_FIELDS, *CREDIT_FIELDS):
                 if name in raw and name in step_names:
                     kw[name] = raw[name]
             steps.append(Step(**kw))

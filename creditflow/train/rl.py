@@ -13,7 +13,6 @@ hold model, optimizer, RNG states and step so ``--resume`` continues exactly.
 from __future__ import annotations
 
 import copy
-import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,8 +23,13 @@ import torch
 
 from creditflow import credit
 from creditflow.config import RunConfig
+from creditflow.policy.backends.base import SamplingParams
 from creditflow.rollout.engine import RolloutEngine, TaskSpec
+from creditflow.rollout.evaluate import evaluate, rollout_metrics
+from creditflow.rollout.hooks import Hooks
+from creditflow.rollout.seeding import rng_state, set_rng_state
 from creditflow.rollout.trajectory import Trajectory
+from creditflow.train.checkpoint import save_checkpoint
 from creditflow.train.loss import entropy_from_logits, kl_k3, ppo_clip_terms, token_logprobs
 
 
@@ -180,85 +184,12 @@ def policy_update(model, optimizer, samples: list[Sample], cfg: RunConfig, pad_i
     return {f"train/{k}": float(np.mean(v)) for k, v in stats.items() if v}
 
 
-def rollout_metrics(trajs: list[Trajectory], prefix: str) -> dict:
-    if not trajs:
-        return {}
-    n_steps = [len(t) for t in trajs]
-    invalid = sum(1 for t in trajs for s in t.steps if not s.valid)
-    # a step that left the env's state unchanged (Sokoban: walking into a wall); the tiny greedy policy's
-    # typical failure is repeating one such move until the episode ends
-    noop = sum(1 for t in trajs for s in t.steps if s.state and s.state == s.next_state)
-    return {
-        f"{prefix}/success_rate": float(np.mean([t.success for t in trajs])),
-        f"{prefix}/score": float(np.mean([t.score for t in trajs])),
-        f"{prefix}/reward": float(np.mean([t.total_reward for t in trajs])),
-        f"{prefix}/steps": float(np.mean(n_steps)),
-        f"{prefix}/invalid_frac": invalid / max(1, sum(n_steps)),
-        f"{prefix}/noop_frac": noop / max(1, sum(n_steps)),
-        f"{prefix}/episodes": len(trajs),
-    }
-
-
-def evaluate(engine: RolloutEngine, seeds: list[int], sampling, env_name: str) -> tuple[dict, list[Trajectory]]:
-    """Greedy (by default) held-out evaluation: one episode per seed."""
-    specs = [TaskSpec(task_id=f"{env_name}/{s}", seed=s) for s in seeds]
-    trajs = engine.rollout(specs, 1, sampling=sampling)
-    return rollout_metrics(trajs, "eval"), trajs
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def rng_state(task_rng: np.random.Generator, update_rng: np.random.Generator) -> dict:
-    return {
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-        "task_rng": task_rng.bit_generator.state,
-        "update_rng": update_rng.bit_generator.state,
-    }
-
-
-def set_rng_state(state: dict, task_rng: np.random.Generator, update_rng: np.random.Generator) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-    if state.get("cuda") is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-    task_rng.bit_generator.state = state["task_rng"]
-    update_rng.bit_generator.state = state["update_rng"]
-
-
-class Hooks:
-    """Extension points (curriculum, extra logging). Default: fresh tasks only.
-
-    ``after_rollout`` may remove trajectories from ``trajs`` in place (a curriculum drops replay groups
-    whose start state could not be restored); the trainer trains on what is left.
-    """
-
-    def make_specs(self, step: int, fresh: list[TaskSpec]) -> list[TaskSpec]:
-        return fresh
-
-    def after_rollout(self, step: int, specs: list[TaskSpec], trajs: list[Trajectory]) -> dict:
-        return {}
-
-    def state_dict(self) -> dict:
-        return {}
-
-    def load_state_dict(self, state: dict) -> None:
-        pass
-
-
 class RLTrainer:
     """Owns policy, reference, optimizer, engines and the loop state of one RL run."""
 
     def __init__(self, cfg: RunConfig, model, tokenizer, train_engine: RolloutEngine, eval_engine: RolloutEngine,
                  out_dir: Path, logger, hooks: Hooks | None = None, progress: Callable | None = None,
-                 ref_model=None):
+                 ref_model=None, eval_sampling: SamplingParams | None = None):
         self.cfg = cfg
         self.model = model
         self.tok = tokenizer
@@ -268,6 +199,7 @@ class RLTrainer:
         self.logger = logger
         self.hooks = hooks or Hooks()
         self.progress = progress
+        self.eval_sampling = eval_sampling or eval_engine.sampling
         credit.get_estimator(cfg.rl.algo)  # unknown algo => one-line error before any work
         self.ref_model = None
         if cfg.rl.kl_coef > 0:  # reference = the policy RL starts from (pi_SFT) unless given
@@ -289,10 +221,7 @@ class RLTrainer:
                 for s in seeds]
 
     def run_eval(self) -> dict:
-        from creditflow.train.common import sampling_params
-
-        metrics, _ = evaluate(self.eval_engine, self.eval_seeds, sampling_params(self.cfg, self.tok, True),
-                              self.cfg.env.name)
+        metrics, _ = evaluate(self.eval_engine, self.eval_seeds, self.eval_sampling, self.cfg.env.name)
         return metrics
 
     def train_step(self) -> dict:
@@ -333,8 +262,6 @@ class RLTrainer:
 
     # -- loop ----------------------------------------------------------------------------------
     def fit(self) -> dict:
-        from creditflow.train.checkpoint import save_checkpoint
-
         cfg = self.cfg.rl
         last: dict = {}
         if self.step == 0:

@@ -1,7 +1,6 @@
 """Supervised fine-tuning on expert trajectories (pi_SFT), with TRL's SFTTrainer.
 
-Demonstrations come from the env's expert (``env.expert_actions()``: Sokoban's BFS solver, TextWorld's
-walkthrough, the SQL gold query). Each step becomes one conversational prompt/completion example: the
+Demonstrations come from the env's expert (:func:`creditflow.rollout.expert.expert_trajectories`). Each step becomes one conversational prompt/completion example: the
 prompt is exactly the chat the rollout engine shows at that step, the completion the expert response.
 TRL's ``completion_only_loss`` puts the loss on the response tokens only.
 """
@@ -13,39 +12,8 @@ from pathlib import Path
 from typing import Callable
 
 from creditflow.errors import UserError
-from creditflow.policy.prompts import PromptBuilder, format_response
-from creditflow.rollout.trajectory import Step, Trajectory
-
-
-def expert_trajectories(env_factory: Callable[[], object], seeds: list[int]) -> list[Trajectory]:
-    """Run the env's expert from each seed's start; keep only winning episodes."""
-    env = env_factory()
-    if not callable(getattr(env, "expert_actions", None)):
-        raise UserError(f"env {getattr(env, 'name', env)!r} has no expert (expert_actions) for demonstrations")
-    out = []
-    for seed in seeds:
-        obs, info = env.reset(seed=seed)
-        plan = env.expert_actions() or []
-        traj = Trajectory(task_id=f"{env.name}/{seed}", meta={"seed": seed, "expert": True})
-        steps_info = info
-        for action in plan:
-            state = steps_info.get("state_key", "")
-            nobs, reward, terminated, truncated, nxt = env.step(action)
-            traj.steps.append(Step(state=state, observation=obs, action=action,
-                                   response=format_response(action), valid=bool(nxt.get("action_valid", True)),
-                                   reward=reward, done=terminated or truncated,
-                                   next_state=nxt.get("state_key", ""),
-                                   info={"task": steps_info.get("task", ""),
-                                         "admissible_actions": steps_info.get("admissible_actions")}))
-            obs, steps_info = nobs, nxt
-            if terminated or truncated:
-                break
-        traj.final_state = steps_info.get("state_key", "")
-        traj.success = bool(steps_info.get("won", False))
-        traj.score = float(steps_info.get("score", 0.0))
-        if traj.success:
-            out.append(traj)
-    return out
+from creditflow.policy.prompts import PromptBuilder
+from creditflow.rollout.trajectory import Trajectory
 
 
 def demo_examples(trajectories: list[Trajectory], prompts: PromptBuilder) -> list[dict]:

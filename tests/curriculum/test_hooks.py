@@ -12,7 +12,7 @@ from creditflow.policy.backends.base import Generation, SamplingParams
 from creditflow.policy.prompts import PromptBuilder
 from creditflow.rollout.engine import RolloutEngine, TaskSpec
 from creditflow.rollout.trajectory import Step, Trajectory
-from creditflow.train.sft import expert_trajectories
+from creditflow.rollout.expert import expert_trajectories
 
 
 class Capture:
@@ -58,7 +58,7 @@ def test_restore_by_snapshot_equals_restore_by_replay():
         e.k = 2  # t0 = T - 2
         spec = hooks.make_specs(1, [TaskSpec("fresh/0", 0, group_id="step1/fresh/0")])[0]
         assert spec.meta["replay"] and spec.meta["t0"] == len(traj) - 2
-        assert (spec.snapshot is not None) == (factory is not NoSnapshotSokoban)
+        assert (spec.start_state.snapshot is not None) == (factory is not NoSnapshotSokoban)
         backend = Capture(lambda text: ["up", "down", "left", "right"][len(text) % 4])
         trajs = engine(backend, factory).rollout([spec], 2)
         assert len(trajs) == 2 and all(t.meta["start_step"] == len(traj) - 2 for t in trajs)
@@ -116,7 +116,7 @@ def test_restore_mismatch_never_yields_a_training_group(flaky, alternate):
     FlakyEnv.version, FlakyEnv.alternate = 1, alternate  # now the env drifts (always / every other reset)
     fresh = [TaskSpec("flaky/9", 9, group_id="step1/flaky/9")]
     specs = hooks.make_specs(1, fresh)
-    assert specs[0].meta["replay"] and specs[0].prefix_actions == ["inc", "inc"]
+    assert specs[0].meta["replay"] and specs[0].start_state.actions == ["inc", "inc"]
     eng = engine(Capture(lambda _: "inc"), flaky)
     trajs = eng.rollout(specs + fresh, 3)
     assert eng.stats.restore_mismatches >= 1
@@ -199,7 +199,7 @@ def test_replay_share_is_near_p_replay(name, p):
     spec = next(s for s in hooks.make_specs(0, fresh * 20) if s.meta.get("replay"))
     if name == "expreplay":
         entry = hooks.buffer.get(spec.meta["entry"])
-        assert spec.prefix_actions == [] and spec.meta["t0"] == 0 and spec.meta["k"] == entry.T
+        assert spec.start_state.actions == [] and spec.meta["t0"] == 0 and spec.meta["k"] == entry.T
     assert len({s.group_id for s in hooks.make_specs(0, fresh)}) == 8  # replay groups get distinct ids
 
 

@@ -42,7 +42,12 @@ def _cli(args: list[str]) -> None:
 
 def _metrics(run: Path) -> list[dict]:
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]
+    return [{k: v for k, v in r.items() if not _timing(k)} for r in rows]
+
+
+def _timing(key: str) -> bool:
+    """Wall-clock metrics differ between runs by nature; everything else must not."""
+    return key.startswith("time/") or key.endswith("time_ms")
 
 
 def _weights(model_dir: Path) -> dict:

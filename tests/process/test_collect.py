@@ -25,13 +25,14 @@ class TableMC:
     def clear(self):
         pass
 
-    def estimate(self, prefixes):
-        self.asked.extend(tuple(p.actions) for p in prefixes)
-        return [p.outcome if p.outcome is not None else self.table[tuple(p.actions)] for p in prefixes]
+    def estimate(self, task_id, states, outcomes=None):
+        outcomes = outcomes or [None] * len(states)
+        self.asked.extend(tuple(s.actions) for s in states)
+        return [o if o is not None else self.table[tuple(s.actions)] for s, o in zip(states, outcomes)]
 
 
 def collector(backend, exploration, candidates, table):
-    c = PreferenceCollector(engine(backend, LineEnv), LineEnv, exploration=exploration, candidates=candidates,
+    c = PreferenceCollector(engine(backend, LineEnv), exploration=exploration, candidates=candidates,
                             mc_rollouts=1, env_name="line")
     c.mc = TableMC(table)
     return c
@@ -43,7 +44,7 @@ def test_rising_collection_hand_computed():
                             act("c"),  # step 2: 0.7 >= 0.6 at once -> one candidate, no pair
                             act("b"), act("a"), act("b"), "zz", act("b")])  # step 3: all terminal < 0.7
     c = collector(backend, "rising", 5, table)
-    pairs, rec = c.collect_task(0)
+    pairs, rec, _ = c.collect_task(0)
     assert rec["step_samples"] == [2, 1, 5] and rec["samples"] == 8 and rec["steps"] == 3
     assert (rec["pairs"], rec["omitted_no_rising"], rec["omitted_no_contrast"]) == (1, 1, 1)
     # step 3: terminal outcomes (#a)/3 of a,c,b / a,c,a / a,c,b / a,c,<invalid> / a,c,b; the invalid one is a sample
@@ -65,7 +66,7 @@ def test_fixed_size_collection_hand_computed():
     table = {(): 0.5, ("b",): 0.3, ("a",): 0.6, ("a", "c"): 0.7, ("a", "a"): 0.9}
     backend = QueueBackend([act("b"), act("a"), act("c"), act("a"), act("a"), act("b")])
     c = collector(backend, "fixed", 2, table)
-    pairs, rec = c.collect_task(0)
+    pairs, rec, _ = c.collect_task(0)
     assert rec["step_samples"] == [2, 2, 2] and rec["pairs"] == 3
     assert [(p["chosen_action"], p["rejected_action"]) for p in pairs] == [("a", "b"), ("a", "c"), ("a", "b")]
     assert [p["chosen_reward"] for p in pairs] == [0.6, 0.9, 1.0]
@@ -73,7 +74,7 @@ def test_fixed_size_collection_hand_computed():
 
 
 def _collect(directory, seeds, seed=0):
-    c = PreferenceCollector(engine(RandomPolicyBackend(), SOKOBAN), SOKOBAN, exploration="rising", candidates=3,
+    c = PreferenceCollector(engine(RandomPolicyBackend(), SOKOBAN), exploration="rising", candidates=3,
                             mc_rollouts=3, seed=seed, env_name="sokoban")
     writer = PreferenceWriter(directory, {"exploration": "rising", "seed": seed, "tasks": len(seeds)})
     return c.collect(seeds, writer), writer

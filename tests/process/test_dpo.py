@@ -13,7 +13,7 @@ from tests.process.helpers import SOKOBAN, RandomPolicyBackend, engine
 def pref_dir(tmp_path_factory):
     """Fixed-size (N=4) pairs on Sokoban from a scripted random policy (prompts are the engine's)."""
     d = tmp_path_factory.mktemp("prefs")
-    c = PreferenceCollector(engine(RandomPolicyBackend(), SOKOBAN), SOKOBAN, exploration="fixed", candidates=4,
+    c = PreferenceCollector(engine(RandomPolicyBackend(), SOKOBAN), exploration="fixed", candidates=4,
                             mc_rollouts=4, seed=1, env_name="sokoban")
     summary = c.collect([300_000 + i for i in range(8)], PreferenceWriter(d, {"exploration": "fixed"}))
     assert summary["samples_per_step"] == 4.0 and summary["pairs"] >= 4

@@ -7,6 +7,7 @@ import pytest
 from creditflow.process.collect import PreferenceCollector
 from creditflow.process.preferences import PreferenceWriter
 from creditflow.rollout.engine import TaskSpec
+from creditflow.rollout.trajectory import StartState
 from creditflow.rollout.executors import InProcessEnvExecutor, RayEnvExecutor
 from tests.process.helpers import SOKOBAN, RandomPolicyBackend, engine
 
@@ -24,7 +25,7 @@ def ray_executor():
 
 def _collect(executor, directory):
     eng = engine(RandomPolicyBackend(), SOKOBAN, executor=executor)
-    c = PreferenceCollector(eng, SOKOBAN, exploration="rising", candidates=3, mc_rollouts=3, seed=7,
+    c = PreferenceCollector(eng, exploration="rising", candidates=3, mc_rollouts=3, seed=7,
                             env_name="sokoban")
     summary = c.collect([300_000 + i for i in range(4)], PreferenceWriter(directory, {"seed": 7}))
     rows = [json.loads(line) for line in (directory / "tasks.jsonl").read_text().splitlines()]
@@ -36,7 +37,7 @@ def _collect(executor, directory):
 def test_ray_executor_matches_in_process(tmp_path, ray_executor):
     import torch
 
-    specs = [TaskSpec("sokoban/3", 3), TaskSpec("sokoban/4", 4, prefix_actions=["<invalid>x", "up"])]
+    specs = [TaskSpec("sokoban/3", 3), TaskSpec("sokoban/4", 4, start=StartState(4, ["<invalid>x", "up"]))]
     out = []
     for ex in (InProcessEnvExecutor(SOKOBAN), ray_executor):
         torch.manual_seed(0)

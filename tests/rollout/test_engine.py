@@ -2,6 +2,7 @@ from creditflow.envs import make
 from creditflow.policy.backends.base import Generation, SamplingParams
 from creditflow.policy.prompts import PromptBuilder
 from creditflow.rollout.engine import RolloutEngine, TaskSpec
+from creditflow.rollout.trajectory import StartState
 
 
 class ScriptedBackend:
@@ -77,10 +78,10 @@ def test_start_from_prefix_rebuilds_history_and_restores_state():
 
     full = lambda messages: list(messages[0]["content"].encode())
     eng = RolloutEngine(Capture(), full, lambda: make("sokoban"), PromptBuilder("sokoban"), SamplingParams())
-    for spec in (TaskSpec("s/1", 1, prefix_actions=["right"], prefix_observations=[obs0, obs1]),
-                 TaskSpec("s/1", 1, prefix_actions=["right"], prefix_observations=[obs0, obs1],
-                          snapshot={"seed": 1, "player": (1, 3), "boxes": [(2, 3)], "steps_taken": 1,
-                                    "done": False})):
+    for spec in (TaskSpec("s/1", 1, start=StartState(1, ["right"], [obs0, obs1])),
+                 TaskSpec("s/1", 1, start=StartState(1, ["right"], [obs0, obs1],
+                                                     snapshot={"seed": 1, "player": (1, 3), "boxes": [(2, 3)],
+                                                               "steps_taken": 1, "done": False}))):
         seen.clear()
         traj = eng.rollout([spec], 1)[0]
         assert [s.action for s in traj.steps] == ["down", "down"] and traj.success
@@ -92,7 +93,7 @@ def test_start_from_prefix_rebuilds_history_and_restores_state():
 
 def test_replay_mismatch_is_counted_and_skipped():
     eng = engine(lambda p: "<action>down</action>")
-    bad = TaskSpec("s/1", 1, prefix_actions=["right"], prefix_observations=["not the start", "x"])
+    bad = TaskSpec("s/1", 1, start=StartState(1, ["right"], ["not the start", "x"]))
     good = TaskSpec("s/2", 2)
     trajs = eng.rollout([bad, good], 2)
     assert eng.stats.restore_mismatches == 2

@@ -4,7 +4,7 @@ import pytest
 
 from creditflow.config import build_config
 from creditflow.train.metrics import read_metrics
-from creditflow.train.pipeline import config_for_resume, run_train
+from creditflow.recipes.train import config_for_resume, run_train
 from creditflow.train.rl import Sample, pack_microbatches
 
 SMALL = ["rollout.tasks_per_step=2", "rollout.group_size=2", "rl.eval_episodes=2", "rl.eval_every=1",
@@ -172,7 +172,7 @@ def test_skipping_zero_advantage_samples_leaves_the_update_unchanged(tiny_model_
 
 def test_rollout_metrics_count_invalid_and_no_op_steps():
     from creditflow.rollout.trajectory import Step, Trajectory
-    from creditflow.train.rl import rollout_metrics
+    from creditflow.rollout.evaluate import rollout_metrics
 
     def step(state, next_state, valid=True):
         return Step(state=state, observation="", action="up", valid=valid, next_state=next_state)

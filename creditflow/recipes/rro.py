@@ -1,4 +1,4 @@
-"""End-to-end RRO runs behind ``creditflow rro {collect,train,run}`` (RRO paper §3: SFT → reward-rising
+"""The RRO recipes behind ``creditflow rro {collect,train,run}`` (RRO paper §3: SFT → reward-rising
 sampling → DPO).
 
 A run directory (``out_dir``) holds ``config.yaml``, π_SFT in ``sft_model/`` (when creditflow trained
@@ -18,14 +18,22 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from rich.console import Console
+
 from creditflow.config import RunConfig, dump_config
 from creditflow.errors import UserError
-from creditflow.train import common
+from creditflow.policy.model import load_policy
+from creditflow.process.collect import PreferenceCollector
+from creditflow.process.preferences import PreferenceWriter, read_preferences
+from creditflow.recipes import common
+from creditflow.recipes.eval import evaluate_policy as _evaluate
+from creditflow.recipes.train import sft_policy
+from creditflow.rollout.executors import make_env_executor
+from creditflow.rollout.seeding import seed_everything
+from creditflow.train.dpo import DPOSettings, run_dpo
 
 
-def _console():
-    from rich.console import Console
-
+def _console() -> Console:
     return Console(stderr=True)
 
 
@@ -46,9 +54,6 @@ def sft_model_path(cfg: RunConfig, out: Path, train_factory, log: Callable[[str]
         return Path(cfg.policy.model)
     target = out / "sft_model"
     if not (target / "config.json").exists():
-        from creditflow.train.pipeline import sft_policy
-        from creditflow.train.rl import seed_everything
-
         seed_everything(cfg.seed)
         sft_policy(cfg, out, train_factory, log)
     return target
@@ -69,11 +74,6 @@ def collection_settings(cfg: RunConfig, model_path: Path) -> dict:
 
 def run_collect(cfg: RunConfig, log: Callable[[str], None] | None = None, model_path: Path | None = None) -> dict:
     """Collect preference data with ``cfg.rro`` (resumes a partial collection in the same directory)."""
-    from creditflow.policy.model import load_policy
-    from creditflow.process.collect import PreferenceCollector
-    from creditflow.process.preferences import PreferenceWriter
-    from creditflow.rollout.executors import make_env_executor
-
     log = log or _console().print
     out = _prepare(cfg)
     train_factory = common.env_factory(cfg, "train")
@@ -89,7 +89,7 @@ def run_collect(cfg: RunConfig, log: Callable[[str], None] | None = None, model_
                                  address=cfg.rro.ray_address)
     try:
         engine = common.make_engine(cfg, model, tok, train_factory, env_executor=executor)
-        collector = PreferenceCollector(engine, train_factory, exploration=cfg.rro.exploration,
+        collector = PreferenceCollector(engine, exploration=cfg.rro.exploration,
                                         candidates=cfg.rro.candidates, mc_rollouts=cfg.rro.mc_rollouts,
                                         seed=cfg.seed, env_name=cfg.env.name)
 
@@ -105,9 +105,7 @@ def run_collect(cfg: RunConfig, log: Callable[[str], None] | None = None, model_
     return summary
 
 
-def dpo_settings(cfg: RunConfig):
-    from creditflow.train.dpo import DPOSettings
-
+def dpo_settings(cfg: RunConfig) -> DPOSettings:
     d = cfg.rro.dpo
     return DPOSettings(beta=d.beta, epochs=d.epochs, lr=d.lr, batch_size=d.batch_size, warmup=d.warmup,
                        scheduler=d.scheduler, max_length=d.max_length, lora=d.lora, lora_r=d.lora_r,
@@ -117,11 +115,6 @@ def dpo_settings(cfg: RunConfig):
 def run_dpo_training(cfg: RunConfig, log: Callable[[str], None] | None = None,
                      model_path: Path | None = None) -> tuple[Path, dict]:
     """DPO from π_SFT on ``rro.data_dir`` -> ``<out_dir>/dpo_model``."""
-    from creditflow.policy.model import load_policy
-    from creditflow.process.preferences import read_preferences
-    from creditflow.train.dpo import run_dpo
-    from creditflow.train.rl import seed_everything
-
     log = log or _console().print
     out = _prepare(cfg)
     pairs = read_preferences(data_dir(cfg))
@@ -151,16 +144,7 @@ def run_dpo_training(cfg: RunConfig, log: Callable[[str], None] | None = None,
 
 def evaluate_policy(cfg: RunConfig, model_path: Path, episodes: int) -> dict:
     """Held-out success/score of a saved policy (greedy by default, ``generation.eval_temperature``)."""
-    from creditflow.policy.model import load_policy
-    from creditflow.train.rl import evaluate, seed_everything
-
-    seed_everything(cfg.seed)
-    factory = common.env_factory(cfg, "test")
-    model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.dtype)
-    engine = common.make_engine(cfg, model, tok, factory)
-    seeds = [cfg.env.eval_seed_offset + i for i in range(episodes)]
-    metrics, _ = evaluate(engine, seeds, common.sampling_params(cfg, tok, evaluation=True), cfg.env.name)
-    return metrics
+    return _evaluate(cfg, model_path, episodes)[0]
 
 
 def run_rro(cfg: RunConfig, log: Callable[[str], None] | None = None) -> dict:

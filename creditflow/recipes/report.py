@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from matplotlib.figure import Figure
+
 from creditflow.train.metrics import read_metrics
 
 
@@ -14,12 +16,8 @@ def _series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
 
 
 def learning_curve(rows: list[dict], path: Path, title: str) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig = Figure(figsize=(10, 3.6))
+    axes = fig.subplots(1, 2)
     for key, label in (("eval/success_rate", "held-out success (greedy)"),
                        ("train/success_rate", "training rollouts success")):
         x, y = _series(rows, key)
@@ -42,7 +40,6 @@ def learning_curve(rows: list[dict], path: Path, title: str) -> Path:
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 

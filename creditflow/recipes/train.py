@@ -1,4 +1,4 @@
-"""End-to-end runs behind the CLI: ``sft``, ``train`` (with ``--resume``), ``eval``.
+"""The ``sft`` and ``train`` recipes (with ``--resume``): run directories, pi_SFT, the RL loop.
 
 A run directory holds ``config.yaml``, ``metrics.jsonl``, ``tb/``, the policy RL starts from
 (``sft_model/`` when creditflow trained it), ``checkpoints/`` and ``report/``.
@@ -11,14 +11,24 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from creditflow import credit
 from creditflow.config import RunConfig, build_config, dump_config
+from creditflow.curriculum.hooks import build_hooks
 from creditflow.errors import UserError
-from creditflow.train import common
+from creditflow.policy.model import load_policy
+from creditflow.recipes import common
+from creditflow.rollout.expert import expert_trajectories
+from creditflow.rollout.seeding import seed_everything
+from creditflow.train.checkpoint import latest_checkpoint, load_trainer_state
+from creditflow.train.metrics import MetricsLogger
+from creditflow.train.rl import RLTrainer
+from creditflow.train.sft import demo_examples, run_sft
 
 
-def _console():
-    from rich.console import Console
-
+def _console() -> Console:
     return Console(stderr=True)
 
 
@@ -33,12 +43,10 @@ def prepare_run_dir(cfg: RunConfig, fresh: bool = True) -> Path:
 
 def sft_policy(cfg: RunConfig, out: Path, train_factory, log: Callable[[str], None]):
     """Build (or load) the starting policy and fine-tune it on expert demos -> ``out/sft_model``."""
-    from creditflow.train.sft import demo_examples, expert_trajectories, run_sft
-
     model, tok = common.load_or_build_policy(cfg, out, train_factory, log=log)
     env = train_factory()
     seeds = [cfg.sft.seed_offset + i for i in range(cfg.sft.demos)]
-    demos = expert_trajectories(train_factory, seeds)
+    demos = expert_trajectories(train_factory, seeds, common.success_rule(cfg))
     examples = demo_examples(demos, common.prompt_builder(cfg, env))
     log(f"SFT on {len(examples)} expert steps from {len(demos)} solved episodes")
     metrics = run_sft(model, tok, examples, out, epochs=cfg.sft.epochs, lr=cfg.sft.lr,
@@ -69,17 +77,8 @@ def run_sft_command(cfg: RunConfig) -> Path:
 
 def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[str], None] | None = None):
     """RL training (``cfg.rl``); starts from ``cfg.policy.model`` or from a freshly SFT-ed tiny model."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from creditflow.policy.model import load_policy
-    from creditflow.train.checkpoint import latest_checkpoint, load_trainer_state
-    from creditflow.train.metrics import MetricsLogger
-    from creditflow.train.rl import RLTrainer, seed_everything
-
     console = _console()
     log = log or console.print
-    from creditflow import credit
-
     credit.check_knobs(cfg.rl.algo, cfg.rl.credit)  # validate before any work (SFT can take minutes)
     train_factory = common.env_factory(cfg, "train")
     eval_factory = common.env_factory(cfg, "test")
@@ -99,13 +98,12 @@ def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[s
             seed_everything(cfg.seed)
         ref_model = None
     if hooks is None:  # curriculum (CRPS / ExpReplay) or diagnostics only, from cfg.curriculum
-        from creditflow.curriculum.hooks import build_hooks
-
         hooks = build_hooks(cfg, train_factory, warm_start=not resume)
     train_engine = common.make_engine(cfg, model, tok, train_factory)
     eval_engine = common.make_engine(cfg, model, tok, eval_factory)
     logger = MetricsLogger(out, cfg.tensorboard, resume_step=None)
-    trainer = RLTrainer(cfg, model, tok, train_engine, eval_engine, out, logger, hooks=hooks, ref_model=ref_model)
+    trainer = RLTrainer(cfg, model, tok, train_engine, eval_engine, out, logger, hooks=hooks, ref_model=ref_model,
+                        eval_sampling=common.sampling_params(cfg, tok, evaluation=True))
     if resume:
         load_trainer_state(trainer, ckpt)
         logger.close()

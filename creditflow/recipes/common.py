@@ -1,9 +1,7 @@
-"""Wiring shared by the trainer, SFT, evaluation and the demo: envs, policy, engine."""
+"""Wiring shared by the recipes (train, SFT, evaluation, demo, RRO): envs, policy, engine, success rule."""
 
 from __future__ import annotations
 
-import inspect
-import random
 from functools import partial
 from pathlib import Path
 
@@ -12,8 +10,10 @@ from creditflow.config import RunConfig
 from creditflow.policy.backends.base import SamplingParams
 from creditflow.policy.backends.hf import HFBackend
 from creditflow.policy.model import build_tiny_policy, load_policy
-from creditflow.policy.prompts import PromptBuilder, environment_description, format_response
+from creditflow.policy.prompts import PromptBuilder, environment_description
 from creditflow.rollout.engine import RolloutEngine
+from creditflow.rollout.expert import expert_corpus
+from creditflow.rollout.trajectory import SuccessRule
 
 
 def env_factory(cfg: RunConfig, split: str = "train"):
@@ -32,27 +32,9 @@ def prompt_builder(cfg: RunConfig, env) -> PromptBuilder:
     return PromptBuilder(environment=environment_description(env), history_length=cfg.rollout.history_length)
 
 
-def tokenizer_corpus(factory, prompts: PromptBuilder, seeds: list[int], random_steps: int = 6,
-                     rng_seed: int = 0) -> list[str]:
-    """Text the tiny tokenizer is trained on: prompts along expert and random episodes + responses."""
-    rng = random.Random(rng_seed)
-    env = factory()
-    texts = []
-    for seed in seeds:
-        obs, info = env.reset(seed=seed)
-        history: list[tuple[str, str]] = []
-        plan = env.expert_actions() if callable(getattr(env, "expert_actions", None)) else None
-        actions = list(plan or [])
-        adm = info.get("admissible_actions") or []
-        actions += [rng.choice(adm) for _ in range(random_steps)] if adm else []
-        for action in actions:
-            texts.append(prompts.text(info.get("task", ""), obs, history, info.get("admissible_actions")))
-            texts.append(format_response(action))
-            history.append((obs, action))
-            obs, _, terminated, truncated, info = env.step(action)
-            if terminated or truncated:
-                break
-    return texts
+def success_rule(cfg: RunConfig) -> SuccessRule:
+    """The run's one success rule (``env.success_threshold``)."""
+    return SuccessRule(cfg.env.success_threshold)
 
 
 def load_or_build_policy(cfg: RunConfig, out_dir: Path, factory, log=print):
@@ -63,7 +45,7 @@ def load_or_build_policy(cfg: RunConfig, out_dir: Path, factory, log=print):
     if not (tiny_dir / "config.json").exists():
         env = factory()
         prompts = prompt_builder(cfg, env)
-        corpus = tokenizer_corpus(factory, prompts, list(range(900_000, 900_400)), rng_seed=cfg.seed)
+        corpus = expert_corpus(factory, prompts, list(range(900_000, 900_400)), rng_seed=cfg.seed)
         build_tiny_policy(tiny_dir, corpus, vocab_size=cfg.policy.tiny_vocab_size, seed=cfg.seed,
                           isolate_chars=getattr(env, "tokenizer_isolate_chars", ""),
                           hidden_size=cfg.policy.tiny_hidden_size, num_hidden_layers=cfg.policy.tiny_layers)
@@ -107,8 +89,5 @@ def make_engine(cfg: RunConfig, model, tokenizer, factory, env_executor=None) ->
         invalid_penalty=cfg.rollout.invalid_penalty,
         max_steps=cfg.rollout.max_steps,
         env_executor=env_executor,
+        success_rule=success_rule(cfg),
     )
-
-
-def accepts(fn, name: str) -> bool:
-    return name in inspect.signature(fn).parameters

@@ -8,12 +8,13 @@ on 2 CPU cores; every value can be overridden with ``key=value``.
 
 from __future__ import annotations
 
+import copy
 import time
 from pathlib import Path
 
 from creditflow.config import build_config
-from creditflow.report import write_report
-from creditflow.train.pipeline import run_train
+from creditflow.recipes.report import write_report
+from creditflow.recipes.train import run_train
 
 DEMO_DEFAULTS: dict = {
     "out_dir": "runs/demo",
@@ -47,7 +48,7 @@ def run_demo(overrides: list[str], env: str | None = None, out_dir: str | None =
         extra.insert(0, f"env.name={env}")
     if out_dir:
         extra.insert(0, f"out_dir={out_dir}")
-    cfg = build_config(config_file, extra, base=_copy(DEMO_DEFAULTS), where="demo config")
+    cfg = build_config(config_file, extra, base=copy.deepcopy(DEMO_DEFAULTS), where="demo config")
     for key, value in DEMO_ENV_KWARGS.get(cfg.env.name, {}).items():
         cfg.env.kwargs.setdefault(key, value)
     t0 = time.perf_counter()
@@ -57,9 +58,3 @@ def run_demo(overrides: list[str], env: str | None = None, out_dir: str | None =
                           extra={"env": cfg.env.name, "algo": cfg.rl.algo, "steps": cfg.rl.steps,
                                  "wall time (min)": f"{minutes:.1f}"})
     return report
-
-
-def _copy(d: dict) -> dict:
-    import copy
-
-    return copy.deepcopy(d)

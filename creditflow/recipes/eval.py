@@ -1,0 +1,22 @@
+"""The ``eval`` recipe: held-out success/score of a saved policy (greedy by default)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from creditflow.config import RunConfig
+from creditflow.policy.model import load_policy
+from creditflow.recipes import common
+from creditflow.rollout.evaluate import evaluate
+from creditflow.rollout.seeding import seed_everything
+from creditflow.rollout.trajectory import Trajectory
+
+
+def evaluate_policy(cfg: RunConfig, model_path: str | Path, episodes: int) -> tuple[dict, list[Trajectory]]:
+    """One episode on each of the first ``episodes`` held-out seeds (``generation.eval_temperature``)."""
+    seed_everything(cfg.seed)
+    factory = common.env_factory(cfg, "test")
+    model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.dtype)
+    engine = common.make_engine(cfg, model, tok, factory)
+    seeds = [cfg.env.eval_seed_offset + i for i in range(episodes)]
+    return evaluate(engine, seeds, common.sampling_params(cfg, tok, evaluation=True), cfg.env.name)

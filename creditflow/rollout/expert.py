@@ -1,0 +1,87 @@
+"""Scripted play: the env's expert (``env.expert_actions()``: Sokoban's BFS solver, TextWorld's walkthrough,
+the SQL gold query) and the text corpus the tiny policy's tokenizer is trained on.
+
+Both run one loop, :func:`play`, that applies a fixed action list from a seed's start and records the
+episode as a :class:`Trajectory` whose steps keep the prompt inputs (task, admissible actions).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Callable
+
+from creditflow.errors import UserError
+from creditflow.policy.prompts import PromptBuilder, format_response
+from creditflow.rollout.trajectory import Step, SuccessRule, Trajectory
+
+
+def play(env, seed: int, actions: list[str], success_rule: SuccessRule = SuccessRule()) -> Trajectory:
+    """Reset ``env`` to ``seed`` and apply ``actions`` until the episode ends; the recorded episode.
+
+    Each step's ``info`` holds the ``task`` and ``admissible_actions`` shown before it (what a prompt of
+    that step needs)."""
+    obs, info = env.reset(seed=seed)
+    traj = Trajectory(task_id=f"{env.name}/{seed}", meta={"seed": seed})
+    for action in actions:
+        nobs, reward, terminated, truncated, nxt = env.step(action)
+        traj.steps.append(Step(state=info.get("state_key", ""), observation=obs, action=action,
+                               response=format_response(action), valid=bool(nxt.get("action_valid", True)),
+                               reward=reward, done=terminated or truncated, next_state=nxt.get("state_key", ""),
+                               info={"task": info.get("task", ""),
+                                     "admissible_actions": info.get("admissible_actions")}))
+        obs, info = nobs, nxt
+        if terminated or truncated:
+            break
+    traj.final_state = info.get("state_key", "")
+    traj.meta["final_observation"] = obs
+    traj.success, traj.score = success_rule.outcome(info)
+    return traj
+
+
+def _expert_env(env_factory: Callable[[], object]):
+    env = env_factory()
+    if not callable(getattr(env, "expert_actions", None)):
+        raise UserError(f"env {getattr(env, 'name', env)!r} has no expert (expert_actions) for demonstrations")
+    return env
+
+
+def expert_plan(env, seed: int) -> list[str]:
+    """The expert's actions from ``seed``'s start."""
+    env.reset(seed=seed)
+    return list(env.expert_actions() or [])
+
+
+def expert_trajectories(env_factory: Callable[[], object], seeds: list[int],
+                        success_rule: SuccessRule = SuccessRule()) -> list[Trajectory]:
+    """Run the env's expert from each seed's start; keep only successful episodes."""
+    env = _expert_env(env_factory)
+    out = []
+    for seed in seeds:
+        traj = play(env, seed, expert_plan(env, seed), success_rule)
+        traj.meta["expert"] = True
+        if traj.success:
+            out.append(traj)
+    return out
+
+
+def expert_corpus(env_factory: Callable[[], object], prompts: PromptBuilder, seeds: list[int],
+                  random_steps: int = 6, rng_seed: int = 0) -> list[str]:
+    """Text the tiny tokenizer is trained on: prompts along expert and random episodes, plus responses.
+
+    Each seed plays the expert's plan followed by ``random_steps`` admissible actions drawn at its start.
+    """
+    rng = random.Random(rng_seed)
+    env = env_factory()
+    texts = []
+    for seed in seeds:
+        _, info = env.reset(seed=seed)
+        plan = env.expert_actions() if callable(getattr(env, "expert_actions", None)) else None
+        actions = list(plan or [])
+        adm = info.get("admissible_actions") or []
+        actions += [rng.choice(adm) for _ in range(random_steps)] if adm else []
+        history: list[tuple[str, str]] = []
+        for step in play(env, seed, actions).steps:
+            texts.append(prompts.text(step.info["task"], step.observation, history, step.info["admissible_actions"]))
+            texts.append(format_response(step.action))
+            history.append((step.observation, step.action))
+    return texts
