@@ -80,7 +80,7 @@ def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[s
     log = log or console.print
     from creditflow import credit
 
-    credit.check_knobs(cfg.rl.algo, cfg.rl.credit)  # validate before any work (SFT can take minutes)
+    credit.validate_knobs(cfg.rl.algo, cfg.rl.credit)  # validate before any work (SFT can take minutes)
     train_factory = common.env_factory(cfg, "train")
     eval_factory = common.env_factory(cfg, "test")
     seed_everything(cfg.seed)
