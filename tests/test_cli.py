@@ -2,10 +2,13 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from creditflow import credit
 from creditflow.cli import app
+from creditflow.config import build_config
 
 
 def cli(*args, cwd=None):
@@ -87,11 +90,6 @@ def test_unknown_credit_knob_fails_before_any_work(tmp_path):
 
 
 def test_shipped_configs_validate():
-    from pathlib import Path
-
-    from creditflow import credit
-    from creditflow.config import build_config
-
     files = sorted((Path(__file__).parents[1] / "configs").glob("*.yaml"))
     assert files
     for f in files:

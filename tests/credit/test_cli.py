@@ -45,9 +45,7 @@ def test_credit_round_trip(estimator, trajs_file, tmp_path, capsys):
     raw = json.loads(out.read_text().splitlines()[0])
     assert {"process_reward", "step_reward", "advantage"} <= set(raw["steps"][0]) or estimator in ("grpo", "rloo")
     # the same numbers as the Python API
-    from creditflow.credit import score
-
-    api = score(read_jsonl(trajs_file), estimator=estimator)
+    api = credit.score(read_jsonl(trajs_file), estimator=estimator)
     assert [s.advantage for t in api for s in t.steps] == [s.advantage for t in scored for s in t.steps]
 
 
