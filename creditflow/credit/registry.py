@@ -95,8 +95,7 @@ def validate_knobs(name: str, knobs: Mapping[str, Any], *, strings: bool = False
 
 def compute(name: str, trajectories: list[Trajectory], **knobs) -> dict:
     """Run estimator ``name`` in place on ``trajectories``; returns its metrics."""
-    estimator = _registered(name)
-    return estimator.fn(trajectories, validate_knobs(name, knobs))
+    return get_estimator(name)(trajectories, validate_knobs(name, knobs))
 
 
 def score(trajectories: Iterable[Trajectory | dict], estimator: str = "grpo", **knobs) -> list[Trajectory]:
