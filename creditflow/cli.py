@@ -12,8 +12,14 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 
+from creditflow import credit
+from creditflow.credit.draw import FORMATS, GraphError, group_graph, write_graph
+from creditflow.credit.registry import Knobs, knob_lines, parse_key_values, validate_model
+from creditflow.credit.rewardflow import GraphKnobs
 from creditflow.errors import UserError
+from creditflow.rollout.trajectory import read_jsonl, write_jsonl
 
 app = typer.Typer(
     add_completion=False,
@@ -152,67 +158,53 @@ def demo_command(
 _KNOBS_HELP = "Estimator knobs as key=value (e.g. gamma=0.9 state_fn=observation); see the list below."
 
 
-def _knob_epilog() -> str:
-    from creditflow import credit
-
-    parts = []
-    for name in credit.estimator_names():
-        knobs = ", ".join(f"{k}={v!r}" for k, v in credit.estimator_knobs(name).items()) or "none"
-        parts.append(f"{name}: {knobs}")
-    return "Knobs (defaults): " + " | ".join(parts)
+def _knob_block(title: str, model: type[Knobs]) -> str:
+    """``title:`` then one indented ``name=default  docstring`` line per knob of ``model``."""
+    return f"{title}:\n" + "\n".join(f"  {line}" for line in knob_lines(model))
 
 
-@app.command("credit", epilog=_knob_epilog())
+def _knobs_epilog(blocks: list[str]) -> str:
+    """Help text listing knobs as ``name=default  docstring`` (escaped: typer renders rich markup)."""
+    return escape("Knobs (key=value, shown with their defaults; none for an unset number, true/false for "
+                  "switches):\n\n" + "\n\n".join(blocks))
+
+
+@app.command("credit", epilog=_knobs_epilog([_knob_block(name, credit.knob_model(name))
+                                               for name in credit.estimator_names()]))
 def credit_command(
     knobs: Optional[list[str]] = typer.Argument(None, help=_KNOBS_HELP, show_default=False),
-    estimator: str = typer.Option(..., "--estimator", "-e", help="grpo, rloo, gigpo or rewardflow."),
+    estimator: str = typer.Option(..., "--estimator", "-e", help=f"{', '.join(credit.estimator_names())}."),
     input_path: Path = typer.Option(..., "--in", help="Trajectories (JSONL, one trajectory per line)."),
     output_path: Path = typer.Option(..., "--out", help="Scored trajectories (JSONL), written atomically."),
 ) -> None:
     """Score trajectories: add process_reward, step_reward and advantage to every step."""
-    from creditflow import credit
-    from creditflow.credit.knobs import parse_knob_args
-    from creditflow.rollout.trajectory import read_jsonl, write_jsonl
-
-    credit.get_estimator(estimator)  # unknown name => one line before reading anything
-    values = parse_knob_args(knobs or [], credit.estimator_knobs(estimator), where=f"estimator {estimator!r}")
+    # unknown estimator or bad knob => one line before reading anything
+    values = credit.validate_knobs(estimator, parse_key_values(knobs or []), strings=True)
     if not input_path.is_file():
         raise UserError(f"--in {str(input_path)!r}: no such file")
     trajs = read_jsonl(input_path)
-    metrics = credit.compute(estimator, trajs, **values)
+    metrics = credit.get_estimator(estimator)(trajs, values)
     write_jsonl(output_path, trajs)
     steps = sum(len(t.steps) for t in trajs)
     shown = ", ".join(f"{k.split('/', 1)[-1]}={v:.4g}" for k, v in metrics.items() if isinstance(v, (int, float)))
     typer.echo(f"{estimator}: scored {len(trajs)} trajectories, {steps} steps -> {output_path} ({shown})", err=True)
 
 
-@app.command("graph")
+@app.command("graph", epilog=_knobs_epilog([_knob_block("RewardFlow graph", GraphKnobs)]))
 def graph_command(
     knobs: Optional[list[str]] = typer.Argument(
-        None, show_default=False,
-        help="RewardFlow knobs as key=value: gamma, distance, state_fn, similarity, success_threshold, prune, "
-             "noop_feedback, max_hops."),
+        None, show_default=False, help="RewardFlow graph knobs as key=value (e.g. gamma=0.5); see the list below."),
     input_path: Path = typer.Option(..., "--in", help="Trajectories (JSONL)."),
     group: Optional[str] = typer.Option(None, "--group", "-g", help="group_id to draw (default: the first)."),
     output_path: Path = typer.Option(..., "--out", help="graph.png, .svg, .pdf, .dot or .html"),
 ) -> None:
     """Draw one group's RewardFlow state graph (node shade = R(s), edge colour = r~) with a legend."""
-    from creditflow import credit
-    from creditflow.credit.draw import GRAPH_KNOBS, group_graph, write_graph
-    from creditflow.credit.knobs import parse_knob_args
-    from creditflow.credit.rewardflow import check_knobs
-    from creditflow.rollout.trajectory import read_jsonl
-
-    defaults = {k: v for k, v in credit.estimator_knobs("rewardflow").items() if k in GRAPH_KNOBS}
-    values = parse_knob_args(knobs or [], defaults, where="graph")
-    check_knobs(**{**credit.estimator_knobs("rewardflow"), **values})
-    from creditflow.credit.draw import FORMATS, GraphError
-
+    values = validate_model(GraphKnobs, parse_key_values(knobs or []), "graph", strings=True)
     if output_path.suffix.lower() not in FORMATS:
         raise GraphError(f"unsupported output {output_path.name!r}: use one of {', '.join(FORMATS)}")
     if not input_path.is_file():
         raise UserError(f"--in {str(input_path)!r}: no such file")
-    graph = group_graph(read_jsonl(input_path), group, **values)
+    graph = group_graph(read_jsonl(input_path), group, values)
     write_graph(graph, output_path)
     typer.echo(f"group {graph.group_id}: {len(graph.labels)} nodes, {len(graph.edges)} edges -> {output_path}",
                err=True)

@@ -2,10 +2,13 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from creditflow import credit
 from creditflow.cli import app
+from creditflow.config import build_config
 
 
 def cli(*args, cwd=None):
@@ -82,18 +85,13 @@ def test_help_lists_commands():
 
 def test_unknown_credit_knob_fails_before_any_work(tmp_path):
     code, _, err = cli("train", "--algo", "rewardflow", "rl.credit.gama=0.9", f"out_dir={tmp_path / 'r'}")
-    assert code == 2 and "no knob(s) gama" in one_line_error(err)
+    assert code == 2 and "no knob 'gama'" in one_line_error(err)
     assert not (tmp_path / "r").exists()
 
 
 def test_shipped_configs_validate():
-    from pathlib import Path
-
-    from creditflow import credit
-    from creditflow.config import build_config
-
     files = sorted((Path(__file__).parents[1] / "configs").glob("*.yaml"))
     assert files
     for f in files:
         cfg = build_config(f)
-        credit.check_knobs(cfg.rl.algo, cfg.rl.credit)
+        credit.validate_knobs(cfg.rl.algo, cfg.rl.credit)

@@ -23,14 +23,12 @@ from typing import Sequence
 import numpy as np
 
 from creditflow.atomic import atomic_open
-from creditflow.credit.rewardflow import build_flow
+from creditflow.credit.rewardflow import GraphKnobs, build_flow
 from creditflow.credit.states import display_text
 from creditflow.errors import UserError
 from creditflow.rollout.trajectory import Trajectory
 
 FORMATS = (".png", ".svg", ".pdf", ".dot", ".html")
-GRAPH_KNOBS = ("gamma", "distance", "state_fn", "similarity", "success_threshold", "prune", "noop_feedback",
-               "max_hops")
 
 
 class GraphError(UserError):
@@ -52,8 +50,10 @@ class GroupGraph:
     successes: int
 
 
-def group_graph(trajectories: Sequence[Trajectory], group_id: str | None = None, **knobs) -> GroupGraph:
-    """The state graph of one group (default: the first), numbered like Figs. 11-12."""
+def group_graph(trajectories: Sequence[Trajectory], group_id: str | None = None,
+                knobs: GraphKnobs | None = None) -> GroupGraph:
+    """The state graph of one group (default: the first), numbered like Figs. 11-12; ``knobs``: the
+    RewardFlow graph knobs (default: the paper's values)."""
     trajs = list(trajectories)
     if not trajs:
         raise GraphError("no trajectories in the input")
@@ -63,7 +63,7 @@ def group_graph(trajectories: Sequence[Trajectory], group_id: str | None = None,
         shown = ", ".join(ids[:10]) + (", ..." if len(ids) > 10 else "")
         raise GraphError(f"no group {gid!r} in the input; groups: {shown}")
     group = [t for t in trajs if t.group_id == gid]
-    flow = build_flow(group, **{k: v for k, v in knobs.items() if k in GRAPH_KNOBS})
+    flow = build_flow(group, **(knobs or GraphKnobs()).graph_args())
 
     # number nodes in order of first appearance along the rollouts (start state of rollout 0 is 0)
     order: dict[int, int] = {}
@@ -147,7 +147,7 @@ def write_graph(graph: GroupGraph, out: str | os.PathLike) -> Path:
 
 
 def _colors(graph: GroupGraph):
-    import matplotlib
+    import matplotlib  # lazy: only drawing needs matplotlib (a slow import)
 
     node_cmap = matplotlib.colormaps["Greens"]
     edge_cmap = matplotlib.colormaps["bwr"]
@@ -172,7 +172,7 @@ def _positions(graph: GroupGraph) -> dict[int, tuple[float, float]]:
 
 
 def _figure_bytes(graph: GroupGraph, fmt: str, with_legend: bool) -> bytes:
-    import matplotlib
+    import matplotlib  # lazy: matplotlib and networkx are slow imports that only drawing needs
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt

@@ -19,19 +19,19 @@ from __future__ import annotations
 
 import operator
 import time
-from typing import Sequence
+from typing import Literal, Sequence
 
 import numpy as np
+from pydantic import Field
 
-from creditflow.credit import register_estimator, trajectory_return
-from creditflow.credit import knobs as K
 from creditflow.credit.groupnorm import grouped_normalize
+from creditflow.credit.registry import Knobs, register_estimator
+from creditflow.credit.returns import ReturnSource, trajectory_return
 from creditflow.credit.rewardflow import write_step_fields
-from creditflow.credit.states import STATE_FNS, intern_nodes, step_states
+from creditflow.credit.states import StateFn, intern_nodes, step_states
 from creditflow.rollout.trajectory import Trajectory
 
-GIGPO_NORMALIZE = ("mean_std", "mean")
-GIGPO_REWARD_SOURCES = ("return", "score", "success")
+GiGPONormalize = Literal["mean_std", "mean"]
 
 
 def discounted_returns(rewards, lengths, gamma: float = 0.95) -> np.ndarray:
@@ -61,37 +61,46 @@ def gigpo_advantages(returns, group_ids, step_returns, anchor_ids, step_traj, *,
     return a_episode + step_weight * a_step, a_episode, a_step  # Eq. 8
 
 
-@register_estimator("gigpo")
-def gigpo(trajectories: list[Trajectory], *, gamma: float = 0.95, step_weight: float = 1.0,
-          normalize: str = "mean_std", eps: float = 1e-6, reward_source: str = "return",
-          state_fn: str = "state_key", similarity: float = 0.9) -> dict:
+class GiGPOKnobs(Knobs):
+    """Knobs of ``gigpo`` (defaults: RewardFlow Tab. 8, GiGPO rows)."""
+
+    gamma: float = Field(0.95, ge=0, le=1)
+    """Discount gamma of the step return R_t (GiGPO Eq. 5), in [0, 1]; Tab. 8: 0.95."""
+    step_weight: float = Field(1.0, ge=0)
+    """Weight w of the step advantage in A = A_E + w * A_S (GiGPO Eq. 8); Tab. 8: 1."""
+    normalize: GiGPONormalize = "mean_std"
+    """F_norm of Eq. 3 and 7: mean_std divides by the sample std + eps, mean only subtracts the mean."""
+    eps: float = Field(1e-6, gt=0)
+    """eps added to the std in Eq. 3 and 7; verl-agent: 1e-6."""
+    reward_source: ReturnSource = "return"
+    """R(tau) of Eq. 3: return (summed env reward, the paper), score or success (0/1)."""
+    state_fn: StateFn = "state_key"
+    """Anchor-state identity (Eq. 6): state_key (exact state, the paper), observation, enriched or embedding."""
+    similarity: float = Field(0.9, ge=-1, le=1)
+    """Cosine similarity that merges states for state_fn=embedding (RewardFlow App. B.1: 0.9)."""
+
+
+@register_estimator("gigpo", knobs=GiGPOKnobs)
+def gigpo(trajectories: list[Trajectory], knobs: GiGPOKnobs) -> dict:
     """GiGPO: sets ``process_reward`` (discounted return R_t from the step, Eq. 5), ``step_reward``
     (the env reward r_t) and ``advantage`` (Eq. 8) on every step, in place. Metrics are batch totals
     or means over anchor groups; ``credit/time_ms`` is the wall time of this call."""
     t0 = time.perf_counter()
-    K.number("gamma", gamma, low=0.0, high=1.0)
-    K.number("step_weight", step_weight, low=0.0)
-    K.choice("normalize", normalize, GIGPO_NORMALIZE)
-    K.number("eps", eps, low=0.0, low_open=True)
-    K.choice("reward_source", reward_source, GIGPO_REWARD_SOURCES)
-    K.choice("state_fn", state_fn, STATE_FNS)
-    K.number("similarity", similarity, low=-1.0, high=1.0)
-
     trajs: Sequence[Trajectory] = list(trajectories)
     group_index: dict[str, int] = {}
     traj_group = np.fromiter((group_index.setdefault(t.group_id, len(group_index)) for t in trajs),
                              dtype=np.int64, count=len(trajs))
-    st = step_states(trajs, state_fn, similarity=similarity)
+    st = step_states(trajs, knobs.state_fn, similarity=knobs.similarity)
     lengths = np.asarray(st.lengths, dtype=np.int64)
     step_traj = np.repeat(np.arange(len(trajs)), lengths)
     anchor, _, _ = intern_nodes(st.pre, traj_group[step_traj])  # Eq. 6: anchor states per task group
 
     rewards = np.fromiter(map(operator.attrgetter("reward"), st.steps), dtype=np.float64, count=len(st.steps))
-    step_returns = discounted_returns(rewards, lengths, gamma)
-    returns = np.fromiter((trajectory_return(t, reward_source) for t in trajs), dtype=np.float64,
+    step_returns = discounted_returns(rewards, lengths, knobs.gamma)
+    returns = np.fromiter((trajectory_return(t, knobs.reward_source) for t in trajs), dtype=np.float64,
                           count=len(trajs))
     advantage, _, _ = gigpo_advantages(returns, traj_group, step_returns, anchor, step_traj,
-                                       step_weight=step_weight, normalize=normalize, eps=eps)
+                                       step_weight=knobs.step_weight, normalize=knobs.normalize, eps=knobs.eps)
     write_step_fields(st.steps, process_reward=step_returns, step_reward=rewards, advantage=advantage)
 
     sizes = np.bincount(anchor) if anchor.size else np.zeros(0, dtype=np.int64)

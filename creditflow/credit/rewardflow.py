@@ -19,7 +19,8 @@ Per task group (all rollouts of one task):
 
 The math lives in small NumPy functions (``action_rewards``, ``state_advantages``,
 ``trajectory_advantages``, ``combine_advantages``, plus ``graph.py``); :func:`build_flow` wires them to
-trajectories and :func:`rewardflow` is the registered estimator.
+trajectories and :func:`rewardflow` is the registered estimator. Its knobs are :class:`RewardFlowKnobs`,
+which extends the graph knobs :class:`GraphKnobs` (also those of ``creditflow graph``).
 """
 
 from __future__ import annotations
@@ -29,12 +30,11 @@ import operator
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Hashable, Sequence
+from typing import Hashable, Literal, Optional, Sequence
 
 import numpy as np
+from pydantic import Field
 
-from creditflow.credit import register_estimator, trajectory_return
-from creditflow.credit import knobs as K
 from creditflow.credit.graph import (
     bridge_transitions,
     propagate,
@@ -43,12 +43,14 @@ from creditflow.credit.graph import (
     unique_edges,
 )
 from creditflow.credit.groupnorm import grouped_normalize
-from creditflow.credit.states import STATE_FNS, Embedder, intern_nodes, step_states
+from creditflow.credit.registry import Knobs, register_estimator
+from creditflow.credit.returns import trajectory_return
+from creditflow.credit.states import Embedder, StateFn, intern_nodes, step_states
 from creditflow.rollout.trajectory import Step, Trajectory
 
-DISTANCES = ("min", "mean")
-RF_NORMALIZE = ("std", "mean")
-RF_REWARD_SOURCES = ("success", "score", "return")
+Distance = Literal["min", "mean"]
+RFNormalize = Literal["std", "mean"]
+RFRewardSource = Literal["success", "score", "return"]
 
 # Defaults = the paper's values (Tab. 8 for RewardFlow on ALFWorld/WebShop/Sokoban/DeepResearch).
 DEFAULT_GAMMA = 0.9  # Tab. 8 "decay weight gamma" 0.90
@@ -234,52 +236,63 @@ def flow_metrics(flow: Flow) -> dict:
 # --------------------------------------------------------------------------------------------------
 
 
-def check_knobs(*, gamma, distance, alpha_action, alpha_traj, normalize, eps, state_fn, similarity,
-                success_threshold, reward_source, prune, noop_feedback, max_hops) -> None:
-    K.number("gamma", gamma, low=0.0, high=1.0, low_open=True)  # Eq. 3: gamma in (0, 1]
-    K.choice("distance", distance, DISTANCES)
-    K.number("alpha_action", alpha_action, low=0.0)  # Eq. 9: alphas >= 0
-    K.number("alpha_traj", alpha_traj, low=0.0)
-    K.choice("normalize", normalize, RF_NORMALIZE)
-    K.number("eps", eps, low=0.0, low_open=True)
-    K.choice("state_fn", state_fn, STATE_FNS)
-    K.number("similarity", similarity, low=-1.0, high=1.0)
-    if success_threshold is not None:
-        K.number("success_threshold", success_threshold)
-    K.choice("reward_source", reward_source, RF_REWARD_SOURCES)
-    K.flag("prune", prune)
-    if not isinstance(noop_feedback, str):
-        raise K.KnobError(f"knob noop_feedback must be a string ('' disables it), got {noop_feedback!r}")
-    K.integer("max_hops", max_hops, low=0)
+class GraphKnobs(Knobs):
+    """Knobs of the state graph and its rewards (Eq. 2-4): :func:`build_flow`, ``creditflow graph``."""
+
+    gamma: float = Field(DEFAULT_GAMMA, gt=0, le=1)
+    """Decay gamma of Eq. 3, R(s) = gamma ** d(s), in (0, 1]; Tab. 8: 0.90."""
+    distance: Distance = "min"
+    """Hop distance d(s) to success: min (Eq. 3, nearest success) or mean (App. D.4)."""
+    state_fn: StateFn = "state_key"
+    """State normaliser f(s) of Sec. 3.2: state_key, observation, enriched or embedding (App. B.1)."""
+    similarity: float = Field(DEFAULT_SIMILARITY, ge=-1, le=1)
+    """Cosine similarity that merges states into one super-node for state_fn=embedding; App. B.1: 0.9."""
+    success_threshold: Optional[float] = None
+    """Success terminal = won, or score >= this when set (graded envs); none: won only."""
+    prune: bool = True
+    """Noisy-transition pruning: invalid, no-op and self-loop steps add no edge (Sec. 3.2, App. B.2; Tab. 5)."""
+    noop_feedback: str = NOOP_FEEDBACK
+    """Observation text that marks a no-op action (App. B.2, ALFWorld); '' disables."""
+    max_hops: int = Field(DEFAULT_MAX_HOPS, ge=0)
+    """Nodes farther than this from success count as unreachable; Tab. 8 max propagation iteration: 1000."""
+
+    def graph_args(self) -> dict:
+        """The graph knobs as keyword arguments of :func:`build_flow`."""
+        return {name: getattr(self, name) for name in GraphKnobs.model_fields}
 
 
-@register_estimator("rewardflow")
-def rewardflow(trajectories: list[Trajectory], *, gamma: float = DEFAULT_GAMMA, distance: str = "min",
-               alpha_action: float = 1.0, alpha_traj: float = 1.0, normalize: str = "std", eps: float = 1e-6,
-               state_fn: str = "state_key", similarity: float = DEFAULT_SIMILARITY,
-               success_threshold: float | None = None, reward_source: str = "success", prune: bool = True,
-               noop_feedback: str = NOOP_FEEDBACK, max_hops: int = DEFAULT_MAX_HOPS) -> dict:
+class RewardFlowKnobs(GraphKnobs):
+    """Knobs of ``rewardflow``: the graph knobs plus the advantages (Eq. 5-9)."""
+
+    alpha_action: float = Field(1.0, ge=0)
+    """Weight alpha_action of the state-wise advantage in Eq. 9; Tab. 8: 1.0."""
+    alpha_traj: float = Field(1.0, ge=0)
+    """Weight alpha_traj of the trajectory advantage in Eq. 9; Tab. 8: 1.0."""
+    normalize: RFNormalize = "std"
+    """std: divide by the sample std + eps (Eq. 6, 8); mean: subtract the mean only (official mean_norm)."""
+    eps: float = Field(1e-6, gt=0)
+    """eps added to the std in Eq. 6 and 8; official code: 1e-6."""
+    reward_source: RFRewardSource = "success"
+    """r of Eq. 8: success (paper, r in {0, 1}), score, or return (summed env reward)."""
+
+
+@register_estimator("rewardflow", knobs=RewardFlowKnobs)
+def rewardflow(trajectories: list[Trajectory], knobs: RewardFlowKnobs) -> dict:
     """RewardFlow (paper 003, Eq. 2-9): sets ``process_reward`` R(s_t), ``step_reward`` r~_t and
     ``advantage`` on every step, in place. Returns graph metrics (means over groups) and
     ``credit/time_ms`` (wall time of this call for the whole batch)."""
     t0 = time.perf_counter()
-    check_knobs(gamma=gamma, distance=distance, alpha_action=alpha_action, alpha_traj=alpha_traj,
-                normalize=normalize, eps=eps, state_fn=state_fn, similarity=similarity,
-                success_threshold=success_threshold, reward_source=reward_source, prune=prune,
-                noop_feedback=noop_feedback, max_hops=max_hops)
-    flow = build_flow(trajectories, gamma=gamma, distance=distance, state_fn=state_fn, similarity=similarity,
-                      success_threshold=success_threshold, prune=prune, noop_feedback=noop_feedback,
-                      max_hops=max_hops)
+    flow = build_flow(trajectories, **knobs.graph_args())
     # Eq. 5-7: state-wise groups keyed by the node the step is credited from (graph nodes are per group)
-    a_action = state_advantages(flow.step_reward, flow.anchor, normalize, eps)
+    a_action = state_advantages(flow.step_reward, flow.anchor, knobs.normalize, knobs.eps)
     # Eq. 8: r = success indicator (paper), or the score / summed env reward
-    if reward_source == "success":
+    if knobs.reward_source == "success":
         returns = flow.traj_success.astype(np.float64)
     else:
-        returns = np.fromiter((trajectory_return(t, reward_source) for t in flow.trajectories),
+        returns = np.fromiter((trajectory_return(t, knobs.reward_source) for t in flow.trajectories),
                               dtype=np.float64, count=len(flow.trajectories))
-    a_traj = trajectory_advantages(returns, flow.traj_group, normalize, eps)
-    advantage = combine_advantages(a_action, a_traj[flow.step_traj], alpha_action, alpha_traj)  # Eq. 9
+    a_traj = trajectory_advantages(returns, flow.traj_group, knobs.normalize, knobs.eps)
+    advantage = combine_advantages(a_action, a_traj[flow.step_traj], knobs.alpha_action, knobs.alpha_traj)  # Eq. 9
 
     write_step_fields(flow.steps, process_reward=flow.process_reward, step_reward=flow.step_reward,
                       advantage=advantage)

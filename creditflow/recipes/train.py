@@ -79,7 +79,7 @@ def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[s
     """RL training (``cfg.rl``); starts from ``cfg.policy.model`` or from a freshly SFT-ed tiny model."""
     console = _console()
     log = log or console.print
-    credit.check_knobs(cfg.rl.algo, cfg.rl.credit)  # validate before any work (SFT can take minutes)
+    credit.validate_knobs(cfg.rl.algo, cfg.rl.credit)  # validate before any work (SFT can take minutes)
     train_factory = common.env_factory(cfg, "train")
     eval_factory = common.env_factory(cfg, "test")
     seed_everything(cfg.seed)

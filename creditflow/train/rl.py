@@ -200,7 +200,9 @@ class RLTrainer:
         self.hooks = hooks or Hooks()
         self.progress = progress
         self.eval_sampling = eval_sampling or eval_engine.sampling
-        credit.get_estimator(cfg.rl.algo)  # unknown algo => one-line error before any work
+        # unknown algo or bad knob => one-line error before any work; the knobs are validated once, here
+        self.estimator = credit.get_estimator(cfg.rl.algo)
+        self.credit_knobs = credit.validate_knobs(cfg.rl.algo, cfg.rl.credit)
         self.ref_model = None
         if cfg.rl.kl_coef > 0:  # reference = the policy RL starts from (pi_SFT) unless given
             self.ref_model = (ref_model if ref_model is not None else copy.deepcopy(model)).eval()
@@ -235,7 +237,7 @@ class RLTrainer:
         metrics = rollout_metrics(trajs, "train")
         metrics.update(hook_metrics)
         t1 = time.perf_counter()
-        metrics.update(credit.compute(cfg.rl.algo, trajs, **cfg.rl.credit))
+        metrics.update(self.estimator(trajs, self.credit_knobs))
         metrics["time/credit_ms"] = (time.perf_counter() - t1) * 1000
         samples = samples_from(trajs)
         if self.ref_model is not None:

@@ -5,7 +5,10 @@ import json
 import pytest
 from tests.credit.credit_testlib import traj
 
+from creditflow import credit
 from creditflow.cli import main
+from creditflow.credit.registry import show_value
+from creditflow.credit.rewardflow import GraphKnobs
 from creditflow.rollout.trajectory import read_jsonl, write_jsonl
 
 
@@ -42,9 +45,7 @@ def test_credit_round_trip(estimator, trajs_file, tmp_path, capsys):
     raw = json.loads(out.read_text().splitlines()[0])
     assert {"process_reward", "step_reward", "advantage"} <= set(raw["steps"][0]) or estimator in ("grpo", "rloo")
     # the same numbers as the Python API
-    from creditflow.credit import score
-
-    api = score(read_jsonl(trajs_file), estimator=estimator)
+    api = credit.score(read_jsonl(trajs_file), estimator=estimator)
     assert [s.advantage for t in api for s in t.steps] == [s.advantage for t in scored for s in t.steps]
 
 
@@ -123,3 +124,27 @@ def test_graph_errors(trajs_file, tmp_path, capsys):
     assert code == 2 and "unsupported output" in err
     code, err = run(["graph", "--in", str(trajs_file), "--out", str(tmp_path / "g.png"), "alpha_traj=2"], capsys)
     assert code == 2 and "no knob 'alpha_traj'" in err
+
+
+def _help(command, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")  # one line per knob
+    with pytest.raises(SystemExit) as exc:
+        main([command, "--help"])
+    assert exc.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_credit_help_lists_every_knob_with_default_and_docstring(capsys, monkeypatch):
+    lines = [line.strip() for line in _help("credit", capsys, monkeypatch).splitlines()]
+    for name in credit.estimator_names():
+        assert f"{name}:" in lines
+        for knob, field in credit.knob_model(name).model_fields.items():
+            assert any(line.startswith(f"{knob}={show_value(field.default)}  {field.description[:30]}")
+                       for line in lines), (name, knob)
+
+
+def test_graph_help_lists_the_graph_knobs(capsys, monkeypatch):
+    out = _help("graph", capsys, monkeypatch)
+    for knob, field in GraphKnobs.model_fields.items():
+        assert f"{knob}=" in out and field.description[:30] in out
+    assert "alpha_traj" not in out

@@ -7,7 +7,6 @@ import pytest
 from tests.credit.credit_testlib import field, traj
 
 from creditflow.credit import CreditError, compute, score
-from creditflow.credit.knobs import KnobError
 from creditflow.credit.rewardflow import build_flow, state_advantages, trajectory_advantages
 
 G = 0.9
@@ -207,11 +206,11 @@ def test_score_takes_dicts_and_leaves_inputs_alone():
 
 def test_knob_checks():
     t = [traj(["A", "S"], success=True)]
-    with pytest.raises(KnobError, match="gamma"):
+    with pytest.raises(CreditError, match="gamma"):
         compute("rewardflow", t, gamma=0.0)
-    with pytest.raises(KnobError, match="distance"):
+    with pytest.raises(CreditError, match="distance"):
         compute("rewardflow", t, distance="max")
-    with pytest.raises(KnobError, match="state_fn"):
+    with pytest.raises(CreditError, match="state_fn"):
         compute("rewardflow", t, state_fn="pixels")
     with pytest.raises(CreditError, match="no knob"):
         compute("rewardflow", t, lr=1.0)

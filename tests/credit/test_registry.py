@@ -1,0 +1,107 @@
+"""The estimator registry: typed knob models, validation in one place, one-line errors, no import cycle."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tests.credit.credit_testlib import traj
+
+from creditflow import credit
+from creditflow.credit.registry import Knobs, parse_key_values, validate_model
+from creditflow.credit.rewardflow import GraphKnobs, RewardFlowKnobs
+
+CREDIT_DIR = Path(credit.__file__).parent
+
+
+def test_every_estimator_has_a_knob_model_with_documented_fields():
+    assert credit.estimator_names() == ["gigpo", "grpo", "rewardflow", "rloo"]
+    for name in credit.estimator_names():
+        model = credit.knob_model(name)
+        assert issubclass(model, Knobs) and model.model_config["extra"] == "forbid"
+        for field, info in model.model_fields.items():
+            assert info.description, f"{name}.{field} has no docstring"
+
+
+def test_validate_knobs_returns_the_model_with_defaults():
+    knobs = credit.validate_knobs("rewardflow", {"gamma": 0.5, "prune": False})
+    assert isinstance(knobs, RewardFlowKnobs)
+    assert (knobs.gamma, knobs.prune, knobs.max_hops, knobs.success_threshold) == (0.5, False, 1000, None)
+    assert credit.validate_knobs("gigpo", {"gamma": 1}).gamma == 1.0  # an integer is a number
+
+
+@pytest.mark.parametrize("knobs, message", [
+    ({"gamma": "abc"}, "knob gamma expects a number, got 'abc'"),
+    ({"gamma": "0.5"}, "knob gamma expects a number, got '0.5'"),
+    ({"max_hops": 6.5}, "knob max_hops expects an integer, got 6.5"),
+    ({"prune": "maybe"}, "knob prune expects true or false, got 'maybe'"),
+    ({"prune": 1}, "knob prune expects true or false, got 1"),
+    ({"gamma": True}, "knob gamma expects a number, got True"),
+    ({"gamma": float("nan")}, "knob gamma expects a finite number"),
+    ({"gamma": 1.5}, "knob gamma must be in (0, 1], got 1.5"),
+    ({"max_hops": -1}, "knob max_hops must be in [0, inf), got -1"),
+    ({"distance": "max"}, "knob distance must be one of min, mean, got 'max'"),
+    ({"success_threshold": "high"}, "knob success_threshold expects a number or none, got 'high'"),
+    ({"gama": 0.9, "lr": 1}, "estimator 'rewardflow' has no knobs 'gama', 'lr'; knobs: gamma, distance"),
+])
+def test_bad_knobs_are_one_line_errors(knobs, message):
+    with pytest.raises(credit.CreditError) as exc:
+        credit.validate_knobs("rewardflow", knobs)
+    assert message in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_compute_validates_before_running():
+    with pytest.raises(credit.CreditError, match="knob eps must be in"):
+        credit.compute("grpo", [traj(["A", "B"])], eps=-1.0)
+
+
+def test_strings_from_the_command_line():
+    parsed = credit.validate_knobs("rewardflow", parse_key_values(
+        ["gamma=0.5", "prune=false", "success_threshold=none", "max_hops=3", "noop_feedback=", "distance=mean"]),
+        strings=True)
+    assert (parsed.gamma, parsed.prune, parsed.success_threshold, parsed.max_hops, parsed.noop_feedback,
+            parsed.distance) == (0.5, False, None, 3, "", "mean")
+    assert credit.validate_knobs("rewardflow", {"noop_feedback": "none"}, strings=True).noop_feedback == "none"
+    for item, message in [("max_hops=6.5", "knob max_hops expects an integer, got '6.5'"),
+                          ("gamma=nan", "knob gamma expects a finite number"),
+                          ("success_threshold=x", "knob success_threshold expects a number or none")]:
+        with pytest.raises(credit.CreditError, match="^" + message.replace("(", r"\(")):
+            credit.validate_knobs("rewardflow", parse_key_values([item]), strings=True)
+
+
+def test_graph_knobs_are_a_subset_of_rewardflow_knobs():
+    assert set(GraphKnobs.model_fields) < set(RewardFlowKnobs.model_fields)
+    with pytest.raises(credit.CreditError, match="graph has no knob 'alpha_traj'"):
+        validate_model(GraphKnobs, {"alpha_traj": 2.0}, "graph")
+    knobs = credit.validate_knobs("rewardflow", {"gamma": 0.5, "alpha_traj": 2.0})
+    assert knobs.graph_args() == GraphKnobs(gamma=0.5).graph_args()
+
+
+def _credit_imports(path: Path) -> set[str]:
+    """Modules of the creditflow.credit package that ``path`` imports (``from creditflow import credit`` too)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module == "creditflow":
+            names |= {f"creditflow.{a.name}" for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+    return {n for n in names if n == "creditflow.credit" or n.startswith("creditflow.credit.")}
+
+
+def test_method_modules_import_the_registry_not_the_package():
+    for path in sorted(CREDIT_DIR.glob("*.py")):
+        if path.name != "__init__.py":
+            assert "creditflow.credit" not in _credit_imports(path), path.name
+    assert "creditflow.credit.registry" in _credit_imports(CREDIT_DIR / "rewardflow.py")
+
+
+@pytest.mark.parametrize("module", ["creditflow.credit.rewardflow", "creditflow.credit.gigpo",
+                                    "creditflow.credit.registry", "creditflow.credit"])
+def test_each_module_imports_first_without_a_cycle(module):
+    code = f"import {module}; import creditflow.credit as c; print(','.join(c.estimator_names()))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "gigpo,grpo,rewardflow,rloo"
