@@ -296,6 +296,15 @@ def test_snapshot_equals_replay():
                 make("webshop"), 11, actions[:cut + 1]).rewards[-1:], cut + 1 == len(actions))
 
 
+def test_restore_refuses_another_catalog_or_split():
+    env = make("webshop")
+    env.reset(seed=1)
+    snap = env.snapshot()
+    for other in (make("webshop", split="test"), make("webshop", num_products=60)):
+        with pytest.raises(EnvError, match="cannot be restored"):
+            other.restore(snap)
+
+
 def test_determinism_and_local_rng():
     env = make("webshop")
     actions = episode_actions(env, 3)

@@ -186,12 +186,16 @@ class WebShopEnv(BaseTextEnv):
         return self.observation(), self.score, True, self._info()
 
     def snapshot(self) -> dict:
-        return {"seed": self.seed, "goal_index": self.goal_index, "state": astuple(self.state),
+        return {"catalog": self.catalog.key, "split": self.split, "seed": self.seed, "goal_index": self.goal_index,
+                "state": astuple(self.state),
                 "steps_taken": self.steps_taken, "done": self._done, "score": self.score,
                 "reward_info": None if self.reward_info is None else dict(self.reward_info)}
 
     def restore(self, snap: dict) -> tuple[str, dict]:
         """Return to a snapshot; gives back the (observation, info) of that state."""
+        if tuple(snap["catalog"]) != self.catalog.key or snap["split"] != self.split:
+            raise EnvError(f"webshop: snapshot of catalog {tuple(snap['catalog'])} split {snap['split']!r} cannot be "
+                           f"restored into catalog {self.catalog.key} split {self.split!r}")
         self.seed, self.goal_index = snap["seed"], snap["goal_index"]
         page, query, results_page, item, options = snap["state"]
         self.state = pages.PageState(page, query, results_page, item, tuple(tuple(o) for o in options))
