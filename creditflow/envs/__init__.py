@@ -103,4 +103,5 @@ def summary(name: str) -> str:
 register("sokoban", "creditflow.envs.sokoban:SokobanEnv", "Box pushing on a text grid (built-in generator and BFS solver).")
 register("sql", "creditflow.envs.sql:SqlEnv", "InterCode-style SQL on SQLite (built-in suite, custom JSONL, Spider/InterCode loaders).")
 register("household", "creditflow.envs.household:HouseholdEnv", "ALFWorld-like household tasks on TextWorld games generated offline (needs creditflow[household]).")
+register("webshop", "creditflow.envs.webshop:WebShopEnv", "WebShop-style shopping: search, results, item pages and WebShop's graded purchase reward (generated catalog or WebShop's data files).")
 register("alfworld", "creditflow.envs.alfworld:AlfworldEnv", "ALFWorld text games (needs the alfworld package and ALFWORLD_DATA).")
