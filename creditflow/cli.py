@@ -6,6 +6,7 @@ write their outputs atomically so a failed run leaves nothing half-written.
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -14,11 +15,16 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from creditflow import credit
+from creditflow import credit, envs
+from creditflow.config import build_config
 from creditflow.credit.draw import FORMATS, GraphError, group_graph, write_graph
 from creditflow.credit.registry import Knobs, knob_lines, parse_key_values, validate_model
 from creditflow.credit.rewardflow import GraphKnobs
 from creditflow.errors import UserError
+from creditflow.recipes.demo import run_demo
+from creditflow.recipes.eval import evaluate_policy
+from creditflow.recipes.rro import run_collect, run_dpo_training, run_rro
+from creditflow.recipes.train import config_for_resume, run_sft_command, run_train
 from creditflow.rollout.trajectory import read_jsonl, write_jsonl
 
 app = typer.Typer(
@@ -42,10 +48,6 @@ def _root() -> None:
 @app.command("envs")
 def envs_command() -> None:
     """List the registered environments and their options."""
-    import inspect
-
-    from creditflow import envs
-
     for name in envs.env_names():
         typer.echo(f"{name}: {envs.summary(name)}")
         try:
@@ -78,9 +80,6 @@ def train_command(
                                              help="Start-state curriculum (curriculum.name): none, crps, expreplay."),
 ) -> None:
     """Multi-turn group RL (PPO-clip + KL) with the chosen credit estimator."""
-    from creditflow.config import build_config
-    from creditflow.recipes.train import config_for_resume, run_train
-
     extra = list(overrides or [])
     for key, value in (("env.name", env), ("rl.algo", algo), ("policy.model", model), ("out_dir", out),
                        ("curriculum.name", curriculum)):
@@ -104,9 +103,6 @@ def sft_command(
     out: Optional[str] = typer.Option(None, "--out", help="Run directory; the result goes to OUT/sft_model."),
 ) -> None:
     """Supervised fine-tuning on the env's expert trajectories (loss on response tokens only)."""
-    from creditflow.config import build_config
-    from creditflow.recipes.train import run_sft_command
-
     extra = list(overrides or [])
     for key, value in (("env.name", env), ("policy.model", model), ("out_dir", out)):
         if value is not None:
@@ -123,10 +119,6 @@ def eval_command(
     out: Optional[Path] = typer.Option(None, "--out", help="Write the trajectories here (JSONL)."),
 ) -> None:
     """Evaluate a policy on held-out tasks: success rate, score, steps."""
-    from creditflow.config import build_config
-    from creditflow.recipes.eval import evaluate_policy
-    from creditflow.rollout.trajectory import write_jsonl
-
     cfg = build_config(None, [f"env.name={env}", f"policy.model={model}", *(overrides or [])])
     metrics, trajs = evaluate_policy(cfg, model, episodes)
     if out is not None:
@@ -143,8 +135,6 @@ def demo_command(
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML overriding the demo defaults."),
 ) -> None:
     """The main job: build the tiny policy, SFT on expert demos, GRPO, evaluate, write a report."""
-    from creditflow.recipes.demo import run_demo
-
     report = run_demo(list(overrides or []), env=env, out_dir=out, quick=quick,
                       config_file=str(config) if config else None)
     typer.echo((report / "summary.md").read_text())
@@ -219,8 +209,6 @@ app.add_typer(rro_app, name="rro")
 
 
 def _rro_config(overrides, config, pairs: dict):
-    from creditflow.config import build_config
-
     extra = list(overrides or [])
     for key, value in pairs.items():
         if value is not None:
@@ -259,8 +247,6 @@ def rro_collect_command(
     ray_address: Optional[str] = _RAY_ADDRESS,
 ) -> None:
     """Collect process-supervised preference pairs (resumes an interrupted collection in the same dir)."""
-    from creditflow.recipes.rro import run_collect
-
     cfg = _rro_config(overrides, config, {
         "env.name": env, "policy.model": model, "out_dir": out, "rro.data_dir": data,
         **_collection_settings(exploration, candidates, mc_rollouts, tasks, executor, ray_address)})
@@ -279,8 +265,6 @@ def rro_train_command(
     env: Optional[str] = typer.Option(None, "--env", help="Environment name (env.name)."),
 ) -> None:
     """DPO (TRL) from π_SFT on collected preference pairs; reference = π_SFT."""
-    from creditflow.recipes.rro import run_dpo_training
-
     cfg = _rro_config(overrides, config, {"env.name": env, "policy.model": model, "out_dir": out,
                                           "rro.data_dir": data})
     target, metrics = run_dpo_training(cfg)
@@ -303,8 +287,6 @@ def rro_run_command(
     ray_address: Optional[str] = _RAY_ADDRESS,
 ) -> None:
     """The whole RRO pipeline: SFT → collect → DPO → held-out eval of π_SFT and π_DPO."""
-    from creditflow.recipes.rro import run_rro
-
     cfg = _rro_config(overrides, config, {
         "env.name": env, "policy.model": model, "out_dir": out,
         **_collection_settings(exploration, candidates, mc_rollouts, tasks, executor, ray_address)})

@@ -20,7 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+import matplotlib
+import networkx as nx
 import numpy as np
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import Normalize
+from matplotlib.figure import Figure
 
 from creditflow.atomic import atomic_open
 from creditflow.credit.rewardflow import GraphKnobs, build_flow
@@ -147,8 +152,6 @@ def write_graph(graph: GroupGraph, out: str | os.PathLike) -> Path:
 
 
 def _colors(graph: GroupGraph):
-    import matplotlib  # lazy: only drawing needs matplotlib (a slow import)
-
     node_cmap = matplotlib.colormaps["Greens"]
     edge_cmap = matplotlib.colormaps["bwr"]
     emax = max([abs(e[3]) for e in graph.edges] + [1e-9])
@@ -172,13 +175,6 @@ def _positions(graph: GroupGraph) -> dict[int, tuple[float, float]]:
 
 
 def _figure_bytes(graph: GroupGraph, fmt: str, with_legend: bool) -> bytes:
-    import matplotlib  # lazy: matplotlib and networkx are slow imports that only drawing needs
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-    import networkx as nx
-    from matplotlib.colors import Normalize
-
     n = len(graph.labels)
     g = nx.MultiDiGraph()
     g.add_nodes_from(range(n))
@@ -193,7 +189,7 @@ def _figure_bytes(graph: GroupGraph, fmt: str, with_legend: bool) -> bytes:
     legend = legend_lines(graph, width=int(width * 14)) if with_legend else []
     legend_shown = legend[:120] + (["... (full legend: write .html or .dot)"] if len(legend) > 120 else [])
     legend_h = 0.122 * len(legend_shown) + (0.4 if legend_shown else 0)
-    fig = plt.figure(figsize=(width, graph_h + legend_h))
+    fig = Figure(figsize=(width, graph_h + legend_h))
     top = legend_h / (graph_h + legend_h)
     ax = fig.add_axes((0.02, top + 0.02 * (1 - top), 0.82, (1 - top) * 0.9))
     ax.set_axis_off()
@@ -220,15 +216,14 @@ def _figure_bytes(graph: GroupGraph, fmt: str, with_legend: bool) -> bytes:
                  f"{graph.rollouts} rollouts ({graph.successes} successful)", fontsize=9)
     cax1 = fig.add_axes((0.86, top + 0.1 * (1 - top), 0.015, (1 - top) * 0.75))
     cax2 = fig.add_axes((0.93, top + 0.1 * (1 - top), 0.015, (1 - top) * 0.75))
-    fig.colorbar(plt.cm.ScalarMappable(Normalize(0, 1), matplotlib.colormaps["Greens"]), cax=cax1,
+    fig.colorbar(ScalarMappable(Normalize(0, 1), matplotlib.colormaps["Greens"]), cax=cax1,
                  label="node reward R(s)")
-    fig.colorbar(plt.cm.ScalarMappable(Normalize(-emax, emax), matplotlib.colormaps["bwr"]), cax=cax2,
+    fig.colorbar(ScalarMappable(Normalize(-emax, emax), matplotlib.colormaps["bwr"]), cax=cax2,
                  label="edge reward r~")
     if legend_shown:
         fig.text(0.02, top - 0.01, "\n".join(legend_shown), va="top", ha="left", family="monospace", fontsize=6.5)
     buf = io.BytesIO()
     fig.savefig(buf, format=fmt, dpi=130)
-    plt.close(fig)
     return buf.getvalue()
 
 

@@ -12,6 +12,12 @@ import json
 from pathlib import Path
 from typing import Iterable
 
+import torch
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import (AutoModelForCausalLM, AutoTokenizer, GenerationConfig, PreTrainedTokenizerFast, Qwen2Config,
+                          Qwen2ForCausalLM)
+from transformers.utils import logging as hf_logging
+
 from creditflow.errors import UserError
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<action>", "</action>"]
@@ -38,14 +44,10 @@ TINY_DEFAULTS = dict(
 
 def _quiet_transformers() -> None:
     """No per-file progress bars from transformers' save/load (they clutter CLI output and logs)."""
-    from transformers.utils import logging as hf_logging
-
     hf_logging.disable_progress_bar()
 
 
 def resolve_device(device: str = "auto") -> str:
-    import torch
-
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
@@ -54,8 +56,6 @@ def resolve_device(device: str = "auto") -> str:
 
 
 def resolve_dtype(dtype: str, device: str):
-    import torch
-
     if dtype == "auto":
         return torch.bfloat16 if device.startswith("cuda") and torch.cuda.is_bf16_supported() else torch.float32
     table = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
@@ -78,8 +78,6 @@ def check_model_dir(path: str | Path) -> Path:
 
 
 def load_tokenizer(path: str | Path):
-    from transformers import AutoTokenizer
-
     tok = AutoTokenizer.from_pretrained(str(path))
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
@@ -91,8 +89,6 @@ def load_tokenizer(path: str | Path):
 
 def load_policy(path: str | Path, device: str = "auto", dtype: str = "auto"):
     """Load ``(model, tokenizer)`` from a local directory; the model is put on ``device``."""
-    from transformers import AutoModelForCausalLM
-
     p = check_model_dir(path)
     _quiet_transformers()
     device = resolve_device(device)
@@ -113,8 +109,6 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 1024, isolate_chars:
     ``isolate_chars`` (e.g. Sokoban's grid symbols) are always split into tokens of their own, so a grid
     cell is one token and positions line up across rows.
     """
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
 
     bpe = Tokenizer(models.BPE())
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -147,9 +141,6 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 1024, isolate_chars:
 def build_tiny_policy(out_dir: str | Path, corpus: Iterable[str], vocab_size: int = 1024, seed: int = 0,
                       isolate_chars: str = "", **config_overrides):
     """Train a tokenizer on ``corpus``, initialise a small Qwen2 model, save both to ``out_dir``."""
-    import torch
-    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
-
     out = Path(out_dir)
     _quiet_transformers()
     tok = train_tokenizer(corpus, vocab_size=vocab_size, isolate_chars=isolate_chars)
