@@ -26,6 +26,8 @@ from creditflow import credit
 from creditflow.config import RunConfig
 from creditflow.rollout.engine import RolloutEngine, TaskSpec
 from creditflow.rollout.trajectory import Trajectory
+from creditflow.train.checkpoint import save_checkpoint
+from creditflow.train.common import sampling_params
 from creditflow.train.loss import agg_loss, entropy_term, kl_term, ppo_clip_objective, token_logprobs
 
 
@@ -281,8 +283,6 @@ class RLTrainer:
                 for s in seeds]
 
     def run_eval(self) -> dict:
-        from creditflow.train.common import sampling_params
-
         metrics, _ = evaluate(self.eval_engine, self.eval_seeds, sampling_params(self.cfg, self.tok, True),
                               self.cfg.env.name)
         return metrics
@@ -325,8 +325,6 @@ class RLTrainer:
 
     # -- loop ----------------------------------------------------------------------------------
     def fit(self) -> dict:
-        from creditflow.train.checkpoint import save_checkpoint
-
         cfg = self.cfg.rl
         last: dict = {}
         if self.step == 0:
