@@ -160,7 +160,7 @@ def policy_update(model, optimizer, samples: list[Sample], cfg: RunConfig, pad_i
                 loss = agg_loss(pg + kl + ent, mask, rl.loss_agg, n_tokens=n_tokens, n_seqs=len(mini),
                                 row_weights=b["row_w"], total_weight=traj_total)
                 loss.backward()
-                for k, v in {"loss": loss, **pg_stats, **kl_stats, **ent_stats}.items():
+                for k, v in {"loss": loss.detach(), **pg_stats, **kl_stats, **ent_stats}.items():
                     acc[k] += float(v)
             if not work:  # all-zero gradient, but AdamW's moments still move the weights, as unskipped
                 for p in model.parameters():
