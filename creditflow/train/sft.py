@@ -74,7 +74,8 @@ def run_sft(model, tokenizer, examples: list[dict], out_dir: str | Path, cfg: SF
     run = run_trl(trl.SFTTrainer, trl.SFTConfig, model, tokenizer, examples, out_dir, name="sft", seed=seed, log=log,
                   settings=dict(num_train_epochs=cfg.epochs, learning_rate=cfg.lr,
                                 per_device_train_batch_size=cfg.batch_size, lr_scheduler_type="cosine",
-                                warmup_steps=0.05, max_length=cfg.max_length, completion_only_loss=True,
+                                warmup_steps=0.05,  # < 1: a ratio of the total steps (transformers >= 5)
+                                max_length=cfg.max_length, completion_only_loss=True,
                                 packing=False, logging_steps=10))
     return {"sft/train_loss": run.train_loss, "sft/examples": len(examples), "sft/steps": run.steps,
             "sft/history": run.history}
