@@ -56,8 +56,8 @@ def agg_loss(per_token: torch.Tensor, mask: torch.Tensor, mode: LossAgg, *, n_to
     ``traj-mean``: per-row weights, normalised by their total (every trajectory weighs the same),
         sum_{i,t} m_it x_it row_weights_i / total_weight
     where ``row_weights`` (B,) is the weight of each token of row i: w_i / T_i with w_i = 1 / (decisions in
-    row i's trajectory). ``total_weight`` = sum of w_i over the mini-batch, i.e. its number of trajectories
-    (default: that sum over this batch). ``row_weights`` is required for ``traj-mean``.
+    row i's trajectory). ``total_weight`` = sum of w_i over the mini-batch (its number of trajectories when
+    they are whole in it; default: that sum over this batch). ``row_weights`` is required for ``traj-mean``.
 
     Micro-batching: pass the *mini-batch* ``n_tokens`` / ``n_seqs`` / ``total_weight``; the losses of
     micro-batches that partition a mini-batch then add up to the mini-batch loss.
