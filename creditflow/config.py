@@ -8,7 +8,7 @@ values where the setting is only about budget.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Union
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -209,6 +209,9 @@ class RRODPOConfig(_Section):
     """LoRA scaling alpha."""
     lora_dropout: float = Field(0.05, ge=0, lt=1)
     """LoRA dropout."""
+    lora_target_modules: Union[str, list[str]] = "all-linear"
+    """Modules that get an adapter (PEFT ``target_modules``): ``all-linear`` or a list of module names,
+    e.g. ``[q_proj, v_proj]``."""
 
 
 class RROConfig(_Section):

@@ -30,7 +30,7 @@ from creditflow.recipes.eval import evaluate_policy as _evaluate
 from creditflow.recipes.train import sft_policy
 from creditflow.rollout.executors import make_env_executor
 from creditflow.rollout.seeding import seed_everything
-from creditflow.train.dpo import DPOSettings, run_dpo
+from creditflow.train.dpo import run_dpo
 
 
 def _console() -> Console:
@@ -105,13 +105,6 @@ def run_collect(cfg: RunConfig, log: Callable[[str], None] | None = None, model_
     return summary
 
 
-def dpo_settings(cfg: RunConfig) -> DPOSettings:
-    d = cfg.rro.dpo
-    return DPOSettings(beta=d.beta, epochs=d.epochs, lr=d.lr, batch_size=d.batch_size, warmup=d.warmup,
-                       scheduler=d.scheduler, max_length=d.max_length, lora=d.lora, lora_r=d.lora_r,
-                       lora_alpha=d.lora_alpha, lora_dropout=d.lora_dropout, seed=cfg.seed)
-
-
 def run_dpo_training(cfg: RunConfig, log: Callable[[str], None] | None = None,
                      model_path: Path | None = None) -> tuple[Path, dict]:
     """DPO from π_SFT on ``rro.data_dir`` -> ``<out_dir>/dpo_model``."""
@@ -128,7 +121,7 @@ def run_dpo_training(cfg: RunConfig, log: Callable[[str], None] | None = None,
     seed_everything(cfg.seed)
     model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.dtype)
     log(f"DPO on {len(pairs)} pairs from {model_path}")
-    trained, metrics = run_dpo(model, tok, pairs, out, dpo_settings(cfg))
+    trained, metrics = run_dpo(model, tok, pairs, out, cfg.rro.dpo, seed=cfg.seed)
     target, tmp = out / "dpo_model", out / ".dpo_model.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     trained.save_pretrained(tmp)

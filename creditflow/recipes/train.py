@@ -49,8 +49,7 @@ def sft_policy(cfg: RunConfig, out: Path, train_factory, log: Callable[[str], No
     demos = expert_trajectories(train_factory, seeds, common.success_rule(cfg))
     examples = demo_examples(demos, common.prompt_builder(cfg, env))
     log(f"SFT on {len(examples)} expert steps from {len(demos)} solved episodes")
-    metrics = run_sft(model, tok, examples, out, epochs=cfg.sft.epochs, lr=cfg.sft.lr,
-                      batch_size=cfg.sft.batch_size, max_length=cfg.sft.max_length, seed=cfg.seed)
+    metrics = run_sft(model, tok, examples, out, cfg.sft, seed=cfg.seed)
     target = out / "sft_model"
     tmp = out / ".sft_model.tmp"
     if tmp.exists():

@@ -1,34 +1,95 @@
-"""Policy-gradient losses over response tokens: PPO-clip surrogate, k3 KL to a reference, entropy.
+"""The RL objective as components with tensor signatures (as verl's ``core_algos.py``): per-token terms,
+then one aggregation.
 
-All functions take per-token tensors of shape (batch, tokens) and a 0/1 ``mask`` selecting the policy's
-own response tokens; prompt and padding positions never contribute.
+Shapes: ``B`` rows (one policy decision each: prompt + response, right-padded) by ``T`` positions.
+Position ``t`` holds the prediction of token ``t + 1``; ``mask`` (B, T) is 1 on the policy's own response
+tokens and 0 on prompt and padding positions, which never contribute.
+
+The loss of one mini-batch is
+
+    loss = agg_loss(ppo + kl + entropy, mask, mode)
+
+with the per-token terms (each (B, T), each returning its loss contribution and token-mean stats):
+
+- :func:`ppo_clip_objective`: -min(r A, clip(r, 1 - eps_low, 1 + eps_high) A), r = pi / pi_old
+  (RewardFlow Eq. 11, PPO's clipped surrogate with a per-token ratio; DAPO's asymmetric clip);
+- :func:`kl_term`: beta * k3(pi || pi_ref) (GRPO's KL penalty; verl's ``low_var_kl``);
+- :func:`entropy_term`: -c * H(pi(. | s_t)) (an entropy bonus; with c = 0 entropy is only logged).
+
+Forward passes run per micro-batch while the normalisers belong to the whole mini-batch, so
+:func:`agg_loss` and the stats take the mini-batch totals explicitly (``n_tokens``, ``n_seqs``,
+``total_weight``): the micro-batch losses then sum to the mini-batch loss and their gradients accumulate
+to its gradient. Left out, each defaults to the batch at hand (a plain masked mean).
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
+
+LossAgg = Literal["token-mean", "seq-mean-token-mean", "traj-mean"]
+"""How per-token losses become one scalar (``rl.loss_agg``), see :func:`agg_loss`."""
 
 
 def token_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """log softmax(logits)[target] per position, computed in float32."""
+    """log softmax(logits)[target] per position, computed in float32: (B, T, V), (B, T) -> (B, T)."""
     logp = torch.log_softmax(logits.float(), dim=-1)
     return logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
 
 
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """Entropy H = -sum_v p_v log p_v of the next-token distribution, in float32: (B, T, V) -> (B, T)."""
     logp = torch.log_softmax(logits.float(), dim=-1)
     return -(logp.exp() * logp).sum(-1)
 
 
-def masked_sum(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    return (x * mask).sum()
+def agg_loss(per_token: torch.Tensor, mask: torch.Tensor, mode: LossAgg, *, n_tokens: int | float | None = None,
+             n_seqs: int | None = None, row_weights: torch.Tensor | None = None,
+             total_weight: float | None = None) -> torch.Tensor:
+    """Aggregate a per-token loss (B, T) under ``mask`` (B, T) into a scalar.
+
+    ``token-mean``: every response token weighs the same,
+        sum_{i,t} m_it x_it / n_tokens                         (n_tokens: all masked tokens; default mask.sum())
+    ``seq-mean-token-mean``: a mean over each row's tokens, then over rows (every decision weighs the same),
+        sum_i (sum_t m_it x_it / T_i) / n_seqs                  (T_i = mask row sum; n_seqs default B)
+    ``traj-mean``: per-row weights, normalised by their total (every trajectory weighs the same),
+        sum_{i,t} m_it x_it row_weights_i / total_weight
+    where ``row_weights`` (B,) is the weight of each token of row i: w_i / T_i with w_i = 1 / (decisions in
+    row i's trajectory). ``total_weight`` = sum of w_i over the mini-batch (its number of trajectories when
+    they are whole in it; default: that sum over this batch). ``row_weights`` is required for ``traj-mean``.
+
+    Micro-batching: pass the *mini-batch* ``n_tokens`` / ``n_seqs`` / ``total_weight``; the losses of
+    micro-batches that partition a mini-batch then add up to the mini-batch loss.
+    """
+    if mode == "token-mean":
+        weights = mask / (mask.sum() if n_tokens is None else n_tokens)
+    elif mode == "seq-mean-token-mean":
+        weights = mask / mask.sum(1, keepdim=True).clamp(min=1) / (mask.shape[0] if n_seqs is None else n_seqs)
+    elif mode == "traj-mean":
+        if row_weights is None:
+            raise ValueError("agg_loss: traj-mean needs row_weights (weight of each token of a row)")
+        if total_weight is None:
+            total_weight = (row_weights * mask.sum(1)).sum()
+        weights = mask * row_weights[:, None] / total_weight
+    else:
+        raise ValueError(f"agg_loss: unknown mode {mode!r} (token-mean, seq-mean-token-mean, traj-mean)")
+    return (per_token * weights).sum()
+
+
+def _token_means(terms: dict[str, torch.Tensor], mask: torch.Tensor,
+                 n_tokens: int | float | None) -> dict[str, torch.Tensor]:
+    """Token-mean of each (B, T) term, without gradient (for logging)."""
+    with torch.no_grad():
+        return {k: agg_loss(v, mask, "token-mean", n_tokens=n_tokens) for k, v in terms.items()}
 
 
 def ppo_clip_terms(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
                    clip_low: float = 0.2, clip_high: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token PPO-clip loss -min(r A, clip(r, 1-eps_low, 1+eps_high) A) and a clipped-flag tensor.
 
-    With ratio r = 1 this is the plain policy-gradient loss -A * log pi (its gradient is -A * grad log pi).
+    All inputs and both outputs have one shape (B, T). With ratio r = 1 this is the plain policy-gradient
+    loss -A * log pi (its gradient is -A * grad log pi).
     """
     clip_high = clip_low if clip_high is None else clip_high
     ratio = torch.exp(logprobs - old_logprobs)
@@ -39,9 +100,55 @@ def ppo_clip_terms(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantage
     return loss, was_clipped
 
 
+def ppo_clip_objective(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
+                       mask: torch.Tensor, *, clip_low: float = 0.2, clip_high: float | None = None,
+                       n_tokens: int | float | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The clipped surrogate of RewardFlow Eq. 11 (PPO), per token; the minimised loss is its negative.
+
+    ``logprobs`` (B, T): log pi_theta of the sampled tokens (with gradient); ``old_logprobs`` (B, T): the
+    behaviour policy's; ``advantages`` (B, T): each decision's advantage broadcast to its tokens;
+    ``clip_low`` / ``clip_high``: eps below / above 1 (``clip_high`` None = symmetric).
+
+    Returns the per-token loss (B, T), to be summed with the other terms and aggregated by
+    :func:`agg_loss`, and stats: scalar token-means over ``mask`` (normaliser ``n_tokens``, default
+    mask.sum()) of ``pg_loss``, ``clip_frac`` (share of tokens whose clipped branch is active) and
+    ``ratio``.
+    """
+    loss, was_clipped = ppo_clip_terms(logprobs, old_logprobs, advantages, clip_low, clip_high)
+    with torch.no_grad():
+        ratio = torch.exp(logprobs - old_logprobs)
+    return loss, _token_means({"pg_loss": loss, "clip_frac": was_clipped, "ratio": ratio}, mask, n_tokens)
+
+
 def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
     """Schulman's k3 estimator of KL(pi || pi_ref): exp(q - p) - (q - p) - 1 with p = log pi, q = log pi_ref.
 
-    Unbiased, always >= 0; the usual choice in GRPO / verl (``low_var_kl``)."""
+    (B, T), (B, T) -> (B, T). Unbiased, always >= 0; the usual choice in GRPO / verl (``low_var_kl``)."""
     diff = ref_logprobs - logprobs
     return torch.exp(diff) - diff - 1.0
+
+
+def kl_term(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor, *, coef: float,
+            n_tokens: int | float | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """KL penalty to the reference policy (GRPO's beta * D_KL, estimated per token by :func:`kl_k3`).
+
+    Returns ``coef * k3`` (B, T) and the stat ``kl`` (token-mean of k3 over ``mask``). With ``coef`` 0 the
+    reference is not read (it may be all zeros) and both are zeros.
+    """
+    kl = kl_k3(logprobs, ref_logprobs) if coef > 0 else torch.zeros_like(logprobs)
+    return coef * kl, _token_means({"kl": kl}, mask, n_tokens)
+
+
+def entropy_term(logits: torch.Tensor, mask: torch.Tensor, *, coef: float,
+                 n_tokens: int | float | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Entropy bonus: returns ``-coef * H`` (B, T) from ``logits`` (B, T, V) and the stat ``entropy``
+    (token-mean of H over ``mask``).
+
+    With ``coef`` 0 the entropy is computed without gradient (only logged) and the term is zeros.
+    """
+    if coef == 0:
+        with torch.no_grad():
+            ent = entropy_from_logits(logits)
+        return torch.zeros_like(ent), _token_means({"entropy": ent}, mask, n_tokens)
+    ent = entropy_from_logits(logits)
+    return -coef * ent, _token_means({"entropy": ent}, mask, n_tokens)

@@ -30,7 +30,7 @@ from creditflow.rollout.hooks import Hooks
 from creditflow.rollout.seeding import rng_state, set_rng_state
 from creditflow.rollout.trajectory import Trajectory
 from creditflow.train.checkpoint import save_checkpoint
-from creditflow.train.loss import entropy_from_logits, kl_k3, ppo_clip_terms, token_logprobs
+from creditflow.train.loss import agg_loss, entropy_term, kl_term, ppo_clip_objective, token_logprobs
 
 
 @dataclass
@@ -86,6 +86,7 @@ def _collate(batch: list[Sample], pad_id: int, device) -> dict[str, torch.Tensor
     old = torch.zeros((n, width - 1))
     adv = torch.zeros((n, width - 1))
     ref = torch.zeros((n, width - 1))
+    # agg_loss(traj-mean)'s row_weights: the weight of each of a row's tokens, w_i / T_i
     row_w = torch.tensor([s.traj_weight / len(s.response_ids) for s in batch], dtype=torch.float32)
     for i, s in enumerate(batch):
         seq = s.prompt_ids + s.response_ids
@@ -120,7 +121,12 @@ def fill_ref_logprobs(ref_model, samples: list[Sample], pad_id: int, token_budge
 
 def policy_update(model, optimizer, samples: list[Sample], cfg: RunConfig, pad_id: int,
                   rng: np.random.Generator) -> dict:
-    """PPO epochs x mini-batches over ``samples``; returns averaged loss statistics."""
+    """PPO epochs x mini-batches over ``samples``, one optimizer step per mini-batch; returns mean stats.
+
+    The objective is :mod:`creditflow.train.loss`'s: PPO-clip + k3 KL - entropy per token, aggregated by
+    ``rl.loss_agg`` with the mini-batch's normalisers, so the micro-batch gradients add up to the
+    mini-batch gradient.
+    """
     rl = cfg.rl
     device = next(model.parameters()).device
     stats = {"loss": [], "pg_loss": [], "kl": [], "entropy": [], "clip_frac": [], "ratio": [], "grad_norm": []}
@@ -131,6 +137,7 @@ def policy_update(model, optimizer, samples: list[Sample], cfg: RunConfig, pad_i
             mini = [samples[i] for i in chunk]
             if not mini:
                 continue
+            # agg_loss normalisers of the whole mini-batch (see loss.agg_loss)
             n_tokens = sum(len(s.response_ids) for s in mini)
             traj_total = sum(s.traj_weight for s in mini)
             # With no KL and no entropy term, a zero-advantage sample contributes exactly zero loss and
@@ -140,38 +147,23 @@ def policy_update(model, optimizer, samples: list[Sample], cfg: RunConfig, pad_i
                 work = [s for s in mini if s.advantage != 0.0]
             else:
                 work = mini
+            n_work = max(1, sum(len(s.response_ids) for s in work))  # stats: token means over forwarded rows
             optimizer.zero_grad(set_to_none=True)
             acc = {k: 0.0 for k in ("loss", "pg_loss", "kl", "entropy", "clip_frac", "ratio")}
-            n_work = sum(len(s.response_ids) for s in work)
             for micro in pack_microbatches(work, rl.token_budget):
                 b = _collate(micro, pad_id, device)
+                mask = b["mask"]
                 logits, targets = _response_logits(model, b["ids"], b["attn"])
                 logp = token_logprobs(logits, targets)
-                pg, clipped = ppo_clip_terms(logp, b["old"], b["adv"], rl.clip_eps, rl.clip_eps_high)
-                per_token = pg
-                kl = kl_k3(logp, b["ref"]) if rl.kl_coef > 0 else torch.zeros_like(logp)
-                per_token = per_token + rl.kl_coef * kl
-                with torch.no_grad() if rl.entropy_coef == 0 else torch.enable_grad():
-                    ent = entropy_from_logits(logits)
-                if rl.entropy_coef > 0:
-                    per_token = per_token - rl.entropy_coef * ent
-                mask = b["mask"]
-                if rl.loss_agg == "token-mean":
-                    weights = mask / n_tokens
-                elif rl.loss_agg == "seq-mean-token-mean":  # every decision weighs the same
-                    weights = mask / mask.sum(1, keepdim=True).clamp(min=1) / len(mini)
-                else:  # traj-mean: every trajectory weighs the same, however many decisions it has
-                    weights = mask * b["row_w"][:, None] / traj_total
-                loss = (per_token * weights).sum()
+                pg, pg_stats = ppo_clip_objective(logp, b["old"], b["adv"], mask, clip_low=rl.clip_eps,
+                                                  clip_high=rl.clip_eps_high, n_tokens=n_work)
+                kl, kl_stats = kl_term(logp, b["ref"], mask, coef=rl.kl_coef, n_tokens=n_work)
+                ent, ent_stats = entropy_term(logits, mask, coef=rl.entropy_coef, n_tokens=n_work)
+                loss = agg_loss(pg + kl + ent, mask, rl.loss_agg, n_tokens=n_tokens, n_seqs=len(mini),
+                                row_weights=b["row_w"], total_weight=traj_total)
                 loss.backward()
-                with torch.no_grad():
-                    w_tok = mask / max(1, n_work)
-                    acc["loss"] += float(loss)
-                    acc["pg_loss"] += float((pg * w_tok).sum())
-                    acc["kl"] += float((kl * w_tok).sum())
-                    acc["entropy"] += float((ent * w_tok).sum())
-                    acc["clip_frac"] += float((clipped * w_tok).sum())
-                    acc["ratio"] += float((torch.exp(logp - b["old"]) * w_tok).sum())
+                for k, v in {"loss": loss.detach(), **pg_stats, **kl_stats, **ent_stats}.items():
+                    acc[k] += float(v)
             if not work:  # all-zero gradient, but AdamW's moments still move the weights, as unskipped
                 for p in model.parameters():
                     if p.requires_grad:

@@ -7,13 +7,16 @@ TRL's ``completion_only_loss`` puts the loss on the response tokens only.
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Callable
 
+import trl
+
+from creditflow.config import SFTConfig
 from creditflow.errors import UserError
 from creditflow.policy.prompts import PromptBuilder
 from creditflow.rollout.trajectory import Trajectory
+from creditflow.train.trl_runner import run_trl
 
 
 def demo_examples(trajectories: list[Trajectory], prompts: PromptBuilder) -> list[dict]:
@@ -30,55 +33,17 @@ def demo_examples(trajectories: list[Trajectory], prompts: PromptBuilder) -> lis
     return examples
 
 
-def run_sft(model, tokenizer, examples: list[dict], out_dir: str | Path, *, epochs: float = 2.0,
-            lr: float = 1e-3, batch_size: int = 32, max_length: int = 1024, seed: int = 0,
+def run_sft(model, tokenizer, examples: list[dict], out_dir: str | Path, cfg: SFTConfig, *, seed: int = 0,
             log: Callable[[dict], None] | None = None) -> dict:
-    """Fine-tune ``model`` in place with TRL's SFTTrainer (loss on completion tokens only)."""
-    import datasets
-    from datasets import Dataset
-    from transformers import PrinterCallback, TrainerCallback
-    from trl import SFTConfig, SFTTrainer
-
+    """Fine-tune ``model`` in place with TRL's SFTTrainer (loss on completion tokens only), settings ``cfg``
+    (``cfg.sft``): cosine schedule after a 5% warmup, no weight decay."""
     if not examples:
         raise UserError("SFT: no demonstrations (the expert won no episode)")
-    logging.getLogger("transformers").setLevel(logging.ERROR)
-    datasets.disable_progress_bars()
-    args = SFTConfig(
-        output_dir=str(Path(out_dir) / "sft_tmp"),
-        num_train_epochs=epochs,
-        learning_rate=lr,
-        per_device_train_batch_size=batch_size,
-        gradient_accumulation_steps=1,
-        lr_scheduler_type="cosine",
-        warmup_steps=0.05,
-        weight_decay=0.0,
-        max_length=max_length,
-        completion_only_loss=True,
-        packing=False,
-        logging_steps=10,
-        save_strategy="no",
-        report_to=[],
-        seed=seed,
-        data_seed=seed,
-        use_cpu=not next(model.parameters()).is_cuda,
-        bf16=next(model.parameters()).dtype.__repr__() == "torch.bfloat16",
-        disable_tqdm=True,
-        dataloader_num_workers=0,
-    )
-    history: list[dict] = []
-
-    class _Log(TrainerCallback):
-        def on_log(self, _args, state, control, logs=None, **kw):
-            if logs and "loss" in logs:
-                row = {"sft/step": state.global_step, "sft/loss": float(logs["loss"])}
-                history.append(row)
-                if log:
-                    log(row)
-
-    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(examples),
-                         processing_class=tokenizer, callbacks=[_Log()])
-    trainer.remove_callback(PrinterCallback)
-    result = trainer.train()
-    tokenizer.padding_side = "left"  # TRL may switch it; generation needs left padding
-    return {"sft/train_loss": float(result.training_loss), "sft/examples": len(examples),
-            "sft/steps": int(result.global_step), "sft/history": history}
+    run = run_trl(trl.SFTTrainer, trl.SFTConfig, model, tokenizer, examples, out_dir, name="sft", seed=seed, log=log,
+                  settings=dict(num_train_epochs=cfg.epochs, learning_rate=cfg.lr,
+                                per_device_train_batch_size=cfg.batch_size, lr_scheduler_type="cosine",
+                                warmup_steps=0.05,  # < 1: a ratio of the total steps (transformers >= 5)
+                                max_length=cfg.max_length, completion_only_loss=True,
+                                packing=False, logging_steps=10))
+    return {"sft/train_loss": run.train_loss, "sft/examples": len(examples), "sft/steps": run.steps,
+            "sft/history": run.history}

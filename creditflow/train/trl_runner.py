@@ -1,0 +1,102 @@
+"""One wrapper around TRL's trainers, shared by SFT (:mod:`creditflow.train.sft`) and DPO
+(:mod:`creditflow.train.dpo`).
+
+It owns what every TRL run here does the same way: quiet logging (no progress bars, no printer callback,
+transformers errors only), the seed, CPU / bf16 flags taken from the model, a scratch ``output_dir``
+(``<out_dir>/<name>_tmp``; nothing is saved there), no activation checkpointing, a callback that turns
+TRL's log lines into ``<name>/...`` metric rows, and left padding restored for generation afterwards. The
+caller passes only its trainer's own settings.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import datasets
+import torch
+from transformers import PrinterCallback, TrainerCallback, TrainingArguments
+
+
+@dataclass
+class TRLRun:
+    """What a TRL run returns: the trained model (``trainer.model``), final mean loss, steps, log rows."""
+
+    model: object
+    train_loss: float
+    steps: int
+    history: list[dict]
+
+
+class _LogRows(TrainerCallback):
+    """Each TRL log line with a loss -> ``{<name>/step, <name>/loss, <name>/<key tail>...}``, kept and passed on."""
+
+    def __init__(self, name: str, keys: tuple[str, ...], log: Callable[[dict], None] | None):
+        self.name, self.keys, self.log = name, keys, log
+        self.history: list[dict] = []
+
+    def on_log(self, _args, state, control, logs=None, **kw):
+        if logs and "loss" in logs:
+            row = {f"{self.name}/step": state.global_step, f"{self.name}/loss": float(logs["loss"])}
+            for key in self.keys:
+                if key in logs:
+                    row[f"{self.name}/{key.split('/')[-1]}"] = float(logs[key])
+            self.history.append(row)
+            if self.log:
+                self.log(row)
+
+
+def _no_checkpointing(config_cls: type[TrainingArguments]) -> dict[str, bool]:
+    """Activation checkpointing off, under the flag's current name.
+
+    TRL turns it on by default; for our small models it only costs compute. transformers >= 5 renamed ``gradient_checkpointing`` to
+    ``activation_checkpointing`` and warns (FutureWarning) when only the old name is set."""
+    name = ("activation_checkpointing" if "activation_checkpointing" in config_cls.__dataclass_fields__
+            else "gradient_checkpointing")
+    return {name: False}
+
+
+def training_args(config_cls: type[TrainingArguments], model, out_dir: str | Path, *, name: str, seed: int,
+                  settings: dict) -> TrainingArguments:
+    """``config_cls`` (``trl.SFTConfig``, ``trl.DPOConfig``) with the shared arguments plus ``settings``."""
+    param = next(model.parameters())
+    return config_cls(
+        output_dir=str(Path(out_dir) / f"{name}_tmp"),
+        gradient_accumulation_steps=1,
+        weight_decay=0.0,
+        **_no_checkpointing(config_cls),
+        save_strategy="no",
+        report_to=[],
+        seed=seed,
+        data_seed=seed,
+        use_cpu=not param.is_cuda,
+        bf16=param.dtype == torch.bfloat16,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        **settings,
+    )
+
+
+def run_trl(trainer_cls: type, config_cls: type[TrainingArguments], model, tokenizer, rows: list[dict],
+            out_dir: str | Path, *, name: str, seed: int, settings: dict,
+            log_keys: tuple[str, ...] = (), log: Callable[[dict], None] | None = None, **trainer_kwargs) -> TRLRun:
+    """Train ``model`` with ``trainer_cls`` (e.g. ``trl.SFTTrainer``) configured by ``config_cls`` on ``rows``.
+
+    ``settings``: the trainer's own arguments (learning rate, epochs, batch size, scheduler, ...), passed to
+    ``config_cls`` with the shared ones (:func:`training_args`). ``log_keys``: TRL log keys copied into the
+    metric rows besides the loss (``rewards/margins`` -> ``<name>/margins``). ``trainer_kwargs`` go to the
+    trainer (``ref_model``, ``peft_config``).
+    """
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    datasets.disable_progress_bars()
+    args = training_args(config_cls, model, out_dir, name=name, seed=seed, settings=settings)
+    logger = _LogRows(name, log_keys, log)
+    trainer = trainer_cls(model=model, args=args, train_dataset=datasets.Dataset.from_list(rows),
+                          processing_class=tokenizer, callbacks=[logger], **trainer_kwargs)
+    trainer.remove_callback(PrinterCallback)
+    result = trainer.train()
+    tokenizer.padding_side = "left"  # TRL may switch it; generation needs left padding
+    return TRLRun(model=trainer.model, train_loss=float(result.training_loss), steps=int(result.global_step),
+                  history=logger.history)
