@@ -46,7 +46,7 @@ from creditflow.credit.groupnorm import grouped_normalize
 from creditflow.credit.registry import Knobs, register_estimator
 from creditflow.credit.returns import trajectory_return
 from creditflow.credit.states import Embedder, StateFn, intern_nodes, step_states
-from creditflow.rollout.trajectory import Step, Trajectory
+from creditflow.rollout.trajectory import Step, SuccessRule, Trajectory
 
 Distance = Literal["min", "mean"]
 RFNormalize = Literal["std", "mean"]
@@ -101,8 +101,9 @@ def write_step_fields(steps: Sequence[Step], **columns) -> None:
 
 
 def is_success(traj: Trajectory, success_threshold: float | None = None) -> bool:
-    """Success terminal (Eq. 3 sources): ``won``, or ``score >= success_threshold`` for graded envs."""
-    return bool(traj.success) or (success_threshold is not None and traj.score >= success_threshold)
+    """Success terminal (Eq. 3 sources): the run's :class:`SuccessRule` (``success``, or ``score >=
+    success_threshold`` for graded data scored outside a run)."""
+    return SuccessRule(success_threshold).of(traj)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ HOW_TO = ("`pip install alfworld`, run `alfworld-download` once where the intern
 
 
 def _modules():
-    try:
+    try:  # optional dependency (creditflow[alfworld]): imported only when the env is made
         import textworld
         from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
     except ImportError as exc:

@@ -77,7 +77,7 @@ NOTHING_HAPPENS = "Nothing happens."
 
 
 def _require_textworld():
-    try:
+    try:  # optional dependency (creditflow[household])
         import textworld  # noqa: F401
         import textworld.generator  # noqa: F401
     except ImportError:
@@ -134,6 +134,7 @@ def game_key(preset: HouseholdPreset, game_seed: int) -> str:
 def _make_game(preset: HouseholdPreset, game_seed: int):
     """Build (not compile) the TextWorld game; retried with derived seeds if no quest fits."""
     _require_textworld()
+    # optional dependency (creditflow[household]): imported only when a game is built
     from textworld import GameOptions
     from textworld.generator import make_grammar, make_quest, make_world
     from textworld.generator.chaining import QuestGenerationError
@@ -177,6 +178,7 @@ def _make_game(preset: HouseholdPreset, game_seed: int):
 def ensure_game(preset: HouseholdPreset, game_seed: int, cache_dir: str | os.PathLike | None = None) -> GameRecord:
     """The compiled game for (preset, seed), generated and compiled on first use, then read from cache."""
     _require_textworld()
+    # optional dependency (creditflow[household]): imported only when a game is compiled
     from textworld.generator import compile_game
     from textworld.generator.inform7 import Inform7Game
 

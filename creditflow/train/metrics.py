@@ -18,7 +18,7 @@ class MetricsLogger:
         self._fh = self.path.open("a", encoding="utf-8")
         self._tb = None
         if tensorboard:
-            try:
+            try:  # optional at run time (tensorboard=false skips it); a slow import
                 from torch.utils.tensorboard import SummaryWriter
 
                 self._tb = SummaryWriter(str(Path(out_dir) / "tb"))

@@ -1,48 +1,16 @@
-import json
+"""The RL kernel: micro-batch packing, the policy update and its aggregation modes."""
 
+import numpy as np
 import pytest
+import torch
 
 from creditflow.config import build_config
-from creditflow.train.metrics import read_metrics
-from creditflow.recipes.train import config_for_resume, run_train
-from creditflow.train.rl import Sample, pack_microbatches
-
-SMALL = ["rollout.tasks_per_step=2", "rollout.group_size=2", "rl.eval_episodes=2", "rl.eval_every=1",
-         "generation.max_new_tokens=6", "rollout.max_steps=3", "rl.lr=1e-3", "tensorboard=false"]
-
-
-def run(tmp_path, name, steps, extra=(), model=None):
-    cfg = build_config(None, [f"out_dir={tmp_path / name}", f"policy.model={model}", f"rl.steps={steps}",
-                              *SMALL, *extra])
-    return run_train(cfg, log=lambda *_: None)
-
-
-def strip_times(rows):
-    return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]
-
-
-def test_few_step_smoke_run_logs_stable_keys_and_checkpoints(tmp_path, tiny_model_dir):
-    out, trainer, last = run(tmp_path, "smoke", 2, ["rl.save_every=1"], model=tiny_model_dir)
-    rows = read_metrics(out / "metrics.jsonl")
-    assert [r["step"] for r in rows] == [0, 1, 2]
-    for key in ("eval/success_rate", "eval/score", "eval/steps"):
-        assert key in rows[0] and key in rows[-1]
-    for key in ("train/success_rate", "train/reward", "env_steps", "train/loss", "train/kl", "train/entropy",
-                "train/clip_frac", "train/grad_norm", "credit/groups"):
-        assert key in rows[1], key
-    assert rows[2]["env_steps"] > rows[1]["env_steps"] > 0
-    assert (out / "checkpoints" / "latest").read_text() == "step_000002"
-    ckpt = out / "checkpoints" / "step_000002"
-    assert (ckpt / "config.json").exists() and (ckpt / "optimizer.pt").exists()
-    assert (out / "config.yaml").exists() and (out / "tb").exists() is False
+from creditflow.policy.model import load_policy
+from creditflow.train.rl import Sample, pack_microbatches, policy_update, samples_from
 
 
 def test_update_raises_logprob_of_positive_advantage_responses(tiny_model_dir):
-    import numpy as np
-    import torch
 
-    from creditflow.policy.model import load_policy
-    from creditflow.train.rl import policy_update
 
     model, tok = load_policy(tiny_model_dir, "cpu")
     cfg = build_config(None, ["rl.lr=1e-2", "rl.kl_coef=0"])
@@ -70,30 +38,6 @@ def test_update_raises_logprob_of_positive_advantage_responses(tiny_model_dir):
     assert logp(good) > before_good and logp(bad) < before_bad
 
 
-@pytest.mark.parametrize("algo", ["grpo", "rloo"])
-def test_resume_continues_exactly(tmp_path, tiny_model_dir, algo):
-    extra = [f"rl.algo={algo}", "rl.save_every=1", "rollout.group_size=3", "rl.minibatches=2"]
-    full_out, _, _ = run(tmp_path, "full", 3, extra, model=tiny_model_dir)
-    part_out, _, _ = run(tmp_path, "part", 1, extra, model=tiny_model_dir)
-    # simulate a crash after step 2 was logged but before its checkpoint: resume must drop that row
-    with (part_out / "metrics.jsonl").open("a") as fh:
-        fh.write(json.dumps({"step": 2, "bogus": 1}) + "\n")
-    cfg = config_for_resume(part_out, ["rl.steps=3"])
-    run_train(cfg, resume=True, log=lambda *_: None)
-    full = strip_times(read_metrics(full_out / "metrics.jsonl"))
-    part = strip_times(read_metrics(part_out / "metrics.jsonl"))
-    assert [r["step"] for r in part] == [0, 1, 2, 3]
-    assert part == full
-
-
-def test_refuses_to_overwrite_a_run(tmp_path, tiny_model_dir):
-    from creditflow.errors import UserError
-
-    run(tmp_path, "once", 0, model=tiny_model_dir)
-    with pytest.raises(UserError, match="already holds a run"):
-        run(tmp_path, "once", 0, model=tiny_model_dir)
-
-
 def test_microbatch_packing_respects_token_budget():
     samples = [Sample([0] * n, [1] * 2, [0.0] * 2, 0.0) for n in (3, 10, 4, 30, 8, 8)]
     batches = pack_microbatches(samples, token_budget=40)
@@ -105,12 +49,8 @@ def test_microbatch_packing_respects_token_budget():
 def test_traj_mean_weighs_trajectories_equally(tiny_model_dir):
     """A 3-step trajectory with A=-1 and a 1-step one with A=+1: under traj-mean the shared response gets
     zero net gradient; under token-mean the longer trajectory wins."""
-    import numpy as np
-    import torch
 
-    from creditflow.policy.model import load_policy
     from creditflow.rollout.trajectory import Step, Trajectory
-    from creditflow.train.rl import policy_update, samples_from
 
     model, tok = load_policy(tiny_model_dir, "cpu")
     prompt = tok("######\n#P_X_#")["input_ids"]
@@ -141,11 +81,7 @@ def test_skipping_zero_advantage_samples_leaves_the_update_unchanged(tiny_model_
     """Without KL and entropy terms, zero-advantage samples are not forwarded; the weights after the
     update equal those of the full computation (forced here by a negligible entropy coefficient), including
     a mini-batch that holds only zero-advantage samples (AdamW's moments still move the weights)."""
-    import numpy as np
-    import torch
 
-    from creditflow.policy.model import load_policy
-    from creditflow.train.rl import policy_update
 
     _, tok = load_policy(tiny_model_dir, "cpu")
     prompt = tok("######\n#P_X_#")["input_ids"]
@@ -168,18 +104,3 @@ def test_skipping_zero_advantage_samples_leaves_the_update_unchanged(tiny_model_
     before = torch.cat([p.detach().flatten() for p in load_policy(tiny_model_dir, "cpu")[0].parameters()])
     assert (weights["full"] - before).abs().max() > 1e-3  # the update did move the weights
     torch.testing.assert_close(weights["skip"], weights["full"], atol=1e-6, rtol=0)
-
-
-def test_rollout_metrics_count_invalid_and_no_op_steps():
-    from creditflow.rollout.trajectory import Step, Trajectory
-    from creditflow.rollout.evaluate import rollout_metrics
-
-    def step(state, next_state, valid=True):
-        return Step(state=state, observation="", action="up", valid=valid, next_state=next_state)
-
-    wall = Trajectory(task_id="t", steps=[step("a", "b"), step("b", "b"), step("b", "b"), step("b", "b", False)])
-    won = Trajectory(task_id="t", steps=[step("a", "c"), step("c", "d")], success=True)
-    m = rollout_metrics([wall, won], "eval")
-    assert m["eval/noop_frac"] == pytest.approx(3 / 6)
-    assert m["eval/invalid_frac"] == pytest.approx(1 / 6)
-    assert m["eval/success_rate"] == 0.5 and m["eval/steps"] == 3.0
