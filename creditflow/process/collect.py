@@ -143,8 +143,12 @@ class PreferenceCollector:
         todo = [s for s in seeds if not writer.done(f"{self.env_name}/{s}")]
         done0 = len(seeds) - len(todo)
         for i, seed in enumerate(todo):
-            pairs, record, _ = self.collect_task(seed)
-            writer.add_task(pairs, record)
+            pairs, record, path = self.collect_task(seed)
+            trajectory = None
+            if path is not None:  # the explored trajectory, with each step's candidate process rewards
+                path.meta.update(exploration=self.exploration, step_rewards=record["step_rewards"])
+                trajectory = path.to_dict()
+            writer.add_task(pairs, record, trajectory)
             if progress is not None:
                 progress(done0 + i + 1, len(seeds), record)
         return writer.write_summary()

@@ -6,13 +6,14 @@ A collection directory holds
 |---|---|
 | ``preferences.jsonl`` | one pair per line: ``prompt`` (the agent's chat messages at that step), ``chosen`` / ``rejected`` (one assistant message each: the sampled response), plus metadata columns (task, step, rewards) |
 | ``tasks.jsonl`` | one accounting record per finished task (steps, candidates sampled, pairs, rollouts, tokens, seconds) |
+| ``trajectories.jsonl`` | the explored trajectory of each finished task (the chosen candidates), in the trajectory schema (``creditflow credit`` / ``graph`` read it) |
 | ``summary.json`` | the collection settings and the totals over finished tasks (``samples_per_step``, ``steps``, ``pairs``, ``rollouts``, ...) |
 | ``README.md`` | dataset card (Hugging Face style front matter + the accounting table) |
 
-Resumability: a task's pairs are appended and flushed (fsync) first, then its accounting record; the
-summary and card are rewritten atomically after every task. Reopening a directory keeps the tasks that
-have a record, drops any pair lines of a task without one (the task in flight at a crash) and any torn
-last line, and refuses settings that differ from the stored ones (other than the task count).
+Resumability: a task's pairs and trajectory are appended and flushed (fsync) first, then its accounting
+record; the summary and card are rewritten atomically after every task. Reopening a directory keeps the
+tasks that have a record, drops any pair or trajectory lines of a task without one (the task in flight
+at a crash) and any torn last line, and refuses settings that differ from the stored ones (other than the task count).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from creditflow.errors import UserError
 
 PAIRS = "preferences.jsonl"
 TASKS = "tasks.jsonl"
+TRAJECTORIES = "trajectories.jsonl"
 SUMMARY = "summary.json"
 CARD = "README.md"
 TRL_COLUMNS = ("prompt", "chosen", "rejected")
@@ -58,6 +60,15 @@ def _read_jsonl_lines(path: Path) -> tuple[list[dict], bool]:
         except ValueError:
             dropped = True
     return rows, dropped
+
+
+def _keep_finished(path: Path, finished: set[str]) -> list[dict]:
+    """Drop the rows of unfinished tasks (the one in flight at a crash) and a torn last line."""
+    rows, torn = _read_jsonl_lines(path)
+    kept = [r for r in rows if r.get("task_id") in finished]
+    if torn or len(kept) != len(rows):
+        _write_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept))
+    return kept
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -188,11 +199,8 @@ class PreferenceWriter:
                 self.records.append(r)
         if torn:
             _write_atomic(tasks_path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.records))
-        pairs, torn = _read_jsonl_lines(pairs_path)
-        kept = [p for p in pairs if p.get("task_id") in seen]
-        if torn or len(kept) != len(pairs):  # drop the pairs of the task that was in flight
-            _write_atomic(pairs_path, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in kept))
-        self.pairs = len(kept)
+        self.pairs = len(_keep_finished(pairs_path, seen))
+        _keep_finished(self.dir / TRAJECTORIES, seen)
         self.resumed = True
 
     def done(self, task_id: str) -> bool:
@@ -202,12 +210,16 @@ class PreferenceWriter:
     def finished(self) -> set[str]:
         return {r["task_id"] for r in self.records}
 
-    def add_task(self, pairs: list[dict], record: dict) -> None:
-        """Append one finished task: its pairs, then its accounting record; then refresh summary/card."""
+    def add_task(self, pairs: list[dict], record: dict, trajectory: dict | None = None) -> None:
+        """Append one finished task: its pairs and explored trajectory (a JSONL-schema dict), then its
+        accounting record; then refresh summary/card."""
         task_id = record["task_id"]
         if any(p.get("task_id") != task_id for p in pairs):
             raise ValueError("every pair of a task must carry its task_id")
+        if trajectory is not None and trajectory.get("task_id") != task_id:
+            raise ValueError("a task's trajectory must carry its task_id")
         _append(self.dir / PAIRS, pairs)
+        _append(self.dir / TRAJECTORIES, [trajectory] if trajectory is not None else [])
         _append(self.dir / TASKS, [record])
         self.records.append(record)
         self.pairs += len(pairs)

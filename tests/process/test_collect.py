@@ -11,6 +11,7 @@ from creditflow.process.collect import PreferenceCollector
 from creditflow.process.mc import MCStats
 from creditflow.process.preferences import PreferenceWriter, read_preferences
 from creditflow.policy.prompts import PromptBuilder
+from creditflow.rollout.trajectory import read_jsonl
 from tests.process.helpers import SOKOBAN, LineEnv, QueueBackend, RandomPolicyBackend, act, engine
 
 
@@ -123,6 +124,12 @@ def test_resume_after_crash_gives_the_uninterrupted_data(tmp_path, monkeypatch):
     assert {"samples_per_step", "steps", "pairs", "rollouts"} <= set(summary)
     assert "samples per step" in (tmp_path / "crashed" / "README.md").read_text()
     assert len(read_preferences(tmp_path / "crashed")) == full["pairs"]
+    # the explored trajectories survive the crash the same way, one per finished task
+    assert (tmp_path / "crashed" / "trajectories.jsonl").read_text() == \
+        (tmp_path / "full" / "trajectories.jsonl").read_text()
+    trajs = read_jsonl(tmp_path / "full" / "trajectories.jsonl")
+    assert [t.task_id for t in trajs] == [f"sokoban/{s}" for s in seeds]
+    assert all(len(t.steps) == len(t.meta["step_rewards"]) for t in trajs)
 
 
 def test_restart_with_other_settings_is_refused(tmp_path):
