@@ -26,10 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import learning  # noqa: E402
 from benchmarks.machine import machine_info  # noqa: E402
 from creditflow.config import build_config  # noqa: E402
-from creditflow.recipes.demo import DEMO_DEFAULTS, DEMO_ENV_KWARGS  # noqa: E402
+from creditflow.recipes.demo import DEMO_DEFAULTS, DEMO_ENV_SETTINGS  # noqa: E402
 
 METHODS = ("grpo", "gigpo", "rewardflow")
-ENV = ["env.name=sokoban"] + [f"env.kwargs.{k}={str(v).lower()}" for k, v in DEMO_ENV_KWARGS["sokoban"].items()]
+ENV = ["env.name=sokoban"] + [f"{k}={str(v).lower()}" for k, v in DEMO_ENV_SETTINGS["sokoban"].items()]
 SFT = [f"sft.{k}={v}" for k, v in DEMO_DEFAULTS["sft"].items()] + ["generation.max_new_tokens=16"]
 FULL = ["rollout.tasks_per_step=8", "rollout.group_size=4", "generation.max_new_tokens=16",
         "rl.lr=2e-4", "rl.kl_coef=0", f"rl.minibatches={DEMO_DEFAULTS['rl']['minibatches']}",

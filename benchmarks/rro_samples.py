@@ -1,6 +1,9 @@
-"""RRO vs fixed-size exploration on Sokoban with the tiny model: samples per step and held-out results.
+"""RRO vs fixed-size exploration with the tiny model: samples per step and held-out results.
 
-    python benchmarks/rro_samples.py [--model SFT_DIR] [--seeds 0 1 2] [--tasks 32] [--smoke]
+    python benchmarks/rro_samples.py [--env sokoban|webshop] [--model SFT_DIR] [--seeds 0 1 2] [--tasks 32] [--smoke]
+
+``--env webshop`` runs the shopping env, whose graded score (WebShop's reward) is where RRO's process
+rewards differ most between candidates; results go to ``rro_samples_webshop.{json,md}``.
 
 From one shared π_SFT (``--model DIR``, else built here by the SFT pipeline), for every seed: collect
 preference data with fixed-size exploration (N = ``--candidates``, §4.2) and with reward-rising sampling
@@ -19,6 +22,10 @@ evaluation is greedy (``generation.eval_temperature`` 0), so π_SFT is evaluated
 directory (``--work``, default ``runs/bench_rro``) keeps every collection: rerunning the same command
 resumes an interrupted collection. ``--smoke`` runs a tiny budget end to end (about a minute with
 ``--model``; it also builds a small π_SFT without one) and writes ``*_smoke.{json,md}``.
+
+Resumable: every finished run (collection + DPO + evaluation of one method and seed) is stored under
+``<work>/results/`` with the settings it ran with; a rerun with the same settings reuses it, so a suite can
+accumulate across sessions (commit the results table as runs finish).
 """
 
 from __future__ import annotations
@@ -36,9 +43,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.machine import machine_info  # noqa: E402
 from creditflow.config import build_config  # noqa: E402
 from creditflow.recipes import common  # noqa: E402
-from creditflow.recipes.rro import evaluate_policy, run_collect, run_dpo_training  # noqa: E402
+from creditflow.recipes.rro import evaluate_policy, run_collect, run_dpo_training, sft_model_path  # noqa: E402
 
 METHODS = ("fixed", "rising")
+ENVS = {  # per-env settings on top of the shared ones
+    "sokoban": [],
+    "webshop": ["env.name=webshop", "sft.max_length=2048"],
+}
 NAMES = {"sft": "π_SFT", "fixed": "fixed-size exploration + DPO", "rising": "RRO (reward rising) + DPO"}
 
 
@@ -50,13 +61,26 @@ def settings(args) -> list[str]:
            f"rro.dpo.lr={args.dpo_lr}", f"rro.dpo.batch_size={args.dpo_batch}", f"rro.dpo.epochs={args.dpo_epochs}",
            "tensorboard=false"]
     out += [f"env.kwargs.max_steps={args.env_max_steps}"] if args.env_max_steps else []
-    out += [] if args.bare_grid else ["env.kwargs.describe_positions=true"]  # as the demo's pi_SFT sees it
-    return out
+    if args.env == "sokoban" and not args.bare_grid:
+        out += ["env.kwargs.describe_positions=true"]  # as the demo's pi_SFT sees it
+    return out + ENVS[args.env] + [f"rollout.history_length={args.history}"]
+
+
+def cached(path: Path, key: dict, compute):
+    """``compute()``'s result, stored at ``path`` with ``key``; reused when a finished run has the same key."""
+    if path.exists():
+        stored = json.loads(path.read_text())
+        if stored.get("key") == key:
+            return stored["value"]
+    value = compute()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"key": key, "value": value}, indent=1))
+    tmp.replace(path)
+    return value
 
 
 def build_sft(args, work: Path, log) -> Path:
-    from creditflow.recipes.rro import sft_model_path
-
     extra = ([f"sft.demos={args.sft_demos}", f"sft.epochs={args.sft_epochs}"]
              + (["policy.tiny_hidden_size=64", "policy.tiny_layers=2"] if args.smoke else []))
     cfg = build_config(None, settings(args) + extra + [f"out_dir={work / 'sft'}"])
@@ -70,6 +94,8 @@ def mean_std(values: list[float]) -> tuple[float, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--env", default="sokoban", choices=sorted(ENVS))
+    ap.add_argument("--history", type=int, default=2, help="H: observation/action pairs in the prompt (papers: 2)")
     ap.add_argument("--model", default=None, help="π_SFT directory (default: build one with the SFT pipeline)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--tasks", type=int, default=32, help="training tasks per collection")
@@ -77,7 +103,7 @@ def main() -> None:
     ap.add_argument("--mc-rollouts", type=int, default=5, help="m rollouts per process reward")
     ap.add_argument("--eval-episodes", type=int, default=64)
     ap.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of candidates and rollouts")
-    ap.add_argument("--max-new-tokens", type=int, default=16)
+    ap.add_argument("--max-new-tokens", type=int, default=None, help="default: 16 (sokoban), 48 (webshop)")
     ap.add_argument("--env-max-steps", type=int, default=None, help="Sokoban episode cap (default: env's 15)")
     ap.add_argument("--dpo-lr", type=float, default=1e-4)
     ap.add_argument("--dpo-batch", type=int, default=16)
@@ -93,6 +119,8 @@ def main() -> None:
                     help="torch CPU threads (default: torch's; 1 avoids spin-waiting on a shared, busy machine)")
     ap.add_argument("--smoke", action="store_true", help="tiny budget, end to end")
     args = ap.parse_args()
+    if args.max_new_tokens is None:
+        args.max_new_tokens = 48 if args.env == "webshop" else 16
     if args.threads is None and args.smoke:
         args.threads = 1
     if args.threads:
@@ -102,10 +130,11 @@ def main() -> None:
     if args.smoke:
         args.seeds = [0] if args.seeds == [0, 1, 2] else args.seeds
         args.tasks, args.candidates, args.mc_rollouts, args.eval_episodes = 3, 3, 3, 4
-        args.max_new_tokens, args.sft_demos, args.sft_epochs, args.dpo_epochs = 12, 64, 2.0, 1.0
-    out = Path(args.out or Path(__file__).parent / "results" / ("rro_samples_smoke" if args.smoke else "rro_samples"))
+        args.sft_demos, args.sft_epochs, args.dpo_epochs = 64, 2.0, 1.0
+    name = "rro_samples" + ("" if args.env == "sokoban" else f"_{args.env}") + ("_smoke" if args.smoke else "")
+    out = Path(args.out or Path(__file__).parent / "results" / name)
     tmp = tempfile.TemporaryDirectory() if args.smoke and not args.work else None
-    work = Path(args.work or (tmp.name if tmp else "runs/bench_rro"))
+    work = Path(args.work or (tmp.name if tmp else "runs/bench_rro" + ("" if args.env == "sokoban" else f"_{args.env}")))
     work.mkdir(parents=True, exist_ok=True)
 
     def log(msg) -> None:
@@ -116,31 +145,37 @@ def main() -> None:
     base = settings(args) + [f"policy.model={sft}"]
     cfg0 = build_config(None, base + [f"out_dir={work / 'eval_sft'}"])
     log(f"π_SFT = {sft}; evaluating it on {args.eval_episodes} held-out levels")
-    sft_eval = evaluate_policy(cfg0, sft, args.eval_episodes)
+    key = {"model": str(sft), "overrides": base, "eval_episodes": args.eval_episodes}
+    sft_eval = cached(work / "results" / "sft_eval.json", key, lambda: evaluate_policy(cfg0, sft, args.eval_episodes))
     runs: list[dict] = []
     for seed in args.seeds:
         for method in METHODS:
             cfg = build_config(None, base + [f"seed={seed}", f"rro.exploration={method}",
                                              f"out_dir={work / f'{method}_s{seed}'}"])
-            log(f"== {method} exploration, seed {seed}")
-            t0 = time.perf_counter()
-            col = run_collect(cfg, log, model_path=sft)
-            t1 = time.perf_counter()
-            if col["pairs"]:
-                dpo_path, dpo = run_dpo_training(cfg, log, model_path=sft)
-                ev = evaluate_policy(cfg, dpo_path, args.eval_episodes)
-            else:
-                log("no pairs: π_DPO = π_SFT")
-                dpo, ev = {"dpo/steps": 0, "dpo/train_loss": None}, sft_eval
-            runs.append({
-                "method": method, "seed": seed, "samples_per_step": col["samples_per_step"],
-                "steps": col["steps"], "pairs": col["pairs"], "rollouts": col["rollouts"],
-                "generated_tokens": col["generated_tokens"], "collect_seconds": round(t1 - t0, 1),
-                "omitted_no_rising": col["totals"]["omitted_no_rising"],
-                "omitted_no_contrast": col["totals"]["omitted_no_contrast"],
-                "dpo_steps": dpo["dpo/steps"], "dpo_train_loss": dpo["dpo/train_loss"],
-                "success_rate": ev.get("eval/success_rate", 0.0), "score": ev.get("eval/score", 0.0),
-            })
+
+            def one_run() -> dict:
+                log(f"== {method} exploration, seed {seed}")
+                t0 = time.perf_counter()
+                col = run_collect(cfg, log, model_path=sft)
+                t1 = time.perf_counter()
+                if col["pairs"]:
+                    dpo_path, dpo = run_dpo_training(cfg, log, model_path=sft)
+                    ev = evaluate_policy(cfg, dpo_path, args.eval_episodes)
+                else:
+                    log("no pairs: π_DPO = π_SFT")
+                    dpo, ev = {"dpo/steps": 0, "dpo/train_loss": None}, sft_eval
+                return {
+                    "method": method, "seed": seed, "samples_per_step": col["samples_per_step"],
+                    "steps": col["steps"], "pairs": col["pairs"], "rollouts": col["rollouts"],
+                    "generated_tokens": col["generated_tokens"], "collect_seconds": round(t1 - t0, 1),
+                    "omitted_no_rising": col["totals"]["omitted_no_rising"],
+                    "omitted_no_contrast": col["totals"]["omitted_no_contrast"],
+                    "dpo_steps": dpo["dpo/steps"], "dpo_train_loss": dpo["dpo/train_loss"],
+                    "success_rate": ev.get("eval/success_rate", 0.0), "score": ev.get("eval/score", 0.0),
+                }
+
+            runs.append(cached(work / "results" / f"{method}_s{seed}.json",
+                               {**key, "seed": seed, "method": method, "settings": settings(args)}, one_run))
             log(json.dumps(runs[-1]))
     agg: dict[str, dict] = {}
     for method in METHODS:
@@ -154,7 +189,9 @@ def main() -> None:
     result = {
         "benchmark": "rro_samples", "smoke": args.smoke,
         "settings": {k: v for k, v in vars(args).items() if k not in ("out", "work")} | {
-            "model": str(sft), "env": "sokoban 6x6, 1 box" + ("" if args.bare_grid else ", describe_positions"), "overrides": base},
+            "model": str(sft), "overrides": base,
+            "env": ("sokoban 6x6, 1 box" + ("" if args.bare_grid else ", describe_positions")
+                    if args.env == "sokoban" else "webshop (generated catalog, 1000 products)")},
         "sft": {"success_rate": sft_eval.get("eval/success_rate"), "score": sft_eval.get("eval/score")},
         "runs": runs, "aggregate": agg, "goal": goal, "wall_seconds": round(time.perf_counter() - t_start, 1),
         "machine": machine_info(),
@@ -167,7 +204,7 @@ def main() -> None:
         return f"{pair[0]:.{digits}f} ± {pair[1]:.{digits}f}"
 
     lines = [
-        f"# RRO vs fixed-size exploration on Sokoban (tiny model){' — SMOKE RUN' if args.smoke else ''}", "",
+        f"# RRO vs fixed-size exploration on {args.env} (tiny model){' — SMOKE RUN' if args.smoke else ''}", "",
         f"Machine: {m['cpu']} ({m['cores']} cores), torch {m.get('torch')}, {m['date']}. "
         f"Seeds {args.seeds}; {args.tasks} tasks per collection, N = N_max = {args.candidates}, "
         f"m = {args.mc_rollouts}, temperature {args.temperature}; DPO lr {args.dpo_lr}, batch {args.dpo_batch}, "

@@ -267,7 +267,7 @@ def _parse_value(text: str) -> Any:
         return text
 
 
-def _set_dotted(data: dict, dotted: str, value: Any) -> None:
+def set_dotted(data: dict, dotted: str, value: Any) -> None:
     parts = dotted.split(".")
     cur = data
     for part in parts[:-1]:
@@ -306,7 +306,7 @@ def build_config(config_file: str | Path | None = None, overrides: list[str] | t
         if "=" not in item:
             raise UserError(f"override {item!r} must look like key=value (e.g. rl.lr=1e-5)")
         key, _, raw = item.partition("=")
-        _set_dotted(data, key.strip(), _parse_value(raw))
+        set_dotted(data, key.strip(), _parse_value(raw))
     return validate_config(data, where or (str(config_file) if config_file else "config"))
 
 

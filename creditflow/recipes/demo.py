@@ -12,7 +12,7 @@ import copy
 import time
 from pathlib import Path
 
-from creditflow.config import build_config
+from creditflow.config import build_config, set_dotted
 from creditflow.recipes.report import write_report
 from creditflow.recipes.train import run_train
 
@@ -30,14 +30,20 @@ DEMO_DEFAULTS: dict = {
            "loss_agg": "traj-mean", "kl_coef": 0.0, "eval_every": 10, "eval_episodes": 128, "save_every": 10},
 }
 
-# Env options the demo adds when the user sets none. Sokoban: the tiny from-scratch policy gets each box's
-# offset in words next to the grid; from the bare grid it needs far more SFT than a 15-minute CPU budget
-# allows to learn where things are (docs/environments.md).
-DEMO_ENV_KWARGS: dict[str, dict] = {"sokoban": {"describe_positions": True}}
+# Per-env demo settings, under the user's config file and overrides.
+# sokoban: the tiny from-scratch policy gets each box's offset in words next to the grid; from the bare grid
+#   it needs far more SFT than a 15-minute CPU budget allows to learn where things are (docs/environments.md).
+# webshop: search queries need a longer response budget, prompts with a results page run to ~1k tokens, and
+#   the graded score (WebShop's reward) is the outcome GRPO compares, as in the RRO and CRPS papers.
+DEMO_ENV_SETTINGS: dict[str, dict[str, object]] = {
+    "sokoban": {"env.kwargs.describe_positions": True},
+    "webshop": {"generation.max_new_tokens": 48, "sft.max_length": 2048, "rl.credit.reward_source": "score",
+                "rl.eval_episodes": 64},
+}
 
 QUICK: list[str] = [
     "sft.demos=32", "sft.epochs=1", "rollout.tasks_per_step=2", "rollout.group_size=2", "rl.steps=2",
-    "rl.eval_every=1", "rl.eval_episodes=4", "rl.save_every=0", "generation.max_new_tokens=12",
+    "rl.eval_every=1", "rl.eval_episodes=4", "rl.save_every=0",
 ]
 
 
@@ -48,9 +54,11 @@ def run_demo(overrides: list[str], env: str | None = None, out_dir: str | None =
         extra.insert(0, f"env.name={env}")
     if out_dir:
         extra.insert(0, f"out_dir={out_dir}")
-    cfg = build_config(config_file, extra, base=copy.deepcopy(DEMO_DEFAULTS), where="demo config")
-    for key, value in DEMO_ENV_KWARGS.get(cfg.env.name, {}).items():
-        cfg.env.kwargs.setdefault(key, value)
+    env_name = build_config(config_file, extra, base=copy.deepcopy(DEMO_DEFAULTS), where="demo config").env.name
+    base = copy.deepcopy(DEMO_DEFAULTS)
+    for dotted, value in DEMO_ENV_SETTINGS.get(env_name, {}).items():
+        set_dotted(base, dotted, value)
+    cfg = build_config(config_file, extra, base=base, where="demo config")
     t0 = time.perf_counter()
     out, trainer, _ = run_train(cfg)
     minutes = (time.perf_counter() - t0) / 60
