@@ -69,15 +69,16 @@ def markdown(result: dict) -> str:
         f"wall time of this invocation {result['minutes']:.1f} min (finished runs in the work directory are "
         "reused); RL steps took " + ", ".join(f"{m} {r['rl_minutes']['mean']:.1f}" for m, r in result["summary"].items())
         + " min per run (mean).", "",
-        "| method | held-out success after RL | π_SFT | gain | mean train success | env steps |",
+        "| method | held-out success after RL, mean [95% CI] (per seed) | π_SFT | gain | mean train success | env steps |",
         "|---|---|---|---|---|---|",
     ]
     for method, r in result["summary"].items():
         lines.append(f"| {method} | {learning.fmt(r['final_eval_success'])} | "
                      f"{r['initial_eval_success']['mean']:.3f} | {learning.fmt(r['gain'])} | "
                      f"{r['mean_train_success']['mean']:.3f} | {r['env_steps']['mean']:.0f} |")
-    lines += ["", "Mean ± std over seeds (per-seed values in brackets). Curves (mean over seeds) are in the JSON "
-              "and the PNG next to this file.", ""]
+    lines += ["", "Mean over seeds with its 95% stratified-bootstrap interval (per-seed values in brackets; "
+              "IQM and its interval are in the JSON). Curves (mean over seeds, against env steps and steps) are in "
+              "the JSON and the PNG next to this file.", ""]
     return "\n".join(lines)
 
 
@@ -93,7 +94,8 @@ def main() -> None:
         for method in args.methods:
             overrides = [f"policy.model={model}", f"rl.steps={steps}", f"rl.algo={method}", *ENV, *budget,
                          *args.extra]
-            r = learning.train_one(work / f"{method}_s{seed}", overrides, seed, CURVES)
+            r = learning.train_one(work / f"{method}_s{seed}", overrides, seed, CURVES,
+                                   record=args.records / f"{method}_s{seed}.json")
             runs.setdefault(method, []).append(r)
             print(f"{method} seed {seed}: held-out success {r['initial_eval_success']:.3f} -> "
                   f"{r['final_eval_success']:.3f}, mean train success {r['mean_train_success']:.3f} "

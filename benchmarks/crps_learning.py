@@ -112,9 +112,9 @@ def build_sft(env: list[str], out: Path, budget: dict, quiet: bool) -> Path:
 
 
 def train_one(env: list[str], model: Path, out: Path, curriculum: str, seed: int, steps: int, budget: dict,
-              extra: list[str]) -> dict:
+              extra: list[str], record: Path | None = None) -> dict:
     return learning.train_one(out, [f"policy.model={model}", f"rl.steps={steps}", f"curriculum.name={curriculum}",
-                                    *env, *budget["rl"], *extra], seed, CURVES)
+                                    *env, *budget["rl"], *extra], seed, CURVES, record=record)
 
 
 PANELS = [("eval/success_rate", "held-out success"), ("groups/all_zero_frac", "all-zero group fraction"),
@@ -180,7 +180,8 @@ def main() -> None:
     runs: dict[str, list[dict]] = {}
     for seed in args.seeds:  # seed-major: an interrupted run still has every method on the first seeds
         for method in args.methods:
-            r = train_one(env, model, work / f"{method}_s{seed}", METHODS[method], seed, steps, budget, args.extra)
+            r = train_one(env, model, work / f"{method}_s{seed}", METHODS[method], seed, steps, budget, args.extra,
+                          record=args.records / f"{method}_s{seed}.json")
             runs.setdefault(method, []).append(r)
             print(f"{method} seed {seed}: eval success {r['initial_eval_success']:.3f} -> "
                   f"{r['final_eval_success']:.3f}, all-zero {r['mean_all_zero_frac']:.3f}, "

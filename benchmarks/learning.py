@@ -2,19 +2,37 @@
 
 Every method starts from the same pi_SFT and trains through the real pipeline (``run_train``, the code
 behind ``creditflow train``) with the same budget; these helpers run one (method, seed), pull curves out
-of its ``metrics.jsonl``, aggregate seeds (mean, std, per-seed values) and plot mean ± std curves.
+of its ``metrics.jsonl``, aggregate seeds and plot curves against env steps.
+
+Statistics: mean and the interquartile mean (IQM) over seeds, each with a 95% stratified-bootstrap
+percentile interval, plus the per-seed values. This is rliable's method (Agarwal et al., 2021, the field's
+standard for few-seed RL comparisons: resample runs with replacement within each task, aggregate, take
+the 2.5/97.5 percentiles; IQM = mean of the middle 50% of scores), written here in NumPy because the
+rliable package (1.2.0, 2024) no longer imports with current pandas/arch releases.
+
+Resumable across sessions: each finished run's record is written to ``<results>_runs/<arm>_s<seed>.json``
+next to the results table (commit it as it lands) together with the run's full config; a rerun with the
+same config reuses the record without training, even on a machine without the run directory.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import shutil
 import time
 from pathlib import Path
 
 import numpy as np
+import yaml
+from matplotlib.figure import Figure
+from scipy import stats
 
 from creditflow.config import build_config
+from creditflow.recipes.train import run_train
 from creditflow.train.metrics import read_metrics
+
+BOOTSTRAP_REPS = 2000
 
 
 def parse_args(doc: str, name: str, methods, default_steps: int, add=None) -> tuple[argparse.Namespace, Path, Path]:
@@ -42,26 +60,48 @@ def parse_args(doc: str, name: str, methods, default_steps: int, add=None) -> tu
         torch.set_num_threads(args.threads)
     suffix = "_smoke" if args.smoke else ""
     out = Path(args.out or Path(__file__).parent / "results" / f"{name}{suffix}")
+    args.records = out.parent / f"{out.name}_runs"
     work = Path(args.work + suffix)
     work.mkdir(parents=True, exist_ok=True)
     return args, out, work
 
 
-def train_one(out: Path, overrides: list[str], seed: int, curves: tuple[str, ...]) -> dict:
-    """One RL run (``overrides`` must name the policy, env, budget and method); returns its record."""
-    from creditflow.recipes.train import run_train
+def train_one(out: Path, overrides: list[str], seed: int, curves: tuple[str, ...],
+              record: Path | None = None) -> dict:
+    """One RL run (``overrides`` must name the policy, env, budget and method); returns its record.
 
+    ``record`` (a JSON path): where the finished run's record is kept; an existing record of the same config
+    is returned without training."""
     cfg = build_config(None, [f"out_dir={out}", f"seed={seed}", *overrides])
+    want = _config_key(cfg)
+    if record is not None and record.exists():
+        stored = json.loads(record.read_text())
+        if stored.get("config") == want:
+            return {**stored["record"], "reused": True}
     t0 = time.perf_counter()
     reused = finished_run(out, cfg)
     if not reused:
         if out.is_symlink():  # a shared arm that is not finished there: train it here
             out.unlink()
         elif out.exists():  # an interrupted run: start it again
-            import shutil
-
             shutil.rmtree(out)
         run_train(cfg, log=lambda *_: None)
+    result = _record(out, seed, curves, reused, (time.perf_counter() - t0) / 60)
+    if record is not None:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        tmp = record.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"config": want, "record": result}, indent=1))
+        tmp.replace(record)
+    return result
+
+
+def _config_key(cfg) -> dict:
+    key = cfg.model_dump()
+    key.pop("out_dir", None)
+    return json.loads(json.dumps(key))  # JSON-normal (tuples -> lists) so a stored key compares equal
+
+
+def _record(out: Path, seed: int, curves: tuple[str, ...], reused: bool, minutes: float) -> dict:
     rows = read_metrics(out / "metrics.jsonl")
     train_rows = [r for r in rows if r.get("step", 0) > 0]
 
@@ -70,8 +110,11 @@ def train_one(out: Path, overrides: list[str], seed: int, curves: tuple[str, ...
         return float(np.mean(vals)) if vals else None
 
     return {
-        "seed": seed, "minutes": (time.perf_counter() - t0) / 60, "reused": reused,
+        "seed": seed, "minutes": minutes, "reused": reused,
         "curves": {k: [[r["step"], r[k]] for r in rows if k in r] for k in curves},
+        # held-out success against env steps consumed (equal env-step budgets are what arms are compared at)
+        "eval_by_env_steps": [[r.get("env_steps", 0), r["eval/success_rate"]] for r in rows
+                              if "eval/success_rate" in r],
         "final_eval_success": rows[-1].get("eval/success_rate"),
         "initial_eval_success": rows[0].get("eval/success_rate"),
         "final_eval_score": rows[-1].get("eval/score"),
@@ -88,8 +131,6 @@ def finished_run(out: Path, cfg) -> bool:
     """True when ``out`` (a directory or a link to one, e.g. another benchmark's run) holds a finished
     run of exactly this configuration (all but ``out_dir``): rerunning a benchmark, or a second benchmark
     that shares an arm with the first, reuses it instead of training again."""
-    import yaml
-
     try:
         saved = yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8"))
         rows = read_metrics(out / "metrics.jsonl")
@@ -106,11 +147,20 @@ SCALARS = ("final_eval_success", "initial_eval_success", "final_eval_score", "me
 
 
 def summarize(runs: list[dict], curves: tuple[str, ...]) -> dict:
-    """Mean, std and per-seed values of the scalars; per-step mean/std of every curve."""
+    """Mean, std and per-seed values of the scalars; for held-out success and the gain also the IQM and
+    95% bootstrap intervals of mean and IQM (``ci95``, ``iqm_ci95``); per-step mean/std of every curve and
+    the held-out curve against env steps."""
 
     out = {k: ms_of([r[k] for r in runs if r.get(k) is not None]) for k in SCALARS}
     out["gain"] = ms_of([r["final_eval_success"] - r["initial_eval_success"] for r in runs
                          if r.get("final_eval_success") is not None and r.get("initial_eval_success") is not None])
+    for key in ("final_eval_success", "gain"):
+        out[key].update(interval_estimates(out[key]["values"]))
+    by_env: dict[int, list[float]] = {}
+    for r in runs:
+        for env_steps, v in r.get("eval_by_env_steps", []):
+            by_env.setdefault(int(round(env_steps, -2)), []).append(v)  # runs differ by a few env steps
+    out["eval_by_env_steps"] = [[s, float(np.mean(v)), float(np.std(v))] for s, v in sorted(by_env.items())]
     out["curves"] = {}
     for key in curves:
         by_step: dict[int, list[float]] = {}
@@ -121,6 +171,39 @@ def summarize(runs: list[dict], curves: tuple[str, ...]) -> dict:
     return out
 
 
+def iqm(scores: np.ndarray) -> float:
+    """Interquartile mean over all (run, task) scores: the mean of the middle 50% (rliable's IQM)."""
+    return float(stats.trim_mean(np.asarray(scores, dtype=float).ravel(), proportiontocut=0.25))
+
+
+def stratified_bootstrap(scores: np.ndarray, aggregate, reps: int, rng: np.random.Generator) -> np.ndarray:
+    """``aggregate`` of ``reps`` resamples of a (runs, tasks) score matrix; runs are resampled with
+    replacement independently within each task (column), as rliable's StratifiedBootstrap does."""
+    runs, tasks = scores.shape
+    picks = rng.integers(0, runs, size=(reps, runs, tasks))
+    resampled = scores[picks, np.arange(tasks)]  # (reps, runs, tasks)
+    return np.array([aggregate(r) for r in resampled])
+
+
+def interval_estimates(values: list[float], reps: int = BOOTSTRAP_REPS, seed: int = 0) -> dict:
+    """Mean and IQM over runs with 95% stratified-bootstrap percentile intervals (one task: the strata are
+    the runs). Fewer than two runs: no interval."""
+    if len(values) < 2:
+        return {"ci95": None, "iqm": float(values[0]) if values else None, "iqm_ci95": None}
+    scores = np.asarray(values, dtype=float)[:, None]  # (runs, tasks=1)
+    rng = np.random.default_rng(seed)
+    boot = stratified_bootstrap(scores, lambda x: (float(np.mean(x)), iqm(x)), reps, rng)
+    lo, hi = np.percentile(boot, [2.5, 97.5], axis=0)
+    return {"ci95": [float(lo[0]), float(hi[0])], "iqm": iqm(scores), "iqm_ci95": [float(lo[1]), float(hi[1])]}
+
+
+def separated(a: dict, b: dict) -> bool:
+    """True when two arms' 95% intervals of the mean do not overlap."""
+    if not a.get("ci95") or not b.get("ci95"):
+        return False
+    return a["ci95"][0] > b["ci95"][1] or b["ci95"][0] > a["ci95"][1]
+
+
 def ms_of(vals: list[float]) -> dict:
     if not vals:
         return {"mean": None, "std": None, "values": []}
@@ -128,22 +211,30 @@ def ms_of(vals: list[float]) -> dict:
 
 
 def fmt(stat: dict, digits: int = 3) -> str:
-    """``mean ± std (v1, v2, ...)`` for a table cell."""
+    """``mean [ci95 lo, hi] (v1, v2, ...)`` (or ``mean ± std`` without an interval) for a table cell."""
     if stat.get("mean") is None:
         return "-"
     vals = ", ".join(f"{v:.2f}" for v in stat["values"])
+    if stat.get("ci95"):
+        lo, hi = stat["ci95"]
+        return f"{stat['mean']:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}] ({vals})"
     return f"{stat['mean']:.{digits}f} ± {stat['std']:.{digits}f} ({vals})"
 
 
 def plot(summary: dict[str, dict], panels: list[tuple[str, str]], title: str, path: Path) -> None:
-    """One panel per (curve key, title): mean over seeds with a ± std band, one line per method."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
-    for ax, (key, panel_title) in zip(axes[0], panels):
+    """First panel: held-out success against env steps (mean over seeds, ± std band); then one panel per
+    (curve key, title) against training steps; one line per method."""
+    fig = Figure(figsize=(5 * (len(panels) + 1), 4))
+    axes = fig.subplots(1, len(panels) + 1, squeeze=False)[0]
+    for method, s in summary.items():
+        pts = s.get("eval_by_env_steps")
+        if pts:
+            x, m, sd = (np.array(v) for v in zip(*pts))
+            axes[0].plot(x, m, marker="o" if len(x) < 15 else None, label=method)
+            axes[0].fill_between(x, m - sd, m + sd, alpha=0.2)
+    axes[0].set_title("held-out success vs env steps")
+    axes[0].set_xlabel("env steps")
+    for ax, (key, panel_title) in zip(axes[1:], panels):
         for method, s in summary.items():
             pts = s["curves"].get(key)
             if not pts:
@@ -153,8 +244,7 @@ def plot(summary: dict[str, dict], panels: list[tuple[str, str]], title: str, pa
             ax.fill_between(st, m - sd, m + sd, alpha=0.2)
         ax.set_title(panel_title)
         ax.set_xlabel("training step")
-    axes[0][0].legend()
+    axes[0].legend()
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)

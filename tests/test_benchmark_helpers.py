@@ -1,5 +1,7 @@
 """The learning-check benchmarks reuse a finished run only when its configuration is identical."""
 
+import pytest
+
 from creditflow.config import build_config
 
 SMALL = ["rollout.tasks_per_step=2", "rollout.group_size=2", "rl.eval_episodes=2", "rl.eval_every=1",
@@ -23,3 +25,32 @@ def test_finished_run_is_reused_only_for_the_same_config(tmp_path, tiny_model_di
     assert not learning.finished_run(out, cfg("rl.lr=3e-4"))
     assert not learning.finished_run(out, cfg("rl.steps=2"))  # not finished for a longer budget
     assert not learning.finished_run(tmp_path / "missing", cfg())
+
+
+def test_committed_record_is_reused_without_the_run_directory(tmp_path, tiny_model_dir):
+    import shutil
+
+    from benchmarks import learning
+
+    out, record = tmp_path / "runs" / "grpo_s0", tmp_path / "results_runs" / "grpo_s0.json"
+    overrides = [f"policy.model={tiny_model_dir}", "rl.steps=1", *SMALL]
+    first = learning.train_one(out, overrides, 0, ("eval/success_rate",), record=record)
+    assert record.exists() and first["eval_by_env_steps"][-1][0] > 0
+    shutil.rmtree(out)  # another machine: only the committed record is there
+    again = learning.train_one(out, overrides, 0, ("eval/success_rate",), record=record)
+    assert again["reused"] is True and again["final_eval_success"] == first["final_eval_success"]
+    assert not out.exists()  # nothing was trained
+
+
+def test_bootstrap_intervals():
+    from benchmarks import learning
+
+    same = learning.interval_estimates([0.4] * 5)
+    assert same["ci95"] == [0.4, 0.4] and same["iqm"] == pytest.approx(0.4)
+    est = learning.interval_estimates([0.1, 0.2, 0.3, 0.4, 0.9])
+    lo, hi = est["ci95"]
+    assert lo < 0.38 < hi and 0.1 <= lo and hi <= 0.9  # the mean 0.38 lies inside, within the data's range
+    assert est["iqm"] == pytest.approx(0.3)  # middle three of five: 0.2, 0.3, 0.4
+    assert learning.separated({"ci95": [0.5, 0.6]}, {"ci95": [0.3, 0.45]})
+    assert not learning.separated({"ci95": [0.5, 0.6]}, {"ci95": [0.3, 0.55]})
+    assert learning.interval_estimates([0.3])["ci95"] is None
