@@ -1,7 +1,11 @@
-"""Learning check for state-graph credit: GRPO vs GiGPO vs RewardFlow on Sokoban with the tiny policy.
+"""Learning check for state-graph credit: GRPO vs GiGPO vs RewardFlow with the tiny policy.
 
-    python benchmarks/credit_learning.py [--model SFT_DIR] [--seeds 0 1 2] [--steps 20] [--threads 1]
-                                         [--smoke] [key=value ...]
+    python benchmarks/credit_learning.py [--setting demo|hard|webshop] [--model SFT_DIR] [--seeds 0 1 2 3 4]
+                                         [--steps 100] [--threads 1] [--smoke] [key=value ...]
+
+Settings (``SETTINGS``): ``demo`` (Sokoban 6x6, 1 box, the demo's levels), ``hard`` (2 boxes in 7x7: long
+horizons with many shared states, where the paper says graph credit matters) and ``webshop``; each writes
+its own ``credit_learning[_<setting>].*`` and keeps per-run records in ``*_runs/`` (resumable).
 
 All methods start from the same pi_SFT (``--model``; without it the script builds one exactly as
 ``creditflow demo`` does) and get the same budget: the same steps of B tasks x G rollouts, the same
@@ -29,7 +33,14 @@ from creditflow.config import build_config  # noqa: E402
 from creditflow.recipes.demo import DEMO_DEFAULTS, DEMO_ENV_SETTINGS  # noqa: E402
 
 METHODS = ("grpo", "gigpo", "rewardflow")
-ENV = ["env.name=sokoban"] + [f"{k}={str(v).lower()}" for k, v in DEMO_ENV_SETTINGS["sokoban"].items()]
+SETTINGS = {  # where RewardFlow's graph has shared states to work with
+    "demo": ["env.name=sokoban"] + [f"{k}={str(v).lower()}" for k, v in DEMO_ENV_SETTINGS["sokoban"].items()],
+    # long horizons, many shared states (the paper's Sokoban setting): 2 boxes in 7x7
+    "hard": ["env.name=sokoban", "env.kwargs.size=7", "env.kwargs.num_boxes=2", "env.kwargs.max_steps=20",
+             "env.kwargs.min_plan=4", "env.kwargs.describe_positions=true"],
+    "webshop": ["env.name=webshop", "generation.max_new_tokens=48", "sft.max_length=2048"],
+}
+
 SFT = [f"sft.{k}={v}" for k, v in DEMO_DEFAULTS["sft"].items()] + ["generation.max_new_tokens=16"]
 FULL = ["rollout.tasks_per_step=8", "rollout.group_size=4", "generation.max_new_tokens=16",
         "rl.lr=2e-4", "rl.kl_coef=0", f"rl.minibatches={DEMO_DEFAULTS['rl']['minibatches']}",
@@ -44,14 +55,14 @@ CURVES = ("eval/success_rate", "train/success_rate", "groups/all_zero_frac", "gr
 PANELS = [("eval/success_rate", "held-out success (greedy)"), ("train/success_rate", "training success (T=1)")]
 
 
-def build_sft(out: Path, smoke: bool) -> Path:
+def build_sft(out: Path, smoke: bool, env: list[str]) -> Path:
     """pi_SFT exactly as the demo builds it (same function as ``creditflow sft``)."""
     import contextlib
     import io
 
     from creditflow.recipes.train import run_sft_command
 
-    cfg = build_config(None, [f"out_dir={out}", *ENV, *(SMOKE_SFT if smoke else SFT)])
+    cfg = build_config(None, [f"out_dir={out}", *env, *(SMOKE_SFT if smoke else SFT)])
     with contextlib.redirect_stderr(io.StringIO()) if smoke else contextlib.nullcontext():
         return run_sft_command(cfg)
 
@@ -61,7 +72,7 @@ def markdown(result: dict) -> str:
     lines = [
         "# Learning check: GRPO vs GiGPO vs RewardFlow", "",
         ("**SMOKE RUN: tiny budget, the numbers say nothing about the methods.**\n" if s["smoke"] else ""),
-        f"Sokoban 6×6, 1 box (demo setting, `describe_positions`); {s['steps']} steps of B={s['B']} × G={s['G']}; "
+        f"Setting `{s.get('setting', 'demo')}` ({' '.join(s['overrides'][:6])}); {s['steps']} steps of B={s['B']} × G={s['G']}; "
         f"seeds {s['seeds']}; shared π_SFT: {s['model']}. Same loss (PPO-clip, {s['loss_agg']}), lr {s['lr']}, "
         f"KL coef {s['kl_coef']}, held-out set of {s['eval_episodes']} levels (greedy)."
         + (f" Extra overrides: {' '.join(s['extra'])}." if s["extra"] else ""),
@@ -83,11 +94,18 @@ def markdown(result: dict) -> str:
 
 
 def main() -> None:
-    args, out, work = learning.parse_args(__doc__, "credit_learning", METHODS, default_steps=12)
+    args, out, work = learning.parse_args(
+        __doc__, "credit_learning", METHODS, default_steps=12,
+        add=lambda ap: ap.add_argument("--setting", default="demo", choices=list(SETTINGS), help="see SETTINGS"))
+    ENV = SETTINGS[args.setting]
+    if args.setting != "demo":  # each setting keeps its own results and runs
+        out = out.with_name(out.name.replace("credit_learning", f"credit_learning_{args.setting}"))
+        args.records = out.parent / f"{out.name}_runs"
+        work = work.with_name(work.name + f"_{args.setting}")
     budget = SMOKE if args.smoke else FULL
     steps = 2 if args.smoke else args.steps
     t0 = time.perf_counter()
-    model = Path(args.model) if args.model else build_sft(work / "sft", args.smoke)
+    model = Path(args.model) if args.model else build_sft(work / "sft", args.smoke, ENV)
     print(f"pi_SFT: {model}", flush=True)
     runs: dict[str, list[dict]] = {}
     for seed in args.seeds:  # seed-major: an interrupted run still has every method on the first seeds
@@ -103,7 +121,7 @@ def main() -> None:
     cfg = build_config(None, [*ENV, *budget, *args.extra])
     result = {
         "benchmark": "credit_learning",
-        "settings": {"steps": steps, "B": cfg.rollout.tasks_per_step, "G": cfg.rollout.group_size,
+        "settings": {"setting": args.setting, "steps": steps, "B": cfg.rollout.tasks_per_step, "G": cfg.rollout.group_size,
                      "lr": cfg.rl.lr, "kl_coef": cfg.rl.kl_coef, "loss_agg": cfg.rl.loss_agg,
                      "eval_episodes": cfg.rl.eval_episodes, "seeds": args.seeds, "model": str(model),
                      "smoke": args.smoke, "overrides": [*ENV, *budget, *args.extra], "extra": args.extra},
@@ -117,7 +135,7 @@ def main() -> None:
     out.with_suffix(".md").write_text(markdown(result))
     n = len(args.seeds)
     learning.plot(result["summary"], PANELS,
-                  f"Sokoban 6x6 (demo setting): mean ± std over {n} seed{'s' if n > 1 else ''}"
+                  f"{args.setting} setting: mean ± std over {n} seed{'s' if n > 1 else ''}"
                   + (" (SMOKE: meaningless numbers)" if args.smoke else ""), out.with_suffix(".png"))
     print(markdown(result))
     print(f"-> {out.with_suffix('.json')}, .md, .png")
