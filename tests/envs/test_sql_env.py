@@ -28,6 +28,7 @@ def test_parse_action():
     assert parse_action("hello there") == ("invalid", None)
     assert parse_action("") == ("invalid", None)
     assert parse_action("execute[]") == ("invalid", None)
+    assert parse_action(5) == parse_action(None) == parse_action(["submit"]) == ("invalid", None)
 
 
 def test_generator_is_deterministic(creditflow_cache, tmp_path):

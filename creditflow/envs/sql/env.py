@@ -34,19 +34,20 @@ _SQL_START = re.compile(
 INVALID_OBSERVATION = "Invalid action: write a SQL query as execute[<query>] (or in a ```sql block), or submit."
 
 
-def parse_action(text: str) -> tuple[str, str | None]:
-    """``("submit", None)``, ``("sql", query)`` or ``("invalid", None)``."""
-    if (text or "").startswith(INVALID_ACTION_PREFIX):  # the engine could not parse the response: never run it
+def parse_action(text: object) -> tuple[str, str | None]:
+    """``("submit", None)``, ``("sql", query)`` or ``("invalid", None)`` (also for an action that is not text)."""
+    # not text, or a response the engine could not parse (INVALID_ACTION_PREFIX): never run it
+    if not isinstance(text, str) or text.startswith(INVALID_ACTION_PREFIX):
         return "invalid", None
-    if _SUBMIT.match(text or ""):
+    if _SUBMIT.match(text):
         return "submit", None
-    m = _FENCE.search(text or "")
+    m = _FENCE.search(text)
     if m and m.group(1).strip():
         return "sql", m.group(1).strip()
-    m = _EXECUTE.search(text or "")
+    m = _EXECUTE.search(text)
     if m and m.group(1).strip():
         return "sql", m.group(1).strip()
-    if _SQL_START.match(text or ""):
+    if _SQL_START.match(text):
         return "sql", text.strip()
     return "invalid", None
 
