@@ -34,19 +34,25 @@ def sft_policy(cfg: RunConfig, out: Path, train_factory, log: Callable[[str], No
                progress: RunProgress | None = None):
     """Build (or load) the starting policy and fine-tune it on expert demos -> ``out/sft_model``."""
     progress = progress or RunProgress()
-    model, tok = common.load_or_build_policy(cfg, out, train_factory, log=log)
+    notes: list[str] = []  # said once the demonstrations pass the length check (else the error is the one line)
+    model, tok = common.load_or_build_policy(cfg, out, train_factory, log=notes.append)
     env = train_factory()
     seeds = [cfg.sft.seed_offset + i for i in range(cfg.sft.demos)]
     demos = expert_trajectories(train_factory, seeds, common.success_rule(cfg))
     examples = demo_examples(demos, common.prompt_builder(cfg, env))
     dropped = check_max_length(prompt_lengths(examples, tok), cfg.sft.max_length)
+    for note in notes:
+        log(note)
     log(f"SFT on {len(examples)} expert steps from {len(demos)} solved episodes")
     if dropped:
         log(f"note: sft.max_length={cfg.sft.max_length} drops {dropped} of {len(examples)} steps whose prompt "
             f"alone fills it")
-    with progress.bar("SFT", None, unit="steps") as update:
-        metrics = run_sft(model, tok, examples, out, cfg.sft, seed=cfg.seed,
-                          progress=lambda step, total, info: update(step, info, total=total))
+    try:
+        with progress.bar("SFT", None, unit="steps") as update:
+            metrics = run_sft(model, tok, examples, out, cfg.sft, seed=cfg.seed,
+                              progress=lambda step, total, info: update(step, info, total=total))
+    finally:
+        shutil.rmtree(out / "sft_tmp", ignore_errors=True)  # TRL's scratch dir (nothing is saved there)
     target = out / "sft_model"
     tmp = out / ".sft_model.tmp"
     if tmp.exists():
@@ -56,7 +62,6 @@ def sft_policy(cfg: RunConfig, out: Path, train_factory, log: Callable[[str], No
     if target.exists():
         shutil.rmtree(target)
     tmp.rename(target)
-    shutil.rmtree(out / "sft_tmp", ignore_errors=True)
     (out / "sft_metrics.json").write_text(json.dumps(metrics, indent=2))
     return model, tok, metrics
 
@@ -164,8 +169,8 @@ def _trainer(cfg: RunConfig, out: Path, model, tok, train_factory, eval_factory,
 def _fit(cfg: RunConfig, trainer: RLTrainer, progress: RunProgress, log: Callable[[str], None]) -> dict:
     """``trainer.fit()`` under a bar of RL steps (one line per step when stderr is not a terminal)."""
     rl = cfg.rl
-    log(f"RL: {rl.algo} on {cfg.env.name}, steps {trainer.step + 1}..{rl.steps} of {cfg.rollout.tasks_per_step} "
-        f"tasks x {cfg.rollout.group_size} rollouts; held-out eval on {rl.eval_episodes} tasks"
+    log(f"RL: {rl.algo} on {cfg.env.name}, steps {trainer.step + 1}..{rl.steps} ({cfg.rollout.tasks_per_step} tasks x "
+        f"{cfg.rollout.group_size} rollouts each); held-out eval on {rl.eval_episodes} tasks"
         + (f" every {rl.eval_every} steps" if rl.eval_every else " at the end"))
     with progress.bar(f"{rl.algo} on {cfg.env.name}", rl.steps, completed=trainer.step, unit="steps") as update:
         def on_step(step: int, m: dict) -> None:
@@ -194,8 +199,10 @@ def config_for_resume(run_dir: str | Path, overrides: list[str]) -> RunConfig:
     ``cfg.resumes`` with the step it takes effect. A conflicting ``out_dir`` and a run that is already
     done (``rl.steps`` reached) are one-line UserErrors."""
     run = Path(run_dir)
-    if not run.is_dir():
+    if not run.exists():
         raise UserError(f"--resume {str(run)!r}: no such directory")
+    if not run.is_dir():
+        raise UserError(f"--resume {str(run)!r} is a file; give the run directory")
     if not (run / "config.yaml").exists():
         raise UserError(f"--resume {str(run)!r}: no config.yaml there (not a creditflow run directory)")
     saved = build_config(run / "config.yaml")
