@@ -152,7 +152,8 @@ def demo_command(
     overrides: Optional[list[str]] = typer.Argument(None, help=_OVERRIDES_HELP, show_default=False),
     env: Optional[str] = typer.Option(None, "--env", help="Environment (default sokoban)."),
     out: Optional[str] = typer.Option(None, "--out", help="Run directory (default runs/demo)."),
-    quick: bool = typer.Option(False, "--quick", help="Tiny budget smoke run (about 3 minutes on 2 CPU cores)."),
+    quick: bool = typer.Option(False, "--quick",
+                               help="Tiny-budget smoke run: 3-5 minutes on 2 CPU cores (measured), with progress bars."),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML overriding the demo defaults."),
 ) -> None:
     """The main job: build the tiny policy, SFT on expert demos, GRPO, evaluate, write a report."""

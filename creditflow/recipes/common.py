@@ -92,18 +92,19 @@ def success_rule(cfg: RunConfig) -> SuccessRule:
     return SuccessRule(cfg.env.success_threshold)
 
 
-def load_or_build_policy(cfg: RunConfig, out_dir: Path, factory, log=print):
+def load_or_build_policy(cfg: RunConfig, out_dir: Path, factory, log=print, progress: RunProgress | None = None):
     """Load ``cfg.policy.model``, or build the tiny default into ``out_dir/tiny_model`` (once)."""
     if cfg.policy.model:
         return load_policy(cfg.policy.model, cfg.policy.device, cfg.policy.dtype)
     tiny_dir = out_dir / "tiny_model"
     if not (tiny_dir / "config.json").exists():
-        env = factory()
-        prompts = prompt_builder(cfg, env)
-        corpus = expert_corpus(factory, prompts, list(range(900_000, 900_400)), rng_seed=cfg.seed)
-        build_tiny_policy(tiny_dir, corpus, vocab_size=cfg.policy.tiny_vocab_size, seed=cfg.seed,
-                          isolate_chars=getattr(env, "tokenizer_isolate_chars", ""),
-                          hidden_size=cfg.policy.tiny_hidden_size, num_hidden_layers=cfg.policy.tiny_layers)
+        with (progress or RunProgress()).bar("building the tiny default policy", None, keep=False):
+            env = factory()
+            prompts = prompt_builder(cfg, env)
+            corpus = expert_corpus(factory, prompts, list(range(900_000, 900_400)), rng_seed=cfg.seed)
+            build_tiny_policy(tiny_dir, corpus, vocab_size=cfg.policy.tiny_vocab_size, seed=cfg.seed,
+                              isolate_chars=getattr(env, "tokenizer_isolate_chars", ""),
+                              hidden_size=cfg.policy.tiny_hidden_size, num_hidden_layers=cfg.policy.tiny_layers)
         log(f"built tiny default policy in {tiny_dir}")
     return load_policy(tiny_dir, cfg.policy.device, cfg.policy.dtype)
 

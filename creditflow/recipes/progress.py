@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Callable, Iterator
+from typing import Iterator
 
 from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
 
 from creditflow.rollout.engine import RolloutEngine
-
-Update = Callable[..., None]  # update(completed, info=None, total=None)
 
 
 def _columns():
@@ -29,6 +27,32 @@ def _columns():
 def _clock(seconds: float) -> str:
     minutes, secs = divmod(int(round(seconds)), 60)
     return f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}"
+
+
+class Bar:
+    """One phase's bar: ``bar(completed, info=None, total=None)`` moves it; ``eta()`` is the time left at
+    the mean pace so far, for log lines."""
+
+    def __init__(self, progress: Progress, task: TaskID, completed: int, total: int | None):
+        self._progress, self._task = progress, task
+        self.start, self.first, self.completed, self.total = time.perf_counter(), completed, completed, total
+
+    def __call__(self, completed: int, info: str | None = None, total: int | None = None) -> None:
+        self.completed = completed
+        changes = {"info": info} if info is not None else {}
+        if total is not None:
+            self.total = changes["total"] = total
+        self._progress.update(self._task, completed=completed, **changes)
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def eta(self) -> str:
+        done = self.completed - self.first
+        if self.total is None or done <= 0:
+            return "eta ?"
+        return f"eta {_clock(self.elapsed / done * max(0, self.total - self.completed))}"
 
 
 class RunProgress:
@@ -42,42 +66,33 @@ class RunProgress:
 
     def log(self, message: str) -> None:
         """A line above the bars (or in the log)."""
-        self.console.print(message, highlight=False, markup=False)
+        self.console.print(message, highlight=False, markup=False, soft_wrap=True)
 
     @contextlib.contextmanager
     def bar(self, description: str, total: int | None, *, completed: int = 0, keep: bool = True,
-            unit: str = "") -> Iterator[Update]:
-        """A phase of ``total`` units (None: not known yet); yields ``update(completed, info=None, total=None)``."""
+            unit: str = "") -> Iterator[Bar]:
+        """A phase of ``total`` units (None: not known yet), starting at ``completed``."""
         own = self._progress is None
         if own:
             self._progress = Progress(*_columns(), console=self.console, disable=not self.live,
                                       redirect_stdout=False, redirect_stderr=False)
             self._progress.start()
         progress = self._progress
-        task: TaskID = progress.add_task(description, total=total, completed=completed, info="")
-        start, state = time.perf_counter(), {"completed": completed, "total": total}
-
-        def update(done: int, info: str | None = None, total: int | None = None) -> None:
-            state["completed"] = done
-            changes = {"info": info} if info is not None else {}
-            if total is not None:
-                state["total"] = changes["total"] = total
-            progress.update(task, completed=done, **changes)
-
+        bar = Bar(progress, progress.add_task(description, total=total, completed=completed, info=""),
+                  completed, total)
         finished = False
         try:
-            yield update
+            yield bar
             finished = True
         finally:
             if not keep:
-                progress.remove_task(task)
+                progress.remove_task(bar._task)
             if own:
                 progress.stop()
                 self._progress = None
             if finished and keep and not self.live:
-                shown = str(state["completed"]) + (f"/{state['total']}" if state["total"] is not None else "")
-                self.log(f"{description}: {shown}{' ' + unit if unit else ''} in "
-                         f"{_clock(time.perf_counter() - start)}")
+                shown = str(bar.completed) + (f"/{bar.total}" if bar.total is not None else "")
+                self.log(f"{description}: {shown}{' ' + unit if unit else ''} in {_clock(bar.elapsed)}")
 
 
 class WatchedEngine(RolloutEngine):

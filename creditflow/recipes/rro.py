@@ -104,12 +104,13 @@ def run_collect(cfg: RunConfig, log: Callable[[str], None] | None = None, model_
             def on_task(done: int, total: int, rec: dict) -> None:
                 update(done, f"{writer.pairs} pairs")
                 log(f"task {done}/{total} {rec['task_id']}: {rec['steps']} steps, {rec['samples']} samples, "
-                    f"{rec['pairs']} pairs, {rec['rollouts']} rollouts" + (" (failed)" if rec.get("failed") else ""))
+                    f"{rec['pairs']} pairs, {rec['rollouts']} rollouts" + (" (failed)" if rec.get("failed") else "")
+                    + f" ({update.eta()})")
 
             summary = collector.collect(seeds, writer, on_task)
     except KeyboardInterrupt:
-        raise Interrupted(f"{len(writer.records)} of {len(seeds)} tasks are saved in {writer.dir} (the task "
-                          "under way is redone)", RERUN) from None
+        raise Interrupted(f"after {len(writer.records)} of {len(seeds)} tasks, which are saved in {writer.dir} "
+                          "(the task under way is redone)", RERUN) from None
     finally:
         executor.close()
     log(f"collected: {summary['samples_per_step']:.2f} samples/step over {summary['steps']} steps, "
@@ -147,12 +148,13 @@ def run_dpo_training(cfg: RunConfig, log: Callable[[str], None] | None = None,
                                        progress=lambda step, total, info: update(step, info, total=total))
     except KeyboardInterrupt:
         raise Interrupted(f"during DPO; nothing saved yet ({target} is written when DPO ends)", RERUN) from None
+    finally:
+        shutil.rmtree(out / "dpo_tmp", ignore_errors=True)  # TRL's scratch dir (nothing is saved there)
     shutil.rmtree(tmp, ignore_errors=True)
     trained.save_pretrained(tmp)
     tok.save_pretrained(tmp)
     shutil.rmtree(target, ignore_errors=True)
     tmp.rename(target)
-    shutil.rmtree(out / "dpo_tmp", ignore_errors=True)
     metrics["dpo/reference"] = str(model_path)
     (out / "dpo_metrics.json").write_text(json.dumps(metrics, indent=2))
     log(f"DPO done: loss {metrics['dpo/train_loss']:.4f} over {metrics['dpo/steps']} steps -> {target}")

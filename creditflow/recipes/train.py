@@ -35,7 +35,7 @@ def sft_policy(cfg: RunConfig, out: Path, train_factory, log: Callable[[str], No
     """Build (or load) the starting policy and fine-tune it on expert demos -> ``out/sft_model``."""
     progress = progress or RunProgress()
     notes: list[str] = []  # said once the demonstrations pass the length check (else the error is the one line)
-    model, tok = common.load_or_build_policy(cfg, out, train_factory, log=notes.append)
+    model, tok = common.load_or_build_policy(cfg, out, train_factory, log=notes.append, progress=progress)
     env = train_factory()
     seeds = [cfg.sft.seed_offset + i for i in range(cfg.sft.demos)]
     demos = expert_trajectories(train_factory, seeds, common.success_rule(cfg))
@@ -179,7 +179,7 @@ def _fit(cfg: RunConfig, trainer: RLTrainer, progress: RunProgress, log: Callabl
                 info += f" | eval {m['eval/success_rate']:.2f}"
             update(step, info)
             if not progress.live:
-                log(f"step {step}/{rl.steps}: {info} ({m.get('time/step_s', 0):.1f} s)")
+                log(f"step {step}/{rl.steps}: {info} ({m.get('time/step_s', 0):.1f} s, {update.eta()})")
 
         trainer.progress = on_step
         return trainer.fit()

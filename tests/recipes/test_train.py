@@ -106,7 +106,7 @@ def test_interrupted_train_says_what_was_saved_and_how_to_resume(tmp_path, tiny_
         main(["train", "--model", str(tiny_model_dir), "--out", str(out), "rl.steps=3", "rl.save_every=1", *SMALL])
     assert exc.value.code == 130
     err = capsys.readouterr().err.strip().splitlines()
-    assert any(line.startswith("step 1/3: succ ") and line.endswith(" s)") for line in err)  # not a terminal
+    assert any(line.startswith("step 1/3: succ ") and " s, eta 0:" in line for line in err)  # not a terminal
     assert err[-1] == (f"interrupted after 1 of 3 steps; the newest checkpoint is {out}/checkpoints/step_000001; "
                        f"continue with: creditflow train --resume {out}")
 
