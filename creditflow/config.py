@@ -7,11 +7,12 @@ values where the setting is only about budget.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from creditflow.errors import UserError
 
@@ -40,8 +41,8 @@ class PolicyConfig(_Section):
     model: Optional[str] = None
     """Local HF model directory. None: build the tiny default (Qwen2 architecture) into the run dir."""
     device: str = "auto"
-    """``auto`` (cuda when available), ``cpu``, ``cuda``, ``cuda:1``."""
-    dtype: str = "auto"
+    """``auto`` (cuda when available), ``cpu``, ``cuda``, ``cuda:1``, ``mps``."""
+    dtype: Literal["auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16"] = "auto"
     """``auto`` (bf16 on GPU, fp32 on CPU), ``float32``, ``bfloat16``, ``float16``."""
     tiny_vocab_size: int = 1024
     """Vocabulary size of the tokenizer trained for the tiny default."""
@@ -49,6 +50,13 @@ class PolicyConfig(_Section):
     """Hidden size of the tiny default."""
     tiny_layers: int = 4
     """Transformer layers of the tiny default."""
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", value):
+            raise ValueError("must be auto, cpu, cuda, cuda:N or mps")
+        return value
 
 
 class GenerationConfig(_Section):
@@ -73,7 +81,7 @@ class RolloutConfig(_Section):
     """H: previous observation/action pairs shown in the prompt (papers: 2)."""
     invalid_penalty: float = 0.1
     """Subtracted from the reward of an unparseable / non-admissible action (papers: 0.1)."""
-    max_steps: Optional[int] = None
+    max_steps: Optional[int] = Field(None, ge=1)
     """Episode cap; None = the env's own ``max_steps``."""
 
 
@@ -241,6 +249,15 @@ class RROConfig(_Section):
     """DPO training (RRO §3.4, §4.3)."""
 
 
+class ResumeRecord(_Section):
+    """What one ``creditflow train --resume`` changed (written by creditflow, not a setting)."""
+
+    from_step: int
+    """The first training step run with the changed settings."""
+    changed: dict[str, list] = Field(default_factory=dict)
+    """Each changed setting (dotted key) -> ``[value before, value after]``."""
+
+
 class RunConfig(_Section):
     seed: int = 0
     """Master seed (sampling, task draws, initialisation)."""
@@ -258,6 +275,9 @@ class RunConfig(_Section):
     """RRO preference collection and DPO (``creditflow rro ...``)."""
     tensorboard: bool = True
     """Also write TensorBoard event files."""
+    resumes: list[ResumeRecord] = Field(default_factory=list)
+    """Written by ``train --resume``: the settings each resume changed and the step they took effect
+    (``config.yaml`` always holds the settings in force now)."""
 
 
 def _parse_value(text: str) -> Any:
@@ -278,12 +298,28 @@ def set_dotted(data: dict, dotted: str, value: Any) -> None:
     cur[parts[-1]] = value
 
 
+def read_text_file(path: Path, what: str) -> str:
+    """The UTF-8 text of ``path``, or a one-line UserError: missing, a directory, unreadable, not UTF-8."""
+    if not path.exists():
+        raise UserError(f"{what} {str(path)!r} does not exist")
+    if path.is_dir():
+        raise UserError(f"{what} {str(path)!r} is a directory, not a file")
+    try:
+        return path.read_text(encoding="utf-8")
+    except PermissionError:
+        raise UserError(f"{what} {str(path)!r}: permission denied") from None
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise UserError(f"{path}:{line}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x})") from None
+    except OSError as exc:
+        raise UserError(f"{what} {str(path)!r}: {exc.strerror or exc}") from None
+
+
 def load_yaml(path: str | Path) -> dict:
     p = Path(path)
-    if not p.exists():
-        raise UserError(f"config file {str(p)!r} does not exist")
+    text = read_text_file(p, "config file")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{p}:{mark.line + 1}" if mark is not None else str(p)
@@ -319,10 +355,33 @@ def validate_config(data: dict, where: str = "config") -> RunConfig:
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             msg = "unknown option"
+        elif err["type"] == "value_error":  # a validator's own message, without pydantic's prefix
+            msg = str(err["ctx"]["error"])
         got = err.get("input")
         shown = "" if err["type"] == "extra_forbidden" or isinstance(got, dict) else f" (got {got!r})"
         raise UserError(f"{where}: {loc}: {msg}{shown}") from None
 
 
 def dump_config(cfg: RunConfig, path: str | Path) -> None:
-    Path(path).write_text(yaml.safe_dump(cfg.model_dump(), sort_keys=False), encoding="utf-8")
+    """Write ``cfg`` as YAML (``resumes`` only once a resume changed something)."""
+    data = cfg.model_dump(exclude={"resumes"} if not cfg.resumes else None)
+    Path(path).write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+
+
+def flat_settings(data: dict, prefix: str = "") -> dict[str, Any]:
+    """``{"rl": {"lr": 1e-5}}`` -> ``{"rl.lr": 1e-5}`` (nested mappings, e.g. ``env.kwargs``, too; an empty
+    one holds no setting)."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(flat_settings(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def changed_settings(before: RunConfig, after: RunConfig) -> dict[str, list]:
+    """Dotted key -> ``[before, after]`` for every setting that differs (``out_dir`` and ``resumes`` aside)."""
+    old = flat_settings(before.model_dump(exclude={"out_dir", "resumes"}))
+    new = flat_settings(after.model_dump(exclude={"out_dir", "resumes"}))
+    return {key: [old.get(key), new.get(key)] for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)}

@@ -1,5 +1,20 @@
-"""User-facing errors. The CLI prints these as one line (what and where) and exits with code 2."""
+"""User-facing errors and interrupts. The CLI prints each as one line: a :class:`UserError` (what and where)
+with exit code 2, an :class:`Interrupted` run (what was saved, how to continue) with exit code 130."""
+
+from __future__ import annotations
 
 
 class UserError(Exception):
     """Bad input from the user: unknown name, bad option, malformed file, missing path."""
+
+
+class Interrupted(Exception):
+    """A run stopped by Ctrl-C or SIGTERM. ``saved``: what is on disk now; ``resume``: the command that
+    continues it, ``None`` when nothing can be continued, or :data:`RERUN` for "the same command again"."""
+
+    def __init__(self, saved: str, resume: str | None = None):
+        self.saved, self.resume = saved, resume
+        super().__init__(saved)
+
+
+RERUN = "<the same command>"  # Interrupted.resume: running the command again continues (RRO collection)

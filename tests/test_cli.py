@@ -2,12 +2,13 @@
 
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
 
 from creditflow import credit
-from creditflow.cli import app
+from creditflow.cli import _quiet_third_party_warnings, app, main
 from creditflow.config import build_config
 
 
@@ -95,3 +96,23 @@ def test_shipped_configs_validate():
     for f in files:
         cfg = build_config(f)
         credit.validate_knobs(cfg.rl.algo, cfg.rl.credit)
+
+
+def test_third_party_warnings_are_filtered_at_the_cli_ours_are_not():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _quiet_third_party_warnings()
+        warnings.warn_explicit("gradient_checkpointing is deprecated", FutureWarning, "modeling_utils.py", 1,
+                               module="transformers.modeling_utils")
+        warnings.warn_explicit("old TRL flag", DeprecationWarning, "sft_config.py", 1, module="trl.trainer.sft_config")
+        warnings.warn_explicit("ours", UserWarning, "config.py", 1, module="creditflow.config")
+    assert [str(w.message) for w in caught] == ["ours"]
+
+
+def test_unknown_option_gets_a_close_suggestion_only(capsys):
+    for argv, line in ((["train", "--ot", "x"], "No such option: --ot (did you mean --out?)"),
+                       (["train", "--bogus"], "No such option: --bogus; see `creditflow train --help`")):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        assert line in one_line_error(capsys.readouterr().err)

@@ -1,11 +1,12 @@
 """Draw one group's state graph like RewardFlow's Fig. 8-10, with a node/edge legend like Figs. 11-12.
 
 Node shade = R(s) (darker green = closer to success, grey = no observed path to success), edge colour
-= r~ of the transition (red > 0, blue < 0, white/grey = 0, App. D.5), success terminals drawn as double
-circles labelled ``N*``, start states with a thick outline. Layers run left to right by hop count from
-the start states.
+= r~ of the transition (red > 0, blue < 0, grey = 0, App. D.5; the lightest shade of either colour is
+still clearly tinted, so small rewards stay visible), success terminals drawn as double circles labelled
+``N*``, start states with a thick outline. Layers run left to right by hop count from the start states.
 
-Formats by suffix: ``.png`` / ``.svg`` / ``.pdf`` (matplotlib; legend printed under the graph),
+Formats by suffix: ``.png`` / ``.svg`` / ``.pdf`` (matplotlib; the two colour bars side by side under the
+graph, the legend under them),
 ``.dot`` (Graphviz text; legend in comments, full texts as tooltips), ``.html`` (self-contained: inline
 SVG plus node and edge tables with the full state texts).
 """
@@ -24,7 +25,7 @@ import matplotlib
 import networkx as nx
 import numpy as np
 from matplotlib.cm import ScalarMappable
-from matplotlib.colors import Normalize
+from matplotlib.colors import LinearSegmentedColormap, Normalize
 from matplotlib.figure import Figure
 
 from creditflow.atomic import atomic_open
@@ -151,13 +152,25 @@ def write_graph(graph: GroupGraph, out: str | os.PathLike) -> Path:
     return out
 
 
+EDGE_FLOOR = 0.4  # the lightest shade an edge with r~ != 0 gets: a pale tint would vanish on white
+ZERO_EDGE = (0.62, 0.62, 0.62, 1.0)
+
+
+def _edge_cmap() -> LinearSegmentedColormap:
+    """Diverging blue (r~ < 0) / red (r~ > 0) map that never reaches white: |r~| -> shade in
+    [EDGE_FLOOR, 1] of Blues / Reds; r~ = 0 is drawn grey (``ZERO_EDGE``)."""
+    blues, reds = matplotlib.colormaps["Blues"], matplotlib.colormaps["Reds"]
+    shades = np.linspace(1.0, EDGE_FLOOR, 64)
+    colors = [blues(x) for x in shades] + [reds(x) for x in shades[::-1]]
+    return LinearSegmentedColormap.from_list("creditflow_edge", colors, N=256)
+
+
 def _colors(graph: GroupGraph):
     node_cmap = matplotlib.colormaps["Greens"]
-    edge_cmap = matplotlib.colormaps["bwr"]
+    edge_cmap = _edge_cmap()
     emax = max([abs(e[3]) for e in graph.edges] + [1e-9])
     node_rgba = [node_cmap(0.15 + 0.85 * r) if r > 0 else (0.82, 0.82, 0.82, 1.0) for r in graph.reward]
-    edge_rgba = [edge_cmap(0.5 + 0.5 * e[3] / emax) if abs(e[3]) > 1e-12 else (0.7, 0.7, 0.7, 1.0)
-                 for e in graph.edges]
+    edge_rgba = [edge_cmap(0.5 + 0.5 * e[3] / emax) if abs(e[3]) > 1e-12 else ZERO_EDGE for e in graph.edges]
     return node_rgba, edge_rgba, emax
 
 
@@ -175,6 +188,9 @@ def _positions(graph: GroupGraph) -> dict[int, tuple[float, float]]:
 
 
 def _figure_bytes(graph: GroupGraph, fmt: str, with_legend: bool) -> bytes:
+    """The figure, laid out in inches from the top: title, graph, a row with the two colour bars side by
+    side (each with its own ticks and label), then the text legend. Saved with a tight bounding box, so no
+    label is cut whatever the graph's size."""
     n = len(graph.labels)
     g = nx.MultiDiGraph()
     g.add_nodes_from(range(n))
@@ -184,14 +200,20 @@ def _figure_bytes(graph: GroupGraph, fmt: str, with_legend: bool) -> bytes:
     node_rgba, edge_rgba, emax = _colors(graph)
     depth = int(graph.layer.max()) + 1 if n else 1
     height_nodes = max(int(np.bincount(graph.layer).max()) if n else 1, 2)
-    width = min(max(6.0, 1.3 * depth + 2), 40.0)
-    graph_h = min(max(3.5, 0.9 * height_nodes + 1.5), 30.0)
+    width = min(max(7.0, 1.3 * depth + 2), 40.0)
+    graph_h = min(max(3.0, 0.9 * height_nodes + 1.0), 30.0)
     legend = legend_lines(graph, width=int(width * 14)) if with_legend else []
     legend_shown = legend[:120] + (["... (full legend: write .html or .dot)"] if len(legend) > 120 else [])
-    legend_h = 0.122 * len(legend_shown) + (0.4 if legend_shown else 0)
-    fig = Figure(figsize=(width, graph_h + legend_h))
-    top = legend_h / (graph_h + legend_h)
-    ax = fig.add_axes((0.02, top + 0.02 * (1 - top), 0.82, (1 - top) * 0.9))
+    title_h, bars_h = 0.45, 0.85
+    legend_h = 0.125 * len(legend_shown) + (0.3 if legend_shown else 0.0)
+    total = title_h + graph_h + bars_h + legend_h
+    fig = Figure(figsize=(width, total))
+
+    def box(left: float, top: float, box_w: float, box_h: float) -> tuple[float, float, float, float]:
+        """Axes rectangle in figure fractions from a box in inches measured from the top-left corner."""
+        return (left / width, 1 - (top + box_h) / total, box_w / width, box_h / total)
+
+    ax = fig.add_axes(box(0.2, title_h, width - 0.4, graph_h))
     ax.set_axis_off()
     sizes = [700 if s else 450 for s in graph.success]
     nx.draw_networkx_nodes(g, pos, ax=ax, node_color=node_rgba, node_size=sizes,
@@ -206,24 +228,32 @@ def _figure_bytes(graph: GroupGraph, fmt: str, with_legend: bool) -> bytes:
     pairs = {(u, v) for u, v, *_ in graph.edges}
     for (u, v, acts, dr, count), color in zip(graph.edges, edge_rgba):
         style = f"arc3,rad={0.25 if (v, u) in pairs else 0.0}"
-        nx.draw_networkx_edges(g, pos, ax=ax, edgelist=[(u, v)], edge_color=[color], width=1.0 + 0.4 * min(count, 5),
+        nx.draw_networkx_edges(g, pos, ax=ax, edgelist=[(u, v)], edge_color=[color], width=1.3 + 0.4 * min(count, 5),
                                arrows=True, arrowsize=12, node_size=600, connectionstyle=style)
         if len(graph.edges) <= 40:
             nx.draw_networkx_edge_labels(g, pos, ax=ax, edge_labels={(u, v, 0): " / ".join(acts)[:24]}, font_size=6,
                                          rotate=False, connectionstyle=style,
                                          bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8})
-    ax.set_title(f"state graph of group {graph.group_id}: {n} nodes, {len(graph.edges)} edges, "
-                 f"{graph.rollouts} rollouts ({graph.successes} successful)", fontsize=9)
-    cax1 = fig.add_axes((0.86, top + 0.1 * (1 - top), 0.015, (1 - top) * 0.75))
-    cax2 = fig.add_axes((0.93, top + 0.1 * (1 - top), 0.015, (1 - top) * 0.75))
-    fig.colorbar(ScalarMappable(Normalize(0, 1), matplotlib.colormaps["Greens"]), cax=cax1,
-                 label="node reward R(s)")
-    fig.colorbar(ScalarMappable(Normalize(-emax, emax), matplotlib.colormaps["bwr"]), cax=cax2,
-                 label="edge reward r~")
+    ax.margins(0.08)
+    fig.text(0.5, 1 - 0.25 / total, f"state graph of group {graph.group_id}: {n} nodes, {len(graph.edges)} edges, "
+             f"{graph.rollouts} rollouts ({graph.successes} successful)", ha="center", va="center", fontsize=9)
+    bar_w = min(3.2, (width - 1.6) / 2)
+    bar_top = title_h + graph_h + 0.15
+    for k, (mappable, label) in enumerate((
+            (ScalarMappable(Normalize(0, 1), matplotlib.colormaps["Greens"]), "node reward $R(s)$ (grey: 0, no path to success)"),
+            (ScalarMappable(Normalize(-emax, emax), _edge_cmap()), r"edge reward $\tilde r = R(s') - R(s)$ (grey: 0)"))):
+        center = width * (0.25 + 0.5 * k)
+        cax = fig.add_axes(box(center - bar_w / 2, bar_top, bar_w, 0.16))
+        bar = fig.colorbar(mappable, cax=cax, orientation="horizontal")
+        lo, hi = mappable.norm.vmin, mappable.norm.vmax
+        bar.set_ticks(np.linspace(lo, hi, 5), labels=[f"{x:.2g}" for x in np.linspace(lo, hi, 5)])
+        bar.ax.tick_params(labelsize=7)
+        bar.set_label(label, fontsize=8)
     if legend_shown:
-        fig.text(0.02, top - 0.01, "\n".join(legend_shown), va="top", ha="left", family="monospace", fontsize=6.5)
+        fig.text(0.2 / width, 1 - (title_h + graph_h + bars_h) / total, "\n".join(legend_shown), va="top",
+                 ha="left", family="monospace", fontsize=6.5)
     buf = io.BytesIO()
-    fig.savefig(buf, format=fmt, dpi=130)
+    fig.savefig(buf, format=fmt, dpi=130, bbox_inches="tight", pad_inches=0.15)
     return buf.getvalue()
 
 

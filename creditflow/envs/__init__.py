@@ -2,13 +2,23 @@
 
 Entries are ``"module:Class"`` strings so that heavy optional dependencies (TextWorld, ALFWorld) are
 imported only when that env is made.
+
+``make`` checks every option against the type annotation of the env's constructor (pydantic, strict: no
+``6.5`` -> ``6``, no ``"maybe"`` -> ``True``; ints are accepted where a float is expected and path objects
+where a string path is) and says what it expected in one line. Bounds are the env's own checks.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import numbers
+import os
+import types
+import typing
 from dataclasses import dataclass
+
+from pydantic import TypeAdapter, ValidationError
 
 from creditflow.envs.base import (
     INFO_KEYS,
@@ -39,6 +49,8 @@ __all__ = [
     "env_names",
     "env_class",
     "env_options",
+    "option_types",
+    "check_options",
 ]
 
 
@@ -81,15 +93,63 @@ def env_options(name: str) -> dict[str, object]:
     }
 
 
-def make(name: str, **kwargs) -> TextEnv:
-    """Instantiate a registered env; unknown options raise :class:`EnvError` naming them."""
-    cls = env_class(name)
+def option_types(name: str) -> dict[str, object]:
+    """The annotated type of each constructor option of env ``name`` (options without one are absent)."""
+    init = env_class(name).__init__
+    try:
+        hints = typing.get_type_hints(init)
+    except (NameError, TypeError):  # an annotation that cannot be resolved: the env checks that option itself
+        return {}
+    return {key: hint for key, hint in hints.items() if key in env_options(name)}
+
+
+def _type_name(hint) -> str:
+    """``int``, ``int or None``, ``one of 'train', 'test'``, ``list``: what an option expects, in words."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(arg) for arg in typing.get_args(hint))
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(arg) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return "None"
+    names = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+    if hint in names:
+        return names[hint]
+    return getattr(origin or hint, "__name__", str(hint))
+
+
+def _checked_value(value):
+    """The value as the type check sees it: integer-like numbers (NumPy's too) as ``int``, paths as ``str``."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    return value
+
+
+def check_options(name: str, kwargs: dict) -> None:
+    """Unknown options and options of the wrong type raise one-line :class:`EnvError`s; nothing is converted."""
     allowed = env_options(name)
     unknown = sorted(set(kwargs) - set(allowed))
     if unknown:
         raise EnvError(
             f"env {name!r} has no option(s) {', '.join(unknown)}; options: {', '.join(allowed) or 'none'}"
         )
+    hints = option_types(name)
+    for key, value in kwargs.items():
+        if key not in hints:
+            continue
+        try:
+            TypeAdapter(hints[key]).validate_python(_checked_value(value), strict=True)
+        except ValidationError:
+            raise EnvError(f"env {name!r}: option {key} must be {_type_name(hints[key])}, got {value!r}") from None
+
+
+def make(name: str, **kwargs) -> TextEnv:
+    """Instantiate a registered env; unknown options and options of the wrong type raise :class:`EnvError`
+    naming them (:func:`check_options`)."""
+    cls = env_class(name)
+    check_options(name, kwargs)
     try:
         return cls(**kwargs)
     except TypeError as exc:

@@ -20,7 +20,8 @@ extra game step (``look``/``inventory``) is spent. Invalid actions (RewardFlow A
 is not admissible is not sent to the game (observation "Nothing happens.", as ALFWorld); an admissible
 command that the game answers with "Nothing happens"-type feedback while the state stays the same is
 marked ``action_valid=False`` too; with ``admissible_only=False`` other commands go to the game and are
-valid only if they change the state. ``expert_actions()`` returns TextWorld's
+valid only if they change the state. An action that is not text, or text the game cannot receive (a lone
+surrogate), is invalid and never sent. ``expert_actions()`` returns TextWorld's
 winning policy from the current state; ``snapshot``/``restore`` use the game's ``copy()``.
 """
 
@@ -98,6 +99,15 @@ def _sha256(path: Path) -> str:
 def normalize_command(text: str) -> str:
     """Lower-case, single spaces, no trailing period: how commands are matched to admissible ones."""
     return re.sub(r"\s+", " ", (text or "").strip().lower()).rstrip(".!").strip()
+
+
+def _encodable(command: str) -> bool:
+    """Whether the game can receive ``command`` (UTF-8; a lone surrogate from a model's output cannot)."""
+    try:
+        command.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _task_from_command(command: str) -> str:
@@ -350,9 +360,9 @@ class HouseholdEnv(BaseTextEnv):
 
     def _step(self, action):
         assert self._state is not None, "call reset() first"
-        command = normalize_command(action)
+        command = normalize_command(action) if isinstance(action, str) else ""  # not text: invalid
         admissible = {normalize_command(c): c for c in self._state["admissible_commands"]}
-        if command in _META_COMMANDS or command.startswith("tw-") or not command \
+        if command in _META_COMMANDS or command.startswith("tw-") or not command or not _encodable(command) \
                 or (self.admissible_only and command not in admissible):
             return NOTHING_HAPPENS, 0.0, False, self._info(valid=False)
         command = admissible.get(command, command)  # the game's own spelling

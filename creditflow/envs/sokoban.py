@@ -12,10 +12,17 @@ Symbols (as in verl-agent's text Sokoban): ``#`` wall, ``_`` floor, ``O`` target
 Rewards (the papers' common shaping): ``step_penalty`` (-0.1) every step, ``box_on_target`` (+1) for
 pushing a box onto a target, ``box_off_target`` (-1) for pushing one off, ``solve_bonus`` (+10) when all
 boxes sit on targets.
+
+Limits (checked when the env is made, one-line :class:`EnvError`): rooms of ``MIN_SIZE..MAX_SIZE`` cells a
+side, ``1..MAX_BOXES`` boxes, ``max_steps`` of ``1..MAX_STEPS``, ``min_plan`` of ``1..max_steps``, finite
+rewards. Within them a reset takes well under a second (a 24x24 room with 3 boxes: ~0.02 s on average);
+beyond them level generation and the BFS solver grow without bound (100x100: ~6 s a reset, 12x12 with 5
+boxes: ~2 s).
 """
 
 from __future__ import annotations
 
+import math
 import random
 from collections import deque
 
@@ -23,6 +30,10 @@ from creditflow.envs.base import BaseTextEnv, EnvError
 
 ACTIONS = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
 ACTION_NAMES = list(ACTIONS)
+
+MIN_SIZE, MAX_SIZE = 3, 24  # room height / width, walls included
+MAX_BOXES = 3
+MAX_STEPS = 200  # also the BFS solver's depth limit
 
 Pos = tuple[int, int]
 
@@ -169,6 +180,11 @@ def _try_level(rng: random.Random, height: int, width: int, num_boxes: int) -> L
     return Level(height, width, walls, targets, best[0], best[1])
 
 
+def _check_range(name: str, value: int, lo: int, hi: int) -> None:
+    if not lo <= value <= hi:
+        raise EnvError(f"sokoban: {name} must be in {lo}..{hi}, got {value}")
+
+
 def _offset(a: Pos, b: Pos) -> str:
     """Where ``a`` lies relative to ``b`` in words: '2 down, 1 left' / 'same place'."""
     dr, dc = a[0] - b[0], a[1] - b[1]
@@ -191,11 +207,21 @@ class SokobanEnv(BaseTextEnv):
                  num_boxes: int = 1, max_steps: int = 15, step_penalty: float = -0.1,
                  box_on_target: float = 1.0, box_off_target: float = -1.0, solve_bonus: float = 10.0,
                  min_plan: int = 1, describe_positions: bool = False):
+        _check_range("max_steps", max_steps, 1, MAX_STEPS)
         super().__init__(max_steps=max_steps)
-        self.height = int(height or size)
-        self.width = int(width or size)
-        if num_boxes < 1:
-            raise EnvError(f"sokoban: num_boxes must be >= 1, got {num_boxes}")
+        for name, value in (("size", size), ("height", height), ("width", width)):
+            if value is not None:
+                _check_range(name, value, MIN_SIZE, MAX_SIZE)
+        self.height = int(size if height is None else height)
+        self.width = int(size if width is None else width)
+        _check_range("num_boxes", num_boxes, 1, MAX_BOXES)
+        if (self.height - 2) * (self.width - 2) < num_boxes + 2:
+            raise EnvError(f"sokoban: room {self.height}x{self.width} too small for {num_boxes} box(es)")
+        _check_range("min_plan", min_plan, 1, max_steps)
+        for name, value in (("step_penalty", step_penalty), ("box_on_target", box_on_target),
+                            ("box_off_target", box_off_target), ("solve_bonus", solve_bonus)):
+            if not math.isfinite(value):
+                raise EnvError(f"sokoban: {name} must be a finite number, got {value!r}")
         self.num_boxes = int(num_boxes)
         self.step_penalty, self.box_on_target = step_penalty, box_on_target
         self.box_off_target, self.solve_bonus = box_off_target, solve_bonus
@@ -259,7 +285,7 @@ class SokobanEnv(BaseTextEnv):
 
     def _step(self, action):
         assert self.level is not None, "call reset() first"
-        key = action.strip().lower()
+        key = action.strip().lower() if isinstance(action, str) else None  # not text: an invalid action
         reward = self.step_penalty
         if key not in ACTIONS:
             return self.observation(), reward, False, self._info(valid=False)

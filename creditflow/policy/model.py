@@ -9,6 +9,7 @@ vLLM load it like any other checkpoint. Nothing is downloaded.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Iterable
 
@@ -48,10 +49,17 @@ def _quiet_transformers() -> None:
 
 
 def resolve_device(device: str = "auto") -> str:
+    """``auto`` -> ``cuda`` or ``cpu``; a device this machine does not have is a one-line UserError."""
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise UserError(f"device {device!r} requested but CUDA is not available")
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise UserError(f"policy.device={device!r} requested but CUDA is not available (use cpu or auto)")
+        index = int(device.partition(":")[2] or 0)
+        if index >= torch.cuda.device_count():
+            raise UserError(f"policy.device={device!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    if device == "mps" and not torch.backends.mps.is_available():
+        raise UserError("policy.device='mps' requested but MPS is not available (use cpu or auto)")
     return device
 
 
@@ -61,19 +69,40 @@ def resolve_dtype(dtype: str, device: str):
     table = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
              "float16": torch.float16, "fp16": torch.float16}
     if dtype not in table:
-        raise UserError(f"dtype must be one of auto, {', '.join(table)}; got {dtype!r}")
+        raise UserError(f"policy.dtype must be one of auto, {', '.join(table)}; got {dtype!r}")
     return table[dtype]
 
 
+def check_device_and_dtype(device: str, dtype: str) -> None:
+    """``policy.device`` / ``policy.dtype`` usable on this machine (checked before any work)."""
+    resolve_dtype(dtype, resolve_device(device))
+
+
 def check_model_dir(path: str | Path) -> Path:
-    """A local HF model directory, or a one-line UserError saying what is wrong with it."""
+    """A local HF model directory, or a one-line UserError saying what is wrong with it: missing, not a
+    directory, unreadable, no config.json, or a config.json that is not a UTF-8 JSON object."""
     p = Path(path).expanduser()
     if not p.exists():
         raise UserError(f"model path {str(p)!r} does not exist")
     if not p.is_dir():
         raise UserError(f"model path {str(p)!r} is not a directory")
-    if not (p / "config.json").exists():
+    if not os.access(p, os.R_OK | os.X_OK):
+        raise UserError(f"model path {str(p)!r}: permission denied")
+    config = p / "config.json"
+    if not config.exists():
         raise UserError(f"model path {str(p)!r} has no config.json (not a Hugging Face model directory)")
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except IsADirectoryError:
+        raise UserError(f"{config}: a directory, not a file") from None
+    except PermissionError:
+        raise UserError(f"{config}: permission denied") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{config}: not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{config}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{config}: expected a JSON object, got {type(data).__name__}")
     return p
 
 
@@ -92,11 +121,12 @@ def load_policy(path: str | Path, device: str = "auto", dtype: str = "auto"):
     p = check_model_dir(path)
     _quiet_transformers()
     device = resolve_device(device)
-    tok = load_tokenizer(p)
     try:
+        tok = load_tokenizer(p)
         model = AutoModelForCausalLM.from_pretrained(str(p), dtype=resolve_dtype(dtype, device))
-    except (OSError, ValueError) as exc:
-        raise UserError(f"cannot load model from {str(p)!r}: {str(exc).splitlines()[0]}") from None
+    except (OSError, ValueError, KeyError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise UserError(f"cannot load model from {str(p)!r}: {first}") from None
     model.to(device)
     if model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = tok.pad_token_id

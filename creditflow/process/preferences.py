@@ -156,11 +156,34 @@ def _card(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def check_collection(directory: str | Path, settings: dict) -> None:
+    """A one-line UserError when ``directory`` cannot take a collection with ``settings``: it is a file, or
+    it holds a collection made with other settings (resumable settings aside). Writes nothing."""
+    d = Path(directory)
+    if d.exists() and not d.is_dir():
+        raise UserError(f"preference data dir {str(d)!r} is a file, not a directory")
+    if not (d / TASKS).exists() and not (d / PAIRS).exists():
+        return
+    stored = {}
+    if (d / SUMMARY).exists():
+        try:
+            stored = json.loads((d / SUMMARY).read_text(encoding="utf-8")).get("settings", {})
+        except (ValueError, AttributeError):
+            stored = {}
+    diff = sorted(k for k in set(stored) | set(settings)
+                  if stored and k not in RESUMABLE_SETTINGS and stored.get(k) != settings.get(k))
+    if diff:
+        k = diff[0]
+        raise UserError(f"{d} holds a collection with other settings ({k}: {stored.get(k)!r} there, "
+                        f"{settings.get(k)!r} now); use another output directory")
+
+
 class PreferenceWriter:
     """Appends finished tasks to a collection directory and keeps its summary/card current."""
 
     def __init__(self, directory: str | Path, settings: dict):
         self.dir = Path(directory)
+        check_collection(self.dir, settings)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.settings = dict(settings)
         self.records: list[dict] = []
@@ -179,18 +202,6 @@ class PreferenceWriter:
         tasks_path, pairs_path = self.dir / TASKS, self.dir / PAIRS
         if not tasks_path.exists() and not pairs_path.exists():
             return
-        stored = {}
-        if (self.dir / SUMMARY).exists():
-            try:
-                stored = json.loads((self.dir / SUMMARY).read_text()).get("settings", {})
-            except ValueError:
-                stored = {}
-        diff = sorted(k for k in set(stored) | set(self.settings)
-                      if stored and k not in RESUMABLE_SETTINGS and stored.get(k) != self.settings.get(k))
-        if diff:
-            k = diff[0]
-            raise UserError(f"{self.dir} holds a collection with other settings ({k}: {stored.get(k)!r} there, "
-                            f"{self.settings.get(k)!r} now); use another output directory")
         records, torn = _read_jsonl_lines(tasks_path)
         seen: set[str] = set()
         for r in records:
@@ -244,8 +255,17 @@ def read_preferences(path: str | Path) -> list[dict]:
         p = p / PAIRS
     if not p.exists():
         raise UserError(f"no preference data at {str(p)!r}")
+    if p.is_dir():
+        raise UserError(f"preference data {str(p)!r} is a directory, not a file")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        line = p.read_bytes()[: exc.start].count(b"\n") + 1
+        raise UserError(f"{p}:{line}: not UTF-8 text") from None
+    except PermissionError:
+        raise UserError(f"preference data {str(p)!r}: permission denied") from None
     out = []
-    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:

@@ -1,19 +1,41 @@
-"""Wiring shared by the recipes (train, SFT, evaluation, demo, RRO): envs, policy, engine, success rule."""
+"""Wiring shared by the recipes (train, SFT, evaluation, demo, RRO): envs, policy, engine, success rule, and
+the checks every recipe runs before any work."""
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 from functools import partial
 from pathlib import Path
+from typing import Iterator
 
-from creditflow import envs
-from creditflow.config import RunConfig
+from creditflow import credit, envs
+from creditflow.config import RunConfig, dump_config
+from creditflow.errors import UserError
 from creditflow.policy.backends.base import SamplingParams
 from creditflow.policy.backends.hf import HFBackend
-from creditflow.policy.model import build_tiny_policy, load_policy
+from creditflow.policy.model import build_tiny_policy, check_device_and_dtype, check_model_dir, load_policy
 from creditflow.policy.prompts import PromptBuilder, environment_description
+from creditflow.recipes.progress import RunProgress, WatchedEngine
 from creditflow.rollout.engine import RolloutEngine
 from creditflow.rollout.expert import expert_corpus
 from creditflow.rollout.trajectory import SuccessRule
+
+
+def check_run(cfg: RunConfig, *, knobs: bool = False, model: str | Path | None = None) -> None:
+    """What can be checked before any work (SFT, model building, rollouts), as one-line UserErrors: the
+    credit knobs (``knobs``), device and dtype on this machine, and the model directory (``model``, default
+    ``policy.model``). Env options are checked by :func:`env_factory`."""
+    if knobs:
+        try:
+            credit.validate_knobs(cfg.rl.algo, cfg.rl.credit)
+        except UserError as exc:
+            where = "rl.credit" if cfg.rl.algo in credit.estimator_names() else "rl.algo"
+            raise UserError(f"{where}: {exc}") from None
+    check_device_and_dtype(cfg.policy.device, cfg.policy.dtype)
+    model = model if model is not None else cfg.policy.model
+    if model:
+        check_model_dir(model)
 
 
 def env_factory(cfg: RunConfig, split: str = "train"):
@@ -24,8 +46,41 @@ def env_factory(cfg: RunConfig, split: str = "train"):
         if "split" in envs.env_options(cfg.env.name) and "split" not in cfg.env.eval_kwargs:
             kwargs["split"] = "test"
     factory = partial(envs.make, cfg.env.name, **kwargs)
-    factory()  # fail early, with the env's own message, on bad options
+    try:
+        factory()  # fail early, with the env's own message, on bad options
+    except envs.EnvError as exc:
+        if split == "test" and cfg.env.eval_kwargs:
+            raise envs.EnvError(f"held-out envs (env.kwargs + env.eval_kwargs): {exc}") from None
+        raise
     return factory
+
+
+@contextlib.contextmanager
+def new_run_dir(cfg: RunConfig) -> Iterator[Path]:
+    """Create ``out_dir`` and write ``config.yaml`` for a fresh run. A user error inside the block undoes
+    that: the directory goes if this run created it, else ``config.yaml`` is put back as it was; an
+    interrupt keeps what was written (the tiny model, π_SFT) for the next attempt."""
+    out = Path(cfg.out_dir)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"out_dir {str(out)!r} is a file, not a directory")
+    created = not out.exists()
+    config = out / "config.yaml"
+    before = config.read_bytes() if config.is_file() else None
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        dump_config(cfg, config)
+    except OSError as exc:
+        raise UserError(f"out_dir {str(out)!r}: cannot write there ({exc.strerror or exc})") from None
+    try:
+        yield out
+    except UserError:
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
+        elif before is None:
+            config.unlink(missing_ok=True)
+        else:
+            config.write_bytes(before)
+        raise
 
 
 def prompt_builder(cfg: RunConfig, env) -> PromptBuilder:
@@ -37,18 +92,19 @@ def success_rule(cfg: RunConfig) -> SuccessRule:
     return SuccessRule(cfg.env.success_threshold)
 
 
-def load_or_build_policy(cfg: RunConfig, out_dir: Path, factory, log=print):
+def load_or_build_policy(cfg: RunConfig, out_dir: Path, factory, log=print, progress: RunProgress | None = None):
     """Load ``cfg.policy.model``, or build the tiny default into ``out_dir/tiny_model`` (once)."""
     if cfg.policy.model:
         return load_policy(cfg.policy.model, cfg.policy.device, cfg.policy.dtype)
     tiny_dir = out_dir / "tiny_model"
     if not (tiny_dir / "config.json").exists():
-        env = factory()
-        prompts = prompt_builder(cfg, env)
-        corpus = expert_corpus(factory, prompts, list(range(900_000, 900_400)), rng_seed=cfg.seed)
-        build_tiny_policy(tiny_dir, corpus, vocab_size=cfg.policy.tiny_vocab_size, seed=cfg.seed,
-                          isolate_chars=getattr(env, "tokenizer_isolate_chars", ""),
-                          hidden_size=cfg.policy.tiny_hidden_size, num_hidden_layers=cfg.policy.tiny_layers)
+        with (progress or RunProgress()).bar("building the tiny default policy", None, keep=False):
+            env = factory()
+            prompts = prompt_builder(cfg, env)
+            corpus = expert_corpus(factory, prompts, list(range(900_000, 900_400)), rng_seed=cfg.seed)
+            build_tiny_policy(tiny_dir, corpus, vocab_size=cfg.policy.tiny_vocab_size, seed=cfg.seed,
+                              isolate_chars=getattr(env, "tokenizer_isolate_chars", ""),
+                              hidden_size=cfg.policy.tiny_hidden_size, num_hidden_layers=cfg.policy.tiny_layers)
         log(f"built tiny default policy in {tiny_dir}")
     return load_policy(tiny_dir, cfg.policy.device, cfg.policy.dtype)
 
@@ -77,10 +133,12 @@ def sampling_params(cfg: RunConfig, tokenizer, evaluation: bool = False) -> Samp
     )
 
 
-def make_engine(cfg: RunConfig, model, tokenizer, factory, env_executor=None) -> RolloutEngine:
-    """``env_executor``: where env work runs (``creditflow.rollout.executors``; default in-process)."""
+def make_engine(cfg: RunConfig, model, tokenizer, factory, env_executor=None, *, progress: RunProgress | None = None,
+                watch: str | None = None) -> RolloutEngine:
+    """``env_executor``: where env work runs (``creditflow.rollout.executors``; default in-process).
+    ``watch``: show every rollout as a ``progress`` bar with this description (turns, episodes running)."""
     env = factory()
-    return RolloutEngine(
+    engine = WatchedEngine(
         backend=HFBackend(model, tokenizer),
         encode=chat_encoder(tokenizer),
         env_factory=factory,
@@ -91,3 +149,6 @@ def make_engine(cfg: RunConfig, model, tokenizer, factory, env_executor=None) ->
         env_executor=env_executor,
         success_rule=success_rule(cfg),
     )
+    engine.progress, engine.watch = progress, watch
+    engine.turn_limit = min(cfg.rollout.max_steps or env.max_steps, env.max_steps)
+    return engine

@@ -18,44 +18,41 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from rich.console import Console
-
-from creditflow.config import RunConfig, dump_config
-from creditflow.errors import UserError
+from creditflow.config import RunConfig
+from creditflow.errors import RERUN, Interrupted, UserError
 from creditflow.policy.model import load_policy
 from creditflow.process.collect import PreferenceCollector
-from creditflow.process.preferences import PreferenceWriter, read_preferences
+from creditflow.process.preferences import PreferenceWriter, check_collection, read_preferences
 from creditflow.recipes import common
 from creditflow.recipes.eval import evaluate_policy as _evaluate
+from creditflow.recipes.progress import RunProgress
 from creditflow.recipes.train import sft_policy
 from creditflow.rollout.executors import make_env_executor
 from creditflow.rollout.seeding import seed_everything
 from creditflow.train.dpo import run_dpo
 
 
-def _console() -> Console:
-    return Console(stderr=True)
-
-
 def data_dir(cfg: RunConfig) -> Path:
     return Path(cfg.rro.data_dir) if cfg.rro.data_dir else Path(cfg.out_dir) / "preferences"
 
 
-def _prepare(cfg: RunConfig) -> Path:
-    out = Path(cfg.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    dump_config(cfg, out / "config.yaml")
-    return out
+def _sft_target(cfg: RunConfig) -> Path:
+    """Where π_SFT is: ``policy.model``, else ``<out_dir>/sft_model`` (trained there when absent)."""
+    return Path(cfg.policy.model) if cfg.policy.model else Path(cfg.out_dir) / "sft_model"
 
 
-def sft_model_path(cfg: RunConfig, out: Path, train_factory, log: Callable[[str], None]) -> Path:
+def sft_model_path(cfg: RunConfig, out: Path, train_factory, log: Callable[[str], None],
+                   progress: RunProgress | None = None) -> Path:
     """Where π_SFT lives; trains it (SFT pipeline) when neither ``policy.model`` nor ``out/sft_model`` exists."""
     if cfg.policy.model:
         return Path(cfg.policy.model)
     target = out / "sft_model"
     if not (target / "config.json").exists():
         seed_everything(cfg.seed)
-        sft_policy(cfg, out, train_factory, log)
+        try:
+            sft_policy(cfg, out, train_factory, log, progress)
+        except KeyboardInterrupt:
+            raise Interrupted(f"during SFT; nothing saved yet ({target} is written when SFT ends)", RERUN) from None
     return target
 
 
@@ -72,12 +69,22 @@ def collection_settings(cfg: RunConfig, model_path: Path) -> dict:
     }
 
 
-def run_collect(cfg: RunConfig, log: Callable[[str], None] | None = None, model_path: Path | None = None) -> dict:
-    """Collect preference data with ``cfg.rro`` (resumes a partial collection in the same directory)."""
-    log = log or _console().print
-    out = _prepare(cfg)
+def _check_collect(cfg: RunConfig, model_path: Path | None):
+    """The checks of ``rro collect`` before any work; returns the training env factory."""
+    common.check_run(cfg, model=model_path)
     train_factory = common.env_factory(cfg, "train")
-    model_path = model_path or sft_model_path(cfg, out, train_factory, log)
+    check_collection(data_dir(cfg), collection_settings(cfg, model_path or _sft_target(cfg)))
+    return train_factory
+
+
+def run_collect(cfg: RunConfig, log: Callable[[str], None] | None = None, model_path: Path | None = None,
+                progress: RunProgress | None = None) -> dict:
+    """Collect preference data with ``cfg.rro`` (resumes a partial collection in the same directory)."""
+    progress = progress or RunProgress()
+    log = log or progress.log
+    train_factory = _check_collect(cfg, model_path)
+    with common.new_run_dir(cfg) as out:
+        model_path = model_path or sft_model_path(cfg, out, train_factory, log, progress)
     writer = PreferenceWriter(data_dir(cfg), collection_settings(cfg, model_path))
     seeds = [cfg.rro.seed_offset + i for i in range(cfg.rro.tasks)]
     if writer.resumed:
@@ -87,17 +94,23 @@ def run_collect(cfg: RunConfig, log: Callable[[str], None] | None = None, model_
     model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.dtype)
     executor = make_env_executor(cfg.rro.executor, train_factory, num_workers=cfg.rro.ray_workers,
                                  address=cfg.rro.ray_address)
+    done0 = sum(1 for s in seeds if writer.done(f"{cfg.env.name}/{s}"))
     try:
         engine = common.make_engine(cfg, model, tok, train_factory, env_executor=executor)
         collector = PreferenceCollector(engine, exploration=cfg.rro.exploration,
                                         candidates=cfg.rro.candidates, mc_rollouts=cfg.rro.mc_rollouts,
                                         seed=cfg.seed, env_name=cfg.env.name)
+        with progress.bar("collect", len(seeds), completed=done0, unit="tasks") as update:
+            def on_task(done: int, total: int, rec: dict) -> None:
+                update(done, f"{writer.pairs} pairs")
+                log(f"task {done}/{total} {rec['task_id']}: {rec['steps']} steps, {rec['samples']} samples, "
+                    f"{rec['pairs']} pairs, {rec['rollouts']} rollouts" + (" (failed)" if rec.get("failed") else "")
+                    + f" ({update.eta()})")
 
-        def progress(done: int, total: int, rec: dict) -> None:
-            log(f"task {done}/{total} {rec['task_id']}: {rec['steps']} steps, {rec['samples']} samples, "
-                f"{rec['pairs']} pairs, {rec['rollouts']} rollouts" + (" (failed)" if rec.get("failed") else ""))
-
-        summary = collector.collect(seeds, writer, progress)
+            summary = collector.collect(seeds, writer, on_task)
+    except KeyboardInterrupt:
+        raise Interrupted(f"after {len(writer.records)} of {len(seeds)} tasks, which are saved in {writer.dir} "
+                          "(the task under way is redone)", RERUN) from None
     finally:
         executor.close()
     log(f"collected: {summary['samples_per_step']:.2f} samples/step over {summary['steps']} steps, "
@@ -105,58 +118,79 @@ def run_collect(cfg: RunConfig, log: Callable[[str], None] | None = None, model_
     return summary
 
 
+def _dpo_start(cfg: RunConfig, model_path: Path | None) -> Path:
+    """π_SFT for ``rro train``: ``model_path``, ``policy.model`` or ``<out_dir>/sft_model``."""
+    if model_path is not None:
+        return model_path
+    if cfg.policy.model:
+        return Path(cfg.policy.model)
+    if (Path(cfg.out_dir) / "sft_model" / "config.json").exists():
+        return Path(cfg.out_dir) / "sft_model"
+    raise UserError("rro train: no π_SFT; give --model DIR (or run `creditflow rro run`)")
+
+
 def run_dpo_training(cfg: RunConfig, log: Callable[[str], None] | None = None,
-                     model_path: Path | None = None) -> tuple[Path, dict]:
+                     model_path: Path | None = None, progress: RunProgress | None = None) -> tuple[Path, dict]:
     """DPO from π_SFT on ``rro.data_dir`` -> ``<out_dir>/dpo_model``."""
-    log = log or _console().print
-    out = _prepare(cfg)
+    progress = progress or RunProgress()
+    log = log or progress.log
     pairs = read_preferences(data_dir(cfg))
-    if model_path is None:
-        if cfg.policy.model:
-            model_path = Path(cfg.policy.model)
-        elif (out / "sft_model" / "config.json").exists():
-            model_path = out / "sft_model"
-        else:
-            raise UserError("rro train: no π_SFT; give --model DIR (or run `creditflow rro run`)")
-    seed_everything(cfg.seed)
-    model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.dtype)
-    log(f"DPO on {len(pairs)} pairs from {model_path}")
-    trained, metrics = run_dpo(model, tok, pairs, out, cfg.rro.dpo, seed=cfg.seed)
+    model_path = _dpo_start(cfg, model_path)
+    common.check_run(cfg, model=model_path)
+    with common.new_run_dir(cfg) as out:
+        seed_everything(cfg.seed)
+        model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.dtype)
     target, tmp = out / "dpo_model", out / ".dpo_model.tmp"
+    log(f"DPO on {len(pairs)} pairs from {model_path}")
+    try:
+        with progress.bar("DPO", None, unit="steps") as update:
+            trained, metrics = run_dpo(model, tok, pairs, out, cfg.rro.dpo, seed=cfg.seed,
+                                       progress=lambda step, total, info: update(step, info, total=total))
+    except KeyboardInterrupt:
+        raise Interrupted(f"during DPO; nothing saved yet ({target} is written when DPO ends)", RERUN) from None
+    finally:
+        shutil.rmtree(out / "dpo_tmp", ignore_errors=True)  # TRL's scratch dir (nothing is saved there)
     shutil.rmtree(tmp, ignore_errors=True)
     trained.save_pretrained(tmp)
     tok.save_pretrained(tmp)
     shutil.rmtree(target, ignore_errors=True)
     tmp.rename(target)
-    shutil.rmtree(out / "dpo_tmp", ignore_errors=True)
     metrics["dpo/reference"] = str(model_path)
     (out / "dpo_metrics.json").write_text(json.dumps(metrics, indent=2))
     log(f"DPO done: loss {metrics['dpo/train_loss']:.4f} over {metrics['dpo/steps']} steps -> {target}")
     return target, metrics
 
 
-def evaluate_policy(cfg: RunConfig, model_path: Path, episodes: int) -> dict:
+def evaluate_policy(cfg: RunConfig, model_path: Path, episodes: int, progress: RunProgress | None = None) -> dict:
     """Held-out success/score of a saved policy (greedy by default, ``generation.eval_temperature``)."""
-    return _evaluate(cfg, model_path, episodes)[0]
+    return _evaluate(cfg, model_path, episodes, progress)[0]
 
 
-def run_rro(cfg: RunConfig, log: Callable[[str], None] | None = None) -> dict:
+def run_rro(cfg: RunConfig, log: Callable[[str], None] | None = None, progress: RunProgress | None = None) -> dict:
     """The whole pipeline: π_SFT (given or trained) → collect → DPO → held-out eval of both."""
-    log = log or _console().print
-    out = _prepare(cfg)
+    progress = progress or RunProgress()
+    log = log or progress.log
+    train_factory = _check_collect(cfg, Path(cfg.policy.model) if cfg.policy.model else None)
+    common.env_factory(cfg, "test")  # the held-out envs of the final evaluation
     t0 = time.perf_counter()
-    sft_path = sft_model_path(cfg, out, common.env_factory(cfg, "train"), log)
+    with common.new_run_dir(cfg) as out:
+        sft_path = sft_model_path(cfg, out, train_factory, log, progress)
     t_sft = time.perf_counter()
-    collection = run_collect(cfg, log, model_path=sft_path)
+    collection = run_collect(cfg, log, model_path=sft_path, progress=progress)
     t_collect = time.perf_counter()
     if collection["pairs"]:
-        dpo_path, dpo_metrics = run_dpo_training(cfg, log, model_path=sft_path)
+        dpo_path, dpo_metrics = run_dpo_training(cfg, log, model_path=sft_path, progress=progress)
     else:  # no preference pair: DPO has nothing to learn from, π_DPO = π_SFT
         log("no preference pairs were collected: DPO skipped, π_DPO = π_SFT")
         dpo_path, dpo_metrics = sft_path, {"dpo/train_loss": None, "dpo/steps": 0}
     t_dpo = time.perf_counter()
-    sft_eval = evaluate_policy(cfg, sft_path, cfg.rro.eval_episodes)
-    dpo_eval = sft_eval if dpo_path == sft_path else evaluate_policy(cfg, dpo_path, cfg.rro.eval_episodes)
+    try:
+        sft_eval = evaluate_policy(cfg, sft_path, cfg.rro.eval_episodes, progress)
+        dpo_eval = sft_eval if dpo_path == sft_path else evaluate_policy(cfg, dpo_path, cfg.rro.eval_episodes,
+                                                                         progress)
+    except KeyboardInterrupt:
+        raise Interrupted(f"during the held-out evaluation; π_SFT ({sft_path}), the preference data ({data_dir(cfg)})"
+                          f" and π_DPO ({dpo_path}) are saved and reused", RERUN) from None
     summary = {
         "exploration": cfg.rro.exploration, "candidates": cfg.rro.candidates, "mc_rollouts": cfg.rro.mc_rollouts,
         "samples_per_step": collection["samples_per_step"], "steps": collection["steps"],

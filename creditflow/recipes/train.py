@@ -2,54 +2,57 @@
 
 A run directory holds ``config.yaml``, ``metrics.jsonl``, ``tb/``, the policy RL starts from
 (``sft_model/`` when creditflow trained it), ``checkpoints/`` and ``report/``.
+
+Everything that can be checked is checked before any work (:func:`creditflow.recipes.common.check_run`, the
+env factories, the checkpoint of a resumed run). Ctrl-C (or SIGTERM) ends a run with an
+:class:`~creditflow.errors.Interrupted` that says what is on disk and how to continue.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 from typing import Callable
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-from creditflow import credit
-from creditflow.config import RunConfig, build_config, dump_config
+from creditflow.config import RunConfig, build_config, changed_settings, dump_config
 from creditflow.curriculum.hooks import build_hooks
-from creditflow.errors import UserError
+from creditflow.errors import Interrupted, UserError
 from creditflow.policy.model import load_policy
 from creditflow.recipes import common
+from creditflow.recipes.progress import RunProgress
 from creditflow.rollout.expert import expert_trajectories
 from creditflow.rollout.seeding import seed_everything
-from creditflow.train.checkpoint import latest_checkpoint, load_trainer_state
-from creditflow.train.metrics import MetricsLogger
+from creditflow.train.checkpoint import checkpoint_root, checkpoint_step, latest_checkpoint, load_trainer_state
+from creditflow.train.metrics import MetricsLogger, read_metrics
 from creditflow.train.rl import RLTrainer
-from creditflow.train.sft import demo_examples, run_sft
+from creditflow.train.sft import check_max_length, demo_examples, prompt_lengths, run_sft
 
 
-def _console() -> Console:
-    return Console(stderr=True)
-
-
-def prepare_run_dir(cfg: RunConfig, fresh: bool = True) -> Path:
-    out = Path(cfg.out_dir)
-    if fresh and (out / "metrics.jsonl").exists():
-        raise UserError(f"out_dir {str(out)!r} already holds a run; use --resume {out} or another out_dir")
-    out.mkdir(parents=True, exist_ok=True)
-    dump_config(cfg, out / "config.yaml")
-    return out
-
-
-def sft_policy(cfg: RunConfig, out: Path, train_factory, log: Callable[[str], None]):
+def sft_policy(cfg: RunConfig, out: Path, train_factory, log: Callable[[str], None],
+               progress: RunProgress | None = None):
     """Build (or load) the starting policy and fine-tune it on expert demos -> ``out/sft_model``."""
-    model, tok = common.load_or_build_policy(cfg, out, train_factory, log=log)
+    progress = progress or RunProgress()
+    notes: list[str] = []  # said once the demonstrations pass the length check (else the error is the one line)
+    model, tok = common.load_or_build_policy(cfg, out, train_factory, log=notes.append, progress=progress)
     env = train_factory()
     seeds = [cfg.sft.seed_offset + i for i in range(cfg.sft.demos)]
     demos = expert_trajectories(train_factory, seeds, common.success_rule(cfg))
     examples = demo_examples(demos, common.prompt_builder(cfg, env))
+    dropped = check_max_length(prompt_lengths(examples, tok), cfg.sft.max_length)
+    for note in notes:
+        log(note)
     log(f"SFT on {len(examples)} expert steps from {len(demos)} solved episodes")
-    metrics = run_sft(model, tok, examples, out, cfg.sft, seed=cfg.seed)
+    if dropped:
+        log(f"note: sft.max_length={cfg.sft.max_length} drops {dropped} of {len(examples)} steps whose prompt "
+            f"alone fills it")
+    try:
+        with progress.bar("SFT", None, unit="steps") as update:
+            metrics = run_sft(model, tok, examples, out, cfg.sft, seed=cfg.seed,
+                              progress=lambda step, total, info: update(step, info, total=total))
+    finally:
+        shutil.rmtree(out / "sft_tmp", ignore_errors=True)  # TRL's scratch dir (nothing is saved there)
     target = out / "sft_model"
     tmp = out / ".sft_model.tmp"
     if tmp.exists():
@@ -59,80 +62,161 @@ def sft_policy(cfg: RunConfig, out: Path, train_factory, log: Callable[[str], No
     if target.exists():
         shutil.rmtree(target)
     tmp.rename(target)
-    shutil.rmtree(out / "sft_tmp", ignore_errors=True)
     (out / "sft_metrics.json").write_text(json.dumps(metrics, indent=2))
     return model, tok, metrics
 
 
-def run_sft_command(cfg: RunConfig) -> Path:
-    out = prepare_run_dir(cfg, fresh=False)
-    console = _console()
+def run_sft_command(cfg: RunConfig, progress: RunProgress | None = None) -> Path:
+    progress = progress or RunProgress()
+    common.check_run(cfg)
     train_factory = common.env_factory(cfg, "train")
-    _, _, metrics = sft_policy(cfg, out, train_factory, console.print)
-    console.print(f"SFT done: loss {metrics['sft/train_loss']:.4f} over {metrics['sft/steps']} steps -> "
-                  f"{out / 'sft_model'}")
+    with common.new_run_dir(cfg) as out:
+        try:
+            _, _, metrics = sft_policy(cfg, out, train_factory, progress.log, progress)
+        except KeyboardInterrupt:
+            raise Interrupted(f"during SFT; nothing saved yet ({out / 'sft_model'} is written when SFT ends)"
+                              + _kept_tiny(out)) from None
+    progress.log(f"SFT done: loss {metrics['sft/train_loss']:.4f} over {metrics['sft/steps']} steps -> "
+                 f"{out / 'sft_model'}")
     return out / "sft_model"
 
 
-def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[str], None] | None = None):
+def _kept_tiny(out: Path) -> str:
+    tiny = out / "tiny_model"
+    return f"; the untrained tiny policy in {tiny} is reused next time" if (tiny / "config.json").exists() else ""
+
+
+def _interrupted(out: Path, trainer: RLTrainer | None, cfg: RunConfig) -> Interrupted:
+    """What an interrupted ``train`` leaves: the newest checkpoint, else π_SFT, else nothing."""
+    marker = checkpoint_root(out) / "latest"
+    where = f"after {trainer.step} of {cfg.rl.steps} steps" if trainer is not None else "before RL started"
+    if marker.exists():
+        ckpt = checkpoint_root(out) / marker.read_text().strip()
+        return Interrupted(f"{where}; the newest checkpoint is {ckpt}",
+                           resume=f"creditflow train --resume {shlex.quote(str(out))}")
+    sft = out / "sft_model"
+    if not cfg.policy.model and (sft / "config.json").exists():
+        return Interrupted(f"{where}, before the first checkpoint (rl.save_every={cfg.rl.save_every}); π_SFT is "
+                           f"saved in {sft}: start again with --model {sft} and a new --out")
+    if trainer is not None or cfg.policy.model:
+        return Interrupted(f"{where}, before the first checkpoint (rl.save_every={cfg.rl.save_every}); "
+                           "nothing to resume from")
+    return Interrupted("during SFT; nothing to resume from" + _kept_tiny(out))
+
+
+def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[str], None] | None = None,
+              progress: RunProgress | None = None):
     """RL training (``cfg.rl``); starts from ``cfg.policy.model`` or from a freshly SFT-ed tiny model."""
-    console = _console()
-    log = log or console.print
-    credit.validate_knobs(cfg.rl.algo, cfg.rl.credit)  # validate before any work (SFT can take minutes)
+    progress = progress or RunProgress()
+    log = log or progress.log
+    # everything that can be checked, before any work (SFT and model building take minutes)
+    common.check_run(cfg, knobs=True)
     train_factory = common.env_factory(cfg, "train")
     eval_factory = common.env_factory(cfg, "test")
-    seed_everything(cfg.seed)
+    out = Path(cfg.out_dir)
     if resume:
-        out = Path(cfg.out_dir)
         ckpt = latest_checkpoint(out)
-        model, tok = load_policy(ckpt, cfg.policy.device, cfg.policy.dtype)
         ref_path = Path(cfg.policy.model) if cfg.policy.model else out / "sft_model"
-        ref_model = load_policy(ref_path, cfg.policy.device, cfg.policy.dtype)[0] if cfg.rl.kl_coef > 0 else None
-    else:
-        out = prepare_run_dir(cfg)
-        if cfg.policy.model:
-            model, tok = load_policy(cfg.policy.model, cfg.policy.device, cfg.policy.dtype)
+        common.check_run(cfg, model=ckpt)
+        if cfg.rl.kl_coef > 0:
+            common.check_run(cfg, model=ref_path)
+    elif (out / "metrics.jsonl").exists():
+        raise UserError(f"out_dir {str(out)!r} already holds a run; use --resume {out} or another out_dir")
+    seed_everything(cfg.seed)
+    trainer = None
+    try:
+        if resume:
+            model, tok = load_policy(ckpt, cfg.policy.device, cfg.policy.dtype)
+            ref_model = load_policy(ref_path, cfg.policy.device, cfg.policy.dtype)[0] if cfg.rl.kl_coef > 0 else None
+            trainer = _trainer(cfg, out, model, tok, train_factory, eval_factory, hooks, ref_model, progress,
+                               resume=True)
+            load_trainer_state(trainer, ckpt)
+            trainer.logger.close()
+            trainer.logger = MetricsLogger(out, cfg.tensorboard, resume_step=trainer.step)
+            dump_config(cfg, out / "config.yaml")  # the settings in force now, with what this resume changed
+            log(f"resumed from {ckpt} at step {trainer.step}{_changes(cfg, trainer.step)}")
         else:
-            model, tok, _ = sft_policy(cfg, out, train_factory, log)
-            seed_everything(cfg.seed)
-        ref_model = None
-    if hooks is None:  # curriculum (CRPS / ExpReplay) or diagnostics only, from cfg.curriculum
-        hooks = build_hooks(cfg, train_factory, warm_start=not resume)
-    train_engine = common.make_engine(cfg, model, tok, train_factory)
-    eval_engine = common.make_engine(cfg, model, tok, eval_factory)
-    logger = MetricsLogger(out, cfg.tensorboard, resume_step=None)
-    trainer = RLTrainer(cfg, model, tok, train_engine, eval_engine, out, logger, hooks=hooks, ref_model=ref_model,
-                        eval_sampling=common.sampling_params(cfg, tok, evaluation=True))
-    if resume:
-        load_trainer_state(trainer, ckpt)
-        logger.close()
-        logger = MetricsLogger(out, cfg.tensorboard, resume_step=trainer.step)
-        trainer.logger = logger
-        log(f"resumed from {ckpt} at step {trainer.step}")
-    columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("{task.fields[info]}")]
-    with Progress(*columns, console=console, transient=False, disable=not console.is_terminal) as bar:
-        task = bar.add_task(f"{cfg.rl.algo} on {cfg.env.name}", total=cfg.rl.steps, completed=trainer.step,
-                            info="")
-
-        def progress(step: int, m: dict) -> None:
-            info = f"succ {m.get('train/success_rate', 0):.2f}"
-            if "eval/success_rate" in m:
-                info += f" | eval {m['eval/success_rate']:.2f}"
-            bar.update(task, completed=step, info=info)
-            if not console.is_terminal:
-                log(f"step {step}/{cfg.rl.steps}: {info}")
-
-        trainer.progress = progress
-        last = trainer.fit()
-    logger.close()
+            with common.new_run_dir(cfg):
+                if cfg.policy.model:
+                    model, tok = load_policy(cfg.policy.model, cfg.policy.device, cfg.policy.dtype)
+                else:
+                    model, tok, _ = sft_policy(cfg, out, train_factory, log, progress)
+                    seed_everything(cfg.seed)
+                trainer = _trainer(cfg, out, model, tok, train_factory, eval_factory, hooks, None, progress,
+                                   resume=False)
+        last = _fit(cfg, trainer, progress, log)
+    except KeyboardInterrupt:
+        raise _interrupted(out, trainer, cfg) from None
+    finally:
+        if trainer is not None:
+            trainer.logger.close()
+    if not last:  # no training step ran (rl.steps=0): report the step-0 evaluation
+        last = read_metrics(out / "metrics.jsonl")[-1]
     return out, trainer, last
 
 
+def _trainer(cfg: RunConfig, out: Path, model, tok, train_factory, eval_factory, hooks, ref_model,
+             progress: RunProgress, resume: bool) -> RLTrainer:
+    if hooks is None:  # curriculum (CRPS / ExpReplay) or diagnostics only, from cfg.curriculum
+        hooks = build_hooks(cfg, train_factory, warm_start=not resume)
+    train_engine = common.make_engine(cfg, model, tok, train_factory, progress=progress, watch="  rollout")
+    eval_engine = common.make_engine(cfg, model, tok, eval_factory, progress=progress, watch="  eval")
+    logger = MetricsLogger(out, cfg.tensorboard, resume_step=None)
+    return RLTrainer(cfg, model, tok, train_engine, eval_engine, out, logger, hooks=hooks, ref_model=ref_model,
+                     eval_sampling=common.sampling_params(cfg, tok, evaluation=True))
+
+
+def _fit(cfg: RunConfig, trainer: RLTrainer, progress: RunProgress, log: Callable[[str], None]) -> dict:
+    """``trainer.fit()`` under a bar of RL steps (one line per step when stderr is not a terminal)."""
+    rl = cfg.rl
+    log(f"RL: {rl.algo} on {cfg.env.name}, steps {trainer.step + 1}..{rl.steps} ({cfg.rollout.tasks_per_step} tasks x "
+        f"{cfg.rollout.group_size} rollouts each); held-out eval on {rl.eval_episodes} tasks"
+        + (f" every {rl.eval_every} steps" if rl.eval_every else " at the end"))
+    with progress.bar(f"{rl.algo} on {cfg.env.name}", rl.steps, completed=trainer.step, unit="steps") as update:
+        def on_step(step: int, m: dict) -> None:
+            info = f"succ {m.get('train/success_rate', 0):.2f}"
+            if "eval/success_rate" in m:
+                info += f" | eval {m['eval/success_rate']:.2f}"
+            update(step, info)
+            if not progress.live:
+                log(f"step {step}/{rl.steps}: {info} ({m.get('time/step_s', 0):.1f} s, {update.eta()})")
+
+        trainer.progress = on_step
+        return trainer.fit()
+
+
+def _changes(cfg: RunConfig, step: int) -> str:
+    """What this resume changed (its record in ``cfg.resumes``), for the log."""
+    if not cfg.resumes or cfg.resumes[-1].from_step != step + 1:
+        return ""
+    record = cfg.resumes[-1]
+    shown = ", ".join(f"{key} {old!r} -> {new!r}" for key, (old, new) in record.changed.items())
+    return f"; from step {record.from_step}: {shown} (recorded in config.yaml)"
+
+
 def config_for_resume(run_dir: str | Path, overrides: list[str]) -> RunConfig:
+    """The config of the run in ``run_dir`` with ``overrides``; what they change is recorded in
+    ``cfg.resumes`` with the step it takes effect. A conflicting ``out_dir`` and a run that is already
+    done (``rl.steps`` reached) are one-line UserErrors."""
     run = Path(run_dir)
+    if not run.exists():
+        raise UserError(f"--resume {str(run)!r}: no such directory")
+    if not run.is_dir():
+        raise UserError(f"--resume {str(run)!r} is a file; give the run directory")
     if not (run / "config.yaml").exists():
         raise UserError(f"--resume {str(run)!r}: no config.yaml there (not a creditflow run directory)")
+    saved = build_config(run / "config.yaml")
     cfg = build_config(run / "config.yaml", overrides)
+    given = [item.partition("=")[2] for item in overrides if item.partition("=")[0].strip() == "out_dir"]
+    if given and Path(given[-1]).resolve() != run.resolve():
+        raise UserError(f"--out {given[-1]!r} conflicts with --resume {str(run)!r}: a resumed run stays in its "
+                        f"directory (drop --out, or start a new run there)")
     cfg.out_dir = str(run)
+    step = checkpoint_step(latest_checkpoint(run))
+    if cfg.rl.steps <= step:
+        raise UserError(f"--resume {str(run)!r}: the run is already at step {step} and rl.steps is {cfg.rl.steps}, "
+                        f"nothing to do (set rl.steps above {step} to train further)")
+    changed = changed_settings(saved, cfg)
+    if changed:
+        cfg.resumes = [*saved.resumes, {"from_step": step + 1, "changed": changed}]
     return cfg

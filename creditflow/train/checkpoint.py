@@ -54,6 +54,15 @@ def latest_checkpoint(out_dir: str | Path) -> Path:
     return path
 
 
+def checkpoint_step(path: Path) -> int:
+    """The training step a checkpoint was saved at."""
+    try:
+        return int(torch.load(path / "trainer_state.pt", weights_only=False)["step"])
+    except (OSError, KeyError, RuntimeError, EOFError) as exc:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise UserError(f"checkpoint {str(path)!r} is unreadable ({type(exc).__name__}: {first})") from None
+
+
 def load_trainer_state(trainer, path: Path) -> None:
     trainer.optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=False))
     trainer.load_state_dict(torch.load(path / "trainer_state.pt", weights_only=False))

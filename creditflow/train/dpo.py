@@ -26,12 +26,14 @@ from creditflow.train.trl_runner import run_trl
 
 
 def run_dpo(model, tokenizer, pairs: list[dict], out_dir: str | Path, cfg: RRODPOConfig, *, seed: int = 0,
-            ref_model=None, log: Callable[[dict], None] | None = None):
+            ref_model=None, log: Callable[[dict], None] | None = None,
+            progress: Callable[[int, int, str], None] | None = None):
     """Train ``model`` (π_SFT) on preference ``pairs`` with settings ``cfg`` (``cfg.rro.dpo``); returns
     ``(trained_model, metrics)``.
 
     ``ref_model`` defaults to a frozen copy of ``model`` (or, with LoRA, the adapter-disabled model).
     With LoRA the adapter is merged into the returned model, so it saves and generates like any other.
+    ``progress(step, total, info)`` after every optimizer step.
     """
     if not pairs:
         raise UserError("DPO: no preference pairs to train on (the collection produced none)")
@@ -45,7 +47,7 @@ def run_dpo(model, tokenizer, pairs: list[dict], out_dir: str | Path, cfg: RRODP
         for p in ref_model.parameters():
             p.requires_grad_(False)
     run = run_trl(trl.DPOTrainer, trl.DPOConfig, model, tokenizer, [{c: p[c] for c in TRL_COLUMNS} for p in pairs],
-                  out_dir, name="dpo", seed=seed, log=log,
+                  out_dir, name="dpo", seed=seed, log=log, progress=progress,
                   settings=dict(beta=cfg.beta, num_train_epochs=cfg.epochs, learning_rate=cfg.lr,
                                 per_device_train_batch_size=cfg.batch_size, lr_scheduler_type=cfg.scheduler,
                                 warmup_steps=cfg.warmup,  # < 1: a ratio of the total steps (transformers >= 5)

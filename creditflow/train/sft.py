@@ -33,13 +33,38 @@ def demo_examples(trajectories: list[Trajectory], prompts: PromptBuilder) -> lis
     return examples
 
 
+def prompt_lengths(examples: list[dict], tokenizer) -> list[int]:
+    """Tokens of each example's prompt as the policy sees it (chat template with the generation prompt)."""
+    lengths = []
+    for example in examples:
+        ids = tokenizer.apply_chat_template(example["prompt"], add_generation_prompt=True, tokenize=True)
+        if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # BatchEncoding in newer transformers
+            ids = ids["input_ids"]
+        lengths.append(len(ids))
+    return lengths
+
+
+def check_max_length(lengths: list[int], max_length: int) -> int:
+    """How many examples TRL would drop because their prompt alone fills ``max_length`` (it truncates
+    prompt + completion to ``max_length`` and drops examples with no completion token left); a one-line
+    UserError when that is every example."""
+    dropped = sum(1 for n in lengths if n >= max_length)
+    if lengths and dropped == len(lengths):
+        raise UserError(f"sft.max_length={max_length} leaves no response token to train on: every demonstration "
+                        f"prompt is at least {min(lengths)} tokens; set sft.max_length above {max(lengths)}")
+    return dropped
+
+
 def run_sft(model, tokenizer, examples: list[dict], out_dir: str | Path, cfg: SFTConfig, *, seed: int = 0,
-            log: Callable[[dict], None] | None = None) -> dict:
+            log: Callable[[dict], None] | None = None,
+            progress: Callable[[int, int, str], None] | None = None) -> dict:
     """Fine-tune ``model`` in place with TRL's SFTTrainer (loss on completion tokens only), settings ``cfg``
-    (``cfg.sft``): cosine schedule after a 5% warmup, no weight decay."""
+    (``cfg.sft``): cosine schedule after a 5% warmup, no weight decay. ``progress(step, total, info)``
+    after every optimizer step."""
     if not examples:
         raise UserError("SFT: no demonstrations (the expert won no episode)")
     run = run_trl(trl.SFTTrainer, trl.SFTConfig, model, tokenizer, examples, out_dir, name="sft", seed=seed, log=log,
+                  progress=progress,
                   settings=dict(num_train_epochs=cfg.epochs, learning_rate=cfg.lr,
                                 per_device_train_batch_size=cfg.batch_size, lr_scheduler_type="cosine",
                                 warmup_steps=0.05,  # < 1: a ratio of the total steps (transformers >= 5)

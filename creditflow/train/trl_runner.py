@@ -48,6 +48,23 @@ class _LogRows(TrainerCallback):
                 self.log(row)
 
 
+class _Progress(TrainerCallback):
+    """Reports ``progress(step, total_steps, info)`` after every optimizer step (info: the last logged loss)."""
+
+    def __init__(self, progress: Callable[[int, int, str], None]):
+        self.progress, self.info = progress, ""
+
+    def on_train_begin(self, _args, state, control, **kw):
+        self.progress(state.global_step, state.max_steps, self.info)
+
+    def on_log(self, _args, state, control, logs=None, **kw):
+        if logs and "loss" in logs:
+            self.info = f"loss {float(logs['loss']):.4f}"
+
+    def on_step_end(self, _args, state, control, **kw):
+        self.progress(state.global_step, state.max_steps, self.info)
+
+
 def _no_checkpointing(config_cls: type[TrainingArguments]) -> dict[str, bool]:
     """Activation checkpointing off, under the flag's current name.
 
@@ -81,20 +98,22 @@ def training_args(config_cls: type[TrainingArguments], model, out_dir: str | Pat
 
 def run_trl(trainer_cls: type, config_cls: type[TrainingArguments], model, tokenizer, rows: list[dict],
             out_dir: str | Path, *, name: str, seed: int, settings: dict,
-            log_keys: tuple[str, ...] = (), log: Callable[[dict], None] | None = None, **trainer_kwargs) -> TRLRun:
+            log_keys: tuple[str, ...] = (), log: Callable[[dict], None] | None = None,
+            progress: Callable[[int, int, str], None] | None = None, **trainer_kwargs) -> TRLRun:
     """Train ``model`` with ``trainer_cls`` (e.g. ``trl.SFTTrainer``) configured by ``config_cls`` on ``rows``.
 
     ``settings``: the trainer's own arguments (learning rate, epochs, batch size, scheduler, ...), passed to
     ``config_cls`` with the shared ones (:func:`training_args`). ``log_keys``: TRL log keys copied into the
-    metric rows besides the loss (``rewards/margins`` -> ``<name>/margins``). ``trainer_kwargs`` go to the
-    trainer (``ref_model``, ``peft_config``).
+    metric rows besides the loss (``rewards/margins`` -> ``<name>/margins``). ``progress(step, total, info)``
+    is called after every optimizer step. ``trainer_kwargs`` go to the trainer (``ref_model``, ``peft_config``).
     """
     logging.getLogger("transformers").setLevel(logging.ERROR)
     datasets.disable_progress_bars()
     args = training_args(config_cls, model, out_dir, name=name, seed=seed, settings=settings)
     logger = _LogRows(name, log_keys, log)
+    callbacks = [logger] + ([_Progress(progress)] if progress is not None else [])
     trainer = trainer_cls(model=model, args=args, train_dataset=datasets.Dataset.from_list(rows),
-                          processing_class=tokenizer, callbacks=[logger], **trainer_kwargs)
+                          processing_class=tokenizer, callbacks=callbacks, **trainer_kwargs)
     trainer.remove_callback(PrinterCallback)
     result = trainer.train()
     tokenizer.padding_side = "left"  # TRL may switch it; generation needs left padding

@@ -1,3 +1,6 @@
+from pathlib import Path
+
+import numpy as np
 import pytest
 
 from creditflow.envs import BaseTextEnv, EnvError, ReplayMismatch, check_determinism, make, replay
@@ -76,3 +79,16 @@ def test_registry_errors_are_one_line():
         make("nope")
     with pytest.raises(EnvError, match="no option"):
         make("sokoban", colour="red")
+
+
+def test_options_are_checked_against_the_constructor_types():
+    with pytest.raises(EnvError, match=r"option show_schema must be true or false, got 'yes'"):
+        make("sql", show_schema="yes")
+    with pytest.raises(EnvError, match=r"option time_limit must be a number, got 'fast'"):
+        make("sql", time_limit="fast")
+    with pytest.raises(EnvError, match=r"option tasks_file must be a string or None, got 3"):
+        make("sql", tasks_file=3)
+    assert make("sokoban", size=np.int64(7)).height == 7  # integer-like numbers are integers
+    assert make("sql", time_limit=1).time_limit == 1.0  # an int where a float is expected
+    with pytest.raises(EnvError, match="no tasks|does not exist|not found|no such"):
+        make("sql", tasks_file=Path("/no/such/tasks.jsonl"))  # a path object passes the type check

@@ -88,6 +88,9 @@ def test_invalid_and_noop_actions(cache):
         assert not info["action_valid"] and obs, action
     obs, *_, info = loose.step("inventory")
     assert info["action_valid"]
+    for action in ["look \udc80", 5, None, ["look"]]:  # not text the game can receive: invalid, never sent
+        obs, *_, info = loose.step(action)
+        assert obs == "Nothing happens." and not info["action_valid"], action
 
 
 def test_noop_feedback_patterns():

@@ -1,4 +1,5 @@
 import itertools
+import time
 
 import pytest
 
@@ -129,9 +130,42 @@ def test_snapshot_equals_replay():
 
 def test_bad_options():
     with pytest.raises(EnvError, match="too small"):
-        make("sokoban", size=3, num_boxes=2).reset(seed=0)
+        make("sokoban", size=3, num_boxes=2)
     with pytest.raises(EnvError, match="num_boxes"):
         make("sokoban", num_boxes=0)
+
+
+@pytest.mark.parametrize("options, needle", [
+    ({"size": "abc"}, "size must be an integer, got 'abc'"),
+    ({"size": 6.5}, "size must be an integer, got 6.5"),
+    ({"describe_positions": "maybe"}, "describe_positions must be true or false"),
+    ({"height": "7"}, "height must be an integer or None"),
+    ({"size": 1000}, "size must be in 3..24"),
+    ({"width": 2}, "width must be in 3..24"),
+    ({"num_boxes": 4}, "num_boxes must be in 1..3"),
+    ({"max_steps": 0}, "max_steps must be in 1..200"),
+    ({"min_plan": 20, "max_steps": 15}, "min_plan must be in 1..15"),
+    ({"step_penalty": float("nan")}, "step_penalty must be a finite number"),
+])
+def test_options_are_typed_and_bounded_no_coercion(options, needle):
+    with pytest.raises(EnvError) as exc:
+        make("sokoban", **options)
+    assert needle in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_largest_allowed_level_resets_quickly():
+    env = make("sokoban", size=24, num_boxes=3, max_steps=200)
+    start = time.perf_counter()
+    env.reset(seed=0)
+    assert time.perf_counter() - start < 5
+
+
+@pytest.mark.parametrize("action", [5, None, ["up"], "up\udc80"])
+def test_non_text_actions_are_invalid_not_errors(action):
+    env = make("sokoban")
+    obs, _ = env.reset(seed=3)
+    after, _, done, _, info = env.step(action)
+    assert not info["action_valid"] and after == obs and not done
 
 
 def test_describe_positions_adds_offsets_but_keeps_grid_state_key():

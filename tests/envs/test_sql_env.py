@@ -28,6 +28,17 @@ def test_parse_action():
     assert parse_action("hello there") == ("invalid", None)
     assert parse_action("") == ("invalid", None)
     assert parse_action("execute[]") == ("invalid", None)
+    assert parse_action(5) == parse_action(None) == parse_action(["submit"]) == ("invalid", None)
+
+
+@pytest.mark.parametrize("options, needle", [({"time_limit": 0}, "time_limit must be in (0, 60]"),
+                                             ({"time_limit": float("nan")}, "time_limit"),
+                                             ({"row_cap": 10**7}, "row_cap must be in 1..100000"),
+                                             ({"max_obs_rows": 0}, "max_obs_rows must be in 1..")])
+def test_work_bounds_are_checked_when_made(options, needle):
+    with pytest.raises(EnvError) as exc:
+        make("sql", **options)
+    assert needle in str(exc.value)
 
 
 def test_generator_is_deterministic(creditflow_cache, tmp_path):

@@ -350,7 +350,7 @@ def test_registered_with_options():
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"split": "valid"}, "split must be one of train, test"),
-    ({"split": 1}, "split must be one of"),
+    ({"split": 1}, "option split must be a string, got 1"),  # envs.make's type check, before the env's own
     ({"num_products": "abc"}, "num_products must be an integer"),
     ({"num_products": 6.5}, "num_products must be an integer"),
     ({"num_products": "500"}, "num_products must be an integer"),
@@ -361,7 +361,7 @@ def test_registered_with_options():
     ({"max_steps": 0}, "max_steps must be in"),
     ({"max_steps": "maybe"}, "max_steps must be an integer"),
     ({"goals": "human"}, "goals=.* goes with data_dir"),
-    ({"data_dir": 5}, "data_dir must be a path"),
+    ({"data_dir": 5}, "option data_dir must be a string or None, got 5"),
     ({"data_dir": "/no/such/webshop/dir"}, "data_dir '/no/such/webshop/dir' is not a directory"),
     ({"bogus": 1}, "has no option"),
 ])

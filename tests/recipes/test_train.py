@@ -1,12 +1,17 @@
-"""The train recipe: run directories, stable metric keys, checkpoints, exact resume."""
+"""The train recipe: run directories, stable metric keys, checkpoints, exact resume, resume records,
+interrupts."""
 
 import json
 
 import pytest
 
+from creditflow.cli import main
 from creditflow.config import build_config
-from creditflow.train.metrics import read_metrics
+from creditflow.errors import UserError
+from creditflow.recipes import train as train_recipe
 from creditflow.recipes.train import config_for_resume, run_train
+from creditflow.train.metrics import read_metrics
+from creditflow.train.rl import RLTrainer
 
 SMALL = ["rollout.tasks_per_step=2", "rollout.group_size=2", "rl.eval_episodes=2", "rl.eval_every=1",
          "generation.max_new_tokens=6", "rollout.max_steps=3", "rl.lr=1e-3", "tensorboard=false"]
@@ -55,8 +60,66 @@ def test_resume_continues_exactly(tmp_path, tiny_model_dir, algo):
 
 
 def test_refuses_to_overwrite_a_run(tmp_path, tiny_model_dir):
-    from creditflow.errors import UserError
-
     run(tmp_path, "once", 0, model=tiny_model_dir)
     with pytest.raises(UserError, match="already holds a run"):
         run(tmp_path, "once", 0, model=tiny_model_dir)
+
+
+def test_resume_records_overrides_with_the_step_they_took_effect(tmp_path, tiny_model_dir):
+    out, _, _ = run(tmp_path, "rec", 1, ["rl.save_every=1"], model=tiny_model_dir)
+    run_train(config_for_resume(out, ["rl.steps=2", "rl.algo=rloo"]), resume=True, log=lambda *_: None)
+    saved = build_config(out / "config.yaml")
+    assert saved.rl.algo == "rloo" and saved.rl.steps == 2  # config.yaml holds the settings in force now
+    assert [r.model_dump() for r in saved.resumes] == [
+        {"from_step": 2, "changed": {"rl.algo": ["grpo", "rloo"], "rl.steps": [1, 2]}}]
+    run_train(config_for_resume(out, ["rl.steps=3"]), resume=True, log=lambda *_: None)
+    saved = build_config(out / "config.yaml")
+    assert [(r.from_step, r.changed) for r in saved.resumes] == [
+        (2, {"rl.algo": ["grpo", "rloo"], "rl.steps": [1, 2]}), (3, {"rl.steps": [2, 3]})]
+    assert [r["step"] for r in read_metrics(out / "metrics.jsonl")] == [0, 1, 2, 3]
+    with pytest.raises(UserError, match="already at step 3 and rl.steps is 3, nothing to do"):
+        config_for_resume(out, [])
+    with pytest.raises(UserError, match="conflicts with --resume"):
+        config_for_resume(out, [f"out_dir={tmp_path / 'elsewhere'}", "rl.steps=4"])
+    assert config_for_resume(out, [f"out_dir={out}", "rl.steps=4"]).out_dir == str(out)  # the same dir is fine
+
+
+def test_a_fresh_run_without_steps_reports_its_step_0_evaluation(tmp_path, tiny_model_dir, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--model", str(tiny_model_dir), "--out", str(tmp_path / "zero"), "rl.steps=0", *SMALL])
+    assert exc.value.code == 0
+    done = capsys.readouterr().out.strip().splitlines()[-1]
+    assert done.startswith("done: step 0, eval success ") and "nan" not in done
+
+
+def test_interrupted_train_says_what_was_saved_and_how_to_resume(tmp_path, tiny_model_dir, monkeypatch, capsys):
+    real_step = RLTrainer.train_step
+
+    def second_step_interrupted(trainer):
+        if trainer.step == 1:
+            raise KeyboardInterrupt
+        return real_step(trainer)
+
+    monkeypatch.setattr(RLTrainer, "train_step", second_step_interrupted)
+    out = tmp_path / "stopped"
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--model", str(tiny_model_dir), "--out", str(out), "rl.steps=3", "rl.save_every=1", *SMALL])
+    assert exc.value.code == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert any(line.startswith("step 1/3: succ ") and " s, eta 0:" in line for line in err)  # not a terminal
+    assert err[-1] == (f"interrupted after 1 of 3 steps; the newest checkpoint is {out}/checkpoints/step_000001; "
+                       f"continue with: creditflow train --resume {out}")
+
+
+def test_interrupted_sft_says_nothing_was_saved(tmp_path, tiny_model_dir, monkeypatch, capsys):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_recipe, "run_sft", interrupted)
+    out = tmp_path / "sft"
+    with pytest.raises(SystemExit) as exc:
+        main(["sft", "--model", str(tiny_model_dir), "--out", str(out), "sft.demos=2"])
+    assert exc.value.code == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"interrupted during SFT; nothing saved yet ({out}/sft_model is written when SFT ends)")
+    assert not (out / "sft_tmp").exists()

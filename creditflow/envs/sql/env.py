@@ -31,22 +31,26 @@ _SQL_START = re.compile(
     r"^\s*(select|with|values|pragma|explain|insert|update|delete|replace|create|drop|alter|attach|detach|"
     r"vacuum|begin|commit|end|rollback|savepoint|release|analyze|reindex)\b", re.IGNORECASE)
 
+MAX_TIME_LIMIT = 60.0  # seconds per query
+MAX_ROW_CAP = 100_000  # rows fetched per query
+
 INVALID_OBSERVATION = "Invalid action: write a SQL query as execute[<query>] (or in a ```sql block), or submit."
 
 
-def parse_action(text: str) -> tuple[str, str | None]:
-    """``("submit", None)``, ``("sql", query)`` or ``("invalid", None)``."""
-    if (text or "").startswith(INVALID_ACTION_PREFIX):  # the engine could not parse the response: never run it
+def parse_action(text: object) -> tuple[str, str | None]:
+    """``("submit", None)``, ``("sql", query)`` or ``("invalid", None)`` (also for an action that is not text)."""
+    # not text, or a response the engine could not parse (INVALID_ACTION_PREFIX): never run it
+    if not isinstance(text, str) or text.startswith(INVALID_ACTION_PREFIX):
         return "invalid", None
-    if _SUBMIT.match(text or ""):
+    if _SUBMIT.match(text):
         return "submit", None
-    m = _FENCE.search(text or "")
+    m = _FENCE.search(text)
     if m and m.group(1).strip():
         return "sql", m.group(1).strip()
-    m = _EXECUTE.search(text or "")
+    m = _EXECUTE.search(text)
     if m and m.group(1).strip():
         return "sql", m.group(1).strip()
-    if _SQL_START.match(text or ""):
+    if _SQL_START.match(text):
         return "sql", text.strip()
     return "invalid", None
 
@@ -97,6 +101,12 @@ class SqlEnv(BaseTextEnv):
         super().__init__(max_steps=max_steps)
         if split not in ("train", "test"):
             raise EnvError(f"sql: split must be 'train' or 'test', got {split!r}")
+        if not 0 < time_limit <= MAX_TIME_LIMIT:  # also false for NaN
+            raise EnvError(f"sql: time_limit must be in (0, {MAX_TIME_LIMIT:g}] seconds, got {time_limit!r}")
+        for name, value, hi in (("row_cap", row_cap, MAX_ROW_CAP), ("max_obs_rows", max_obs_rows, MAX_ROW_CAP),
+                                ("max_obs_chars", max_obs_chars, 100_000)):
+            if not 1 <= value <= hi:
+                raise EnvError(f"sql: {name} must be in 1..{hi}, got {value}")
         sources = [s for s in (tasks_file, spider_dir, intercode_file) if s]
         if len(sources) > 1:
             raise EnvError("sql: give at most one of tasks_file, spider_dir, intercode_file")

@@ -1,0 +1,152 @@
+"""The bad-input corpus (issue 16): every case is one line on stderr, exit code 2, and no output left behind.
+
+Each case runs ``creditflow.cli.main`` in this process (a few seconds at most: validation fails before any
+SFT, model building or rollout). ``{name}`` in a case's arguments is a prepared input (see ``inputs``);
+``{out}`` is where a run would go and must not exist afterwards; nothing else under ``tmp_path`` may
+change. ``T`` is the small budget of the issue's table.
+"""
+
+import os
+import shutil
+
+import pytest
+import torch
+
+from creditflow.cli import main
+from creditflow.config import build_config, dump_config
+
+T = ["rl.steps=1", "rollout.tasks_per_step=1", "rollout.group_size=2", "rollout.max_steps=4", "rl.eval_episodes=2",
+     "sft.demos=4", "sft.epochs=1"]
+
+CASES = [
+    # (id, argv, text the one line must hold)
+    ("1 env kwarg not an int", ["train", "--out", "{out}", "env.kwargs.size=abc", *T],
+     "env 'sokoban': option size must be an integer, got 'abc'"),
+    ("1 eval kwarg not an int", ["train", "--out", "{out}", "env.eval_kwargs.size=abc", *T],
+     "env.eval_kwargs): env 'sokoban': option size must be an integer"),
+    ("2 model config.json not JSON", ["train", "--out", "{out}", "--model", "{bad_json_model}", *T],
+     "config.json:1: invalid JSON"),
+    ("3 unknown device", ["train", "--out", "{out}", "policy.device=foo", *T],
+     "policy.device: must be auto, cpu, cuda, cuda:N or mps (got 'foo')"),
+    ("4 sft.max_length fits no example",
+     ["sft", "--out", "{out}", "--model", "{tiny}", "sft.demos=4", "sft.epochs=1", "sft.max_length=16"],
+     "sft.max_length=16 leaves no response token to train on"),
+    ("5 config is binary", ["train", "--config", "{binary}", *T], "not UTF-8 text"),
+    ("5 config is a directory", ["train", "--config", "{directory}", *T], "is a directory, not a file"),
+    ("12 max_steps 0", ["train", "--out", "{out}", *T, "rollout.max_steps=0"],
+     "rollout.max_steps: Input should be greater than or equal to 1 (got 0)"),
+    ("12 max_steps -1", ["train", "--out", "{out}", *T, "rollout.max_steps=-1"], "rollout.max_steps"),
+    ("13 size 6.5", ["train", "--out", "{out}", "env.kwargs.size=6.5", *T], "size must be an integer, got 6.5"),
+    ("13 describe_positions maybe", ["train", "--out", "{out}", "env.kwargs.describe_positions=maybe", *T],
+     "describe_positions must be true or false, got 'maybe'"),
+    ("14 size 1000", ["train", "--out", "{out}", "env.kwargs.size=1000", *T], "size must be in 3..24, got 1000"),
+    ("15 resume with another --out", ["train", "--resume", "{run}", "--out", "{out}", "rl.steps=5"],
+     "conflicts with --resume"),
+    ("17 resume with nothing to do", ["train", "--resume", "{run}", "rl.steps=1"],
+     "already at step 3 and rl.steps is 1, nothing to do"),
+    ("18 knob not a number", ["train", "--out", "{out}", "--algo", "rewardflow", "rl.credit.gamma=abc", *T],
+     "rl.credit: knob gamma expects a number, got 'abc'"),
+    ("18 unknown dtype", ["train", "--out", "{out}", "policy.dtype=foo", *T], "policy.dtype"),
+    pytest.param("18 cuda without CUDA", ["train", "--out", "{out}", "policy.device=cuda", *T],
+                 "CUDA is not available",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")),
+    # our own additions
+    ("unknown option, no made-up suggestion", ["train", "--bogus"], "No such option: --bogus; see"),
+    ("model is a file", ["train", "--out", "{out}", "--model", "{binary}", *T], "is not a directory"),
+    ("model config.json is a list", ["train", "--out", "{out}", "--model", "{list_json_model}", *T],
+     "expected a JSON object, got list"),
+    ("model config.json is Latin-1", ["train", "--out", "{out}", "--model", "{latin1_model}", *T], "not UTF-8"),
+    ("eval on a broken model", ["eval", "--model", "{bad_json_model}", "--episodes", "2"], "invalid JSON"),
+    ("eval --out a directory", ["eval", "--model", "{tiny}", "--episodes", "2", "--out", "{directory}"],
+     "is a directory; give a file path"),
+    ("eval --episodes 0", ["eval", "--model", "{tiny}", "--episodes", "0"], "--episodes"),
+    ("resume a file", ["train", "--resume", "{binary}"], "is a file; give the run directory"),
+    ("resume with --config", ["train", "--resume", "{run}", "--config", "{yaml}", "rl.steps=5"],
+     "--config conflicts with --resume"),
+    ("out_dir is a file", ["train", "--out", "{binary}", "--model", "{tiny}", *T], "is a file, not a directory"),
+    ("four boxes", ["train", "--out", "{out}", "env.kwargs.num_boxes=4", *T], "num_boxes must be in 1..3"),
+    ("sql switch not a bool", ["train", "--out", "{out}", "--env", "sql", "env.kwargs.show_schema=maybe", *T],
+     "option show_schema must be true or false, got 'maybe'"),
+    ("demo with a bad env kwarg", ["demo", "--out", "{out}", "env.kwargs.size=abc"], "option size must be an integer"),
+    ("sft with a bad env kwarg", ["sft", "--out", "{out}", "--model", "{tiny}", "env.kwargs.size=abc"],
+     "option size must be an integer"),
+    ("rro collect --data a file", ["rro", "collect", "--out", "{out}", "--model", "{tiny}", "--data", "{binary}"],
+     "is a file, not a directory"),
+    ("rro train on binary data", ["rro", "train", "--out", "{out}", "--model", "{tiny}", "--data", "{binary}"],
+     "not UTF-8 text"),
+    ("rro run on an unknown device", ["rro", "run", "--out", "{out}", "policy.device=tpu"], "policy.device"),
+]
+
+
+@pytest.fixture
+def inputs(tmp_path, tiny_model_dir):
+    """Prepared inputs: broken files and model dirs, and a run directory at step 3 (``run``)."""
+    made = {"tiny": str(tiny_model_dir), "out": str(tmp_path / "out")}
+    binary = tmp_path / "blob.bin"
+    binary.write_bytes(bytes(range(256)) * 4)
+    made["binary"] = str(binary)
+    (tmp_path / "a_dir").mkdir()
+    made["directory"] = str(tmp_path / "a_dir")
+    for name, payload in (("bad_json_model", b"{not json"), ("list_json_model", b"[1, 2]"),
+                          ("latin1_model", '{"model_type": "qwen2", "name": "caf\u00e9"}'.encode("latin-1"))):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_bytes(payload)
+        made[name] = str(tmp_path / name)
+    yaml_file = tmp_path / "run.yaml"
+    yaml_file.write_text("rl:\n  steps: 5\n")
+    made["yaml"] = str(yaml_file)
+    run = tmp_path / "run"
+    ckpt = run / "checkpoints" / "step_000003"
+    ckpt.mkdir(parents=True)
+    dump_config(build_config(None, [f"out_dir={run}", f"policy.model={tiny_model_dir}", "rl.steps=3"]),
+                run / "config.yaml")
+    shutil.copy(tiny_model_dir / "config.json", ckpt / "config.json")
+    torch.save({"step": 3}, ckpt / "trainer_state.pt")
+    (run / "checkpoints" / "latest").write_text("step_000003")
+    made["run"] = str(run)
+    return made
+
+
+def _state(root):
+    return sorted((str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*"))
+
+
+def _case_id(case):
+    return case.values[0] if hasattr(case, "marks") else case[0]  # pytest.param(...) or a plain tuple
+
+
+@pytest.mark.parametrize("name, argv, needle", CASES, ids=[_case_id(c) for c in CASES])
+def test_bad_input_is_one_line_exit_2_and_leaves_nothing(name, argv, needle, inputs, tmp_path, capsys,
+                                                         monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = [a.format(**inputs) for a in argv]
+    before = _state(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert exc.value.code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert needle in lines[0], lines[0]
+    assert "Traceback" not in err and "Possible options" not in err
+    assert not os.path.exists(inputs["out"]), f"{name}: left {os.listdir(inputs['out'])}"
+    assert _state(tmp_path) == before, f"{name}: changed files under {tmp_path}"
+
+
+def test_the_corpus_holds_every_row_of_the_table():
+    rows = {int(_case_id(c).split()[0]) for c in CASES if _case_id(c)[0].isdigit()}
+    assert {1, 2, 3, 4, 5, 12, 13, 14, 15, 17, 18} <= rows  # 16: tests/recipes/test_train.py (resume records)
+
+
+def test_out_dir_that_already_holds_files_keeps_them(inputs, tmp_path, capsys):
+    """A user error after ``out_dir`` was written puts ``config.yaml`` back as it was and keeps the rest."""
+    out = tmp_path / "existing"
+    out.mkdir()
+    (out / "config.yaml").write_text("seed: 7\n")
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(SystemExit) as exc:
+        main(["sft", "--out", str(out), "--model", inputs["tiny"], "sft.demos=2", "sft.max_length=16"])
+    assert exc.value.code == 2
+    assert sorted(p.name for p in out.iterdir()) == ["config.yaml", "notes.txt"]
+    assert (out / "config.yaml").read_text() == "seed: 7\n"
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
