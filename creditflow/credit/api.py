@@ -103,13 +103,16 @@ class ArrayCredit:
 
 
 def credit_arrays(estimator: str, *, group_ids, traj_ids, step_index, state_keys, rewards, success, valid=None,
-                  observations=None, scores=None, **knobs) -> ArrayCredit:
-    """Like :func:`score_arrays`, returning every per-row field and the metrics."""
+                  observations=None, scores=None, next_state_keys=None, check_outcome: bool = True,
+                  **knobs) -> ArrayCredit:
+    """Like :func:`score_arrays`, returning every per-row field and the metrics. ``check_outcome=False`` skips
+    the default-``reward_source`` check (a trainer's own env rewards, as in :func:`compute`)."""
     values = validate_knobs(estimator, knobs)
     batch, order = batch_from_arrays(group_ids=group_ids, traj_ids=traj_ids, step_index=step_index,
                                      state_keys=state_keys, rewards=rewards, success=success, valid=valid,
-                                     observations=observations, scores=scores)
-    credit = run_checked(estimator, batch, values)
+                                     observations=observations, scores=scores, next_state_keys=next_state_keys)
+    credit = (run_checked(estimator, batch, values) if check_outcome
+              else get_kernel(estimator)(batch, values.resolved()))
     back = np.empty_like(order)
     back[order] = np.arange(order.size)
     pick = (lambda col: None if col is None else np.asarray(col, dtype=np.float64)[back])
@@ -118,20 +121,22 @@ def credit_arrays(estimator: str, *, group_ids, traj_ids, step_index, state_keys
 
 
 def score_arrays(estimator: str, *, group_ids, traj_ids, step_index, state_keys, rewards, success, valid=None,
-                 observations=None, scores=None, **knobs) -> np.ndarray:
+                 observations=None, scores=None, next_state_keys=None, **knobs) -> np.ndarray:
     """Per-row advantages for one-row-per-step arrays, rows in any order (the same kernel as :func:`score`).
 
     ``group_ids`` (rollouts compared with each other), ``traj_ids`` and ``step_index`` place each row;
     ``state_keys`` is the state s_t of the row (any hashable: a state key, or the observation text for
     ``state_fn=observation``); ``rewards`` the env reward of the step; ``success`` the outcome of the row's
     trajectory (the same on all its rows); ``valid`` False for an invalid action (pruned by RewardFlow).
-    Optional: ``observations`` (text after which a no-op is detected; default none) and ``scores`` (per
-    trajectory, for ``reward_source=score``). A trajectory's state after its last row is not given: a
-    successful one ends in a shared success node. Returns float64 advantages aligned with the input rows.
+    Optional: ``observations`` (the text shown at the step: state_fn=observation, and "Nothing happens"
+    no-op feedback in the next row), ``scores`` (per trajectory, for ``reward_source=score``) and
+    ``next_state_keys`` (s_{t+1}; default the next row's state, and after a trajectory's last row a shared
+    success node, or a private dead end for a failure). Returns float64 advantages aligned with the input rows.
     """
     return credit_arrays(estimator, group_ids=group_ids, traj_ids=traj_ids, step_index=step_index,
                          state_keys=state_keys, rewards=rewards, success=success, valid=valid,
-                         observations=observations, scores=scores, **knobs).advantage
+                         observations=observations, scores=scores, next_state_keys=next_state_keys,
+                         **knobs).advantage
 
 
 # --------------------------------------------------------------------------------------------------

@@ -273,18 +273,19 @@ def _check_finite(batch: StepBatch, where) -> None:
 
 
 def batch_from_arrays(*, group_ids, traj_ids, step_index, state_keys, rewards, success, valid=None,
-                      observations=None, scores=None) -> tuple[StepBatch, np.ndarray]:
+                      observations=None, scores=None, next_state_keys=None) -> tuple[StepBatch, np.ndarray]:
     """Columns of one-row-per-step arrays in any row order; returns ``(batch, order)`` where row ``k`` of
     the batch is input row ``order[k]``.
 
     Trajectories are ordered by first appearance, their steps by ``step_index``. Every row of a
     trajectory must carry the same ``group_ids`` and ``success`` (and ``scores``, when given). The state
-    after a trajectory's last step is not part of the rows: a successful trajectory ends in the shared
-    success node, a failed one in a private dead end (``states.py``).
+    after a step is ``next_state_keys`` where given and not None, else the next row's state; after a
+    trajectory's last step, without one, a successful trajectory ends in the shared success node and a
+    failed one in a private dead end (``states.py``).
     """
     columns = {"group_ids": group_ids, "traj_ids": traj_ids, "step_index": step_index, "state_keys": state_keys,
                "rewards": rewards, "success": success, "valid": valid, "observations": observations,
-               "scores": scores}
+               "scores": scores, "next_state_keys": next_state_keys}
     n = _common_length(columns)
     traj_code, traj_names = _codes(traj_ids)
     steps_at = _integers(step_index, "step_index")
@@ -315,7 +316,7 @@ def batch_from_arrays(*, group_ids, traj_ids, step_index, state_keys, rewards, s
         final_observation=[""] * len(traj_names),
         lengths=lengths,
         state=[keys[i] for i in rows],
-        next_state=[None] * n,
+        next_state=[None] * n if next_state_keys is None else [_as_list(next_state_keys)[i] for i in rows],
         reward=np.asarray(rewards, dtype=np.float64)[order],
         valid=np.ones(n, dtype=bool) if valid is None else np.asarray(valid).astype(bool)[order],
         observation=[""] * n if observations is None else [_as_list(observations)[i] or "" for i in rows],
