@@ -286,9 +286,17 @@ def read_jsonl(path: str | os.PathLike) -> list[Trajectory]:
     return list(iter_jsonl(path))
 
 
+def read_jsonl_records(path: str | os.PathLike) -> tuple[list[Any], list[str]]:
+    """The JSON values of a trajectory JSONL file as parsed (unknown fields kept, nothing validated yet) and
+    the ``file:line`` of each; unreadable files and lines raise :class:`TrajectoryFormatError`."""
+    pairs = list(iter_json_lines(path, TrajectoryFormatError))
+    return [value for _, value in pairs], [where for where, _ in pairs]
+
+
 def write_jsonl(path: str | os.PathLike, trajectories: Iterable[Trajectory | dict],
                 include_tokens: bool = False) -> Path:
-    """Write atomically: a temporary file in the same directory, renamed over ``path`` at the end."""
+    """Write atomically: a temporary file in the same directory, renamed over ``path`` at the end. Dicts are
+    written as they are (key order and unknown fields kept)."""
     path = Path(path)
     with atomic_open(path, "w") as fh:
         for traj in trajectories:
