@@ -27,7 +27,7 @@ from creditflow.recipes.demo import run_demo
 from creditflow.recipes.eval import evaluate_policy
 from creditflow.recipes.rro import run_collect, run_dpo_training, run_rro
 from creditflow.recipes.train import config_for_resume, run_sft_command, run_train
-from creditflow.rollout.trajectory import read_jsonl, read_jsonl_records, write_jsonl
+from creditflow.rollout.trajectory import read_jsonl, read_jsonl_lines, write_jsonl
 
 app = typer.Typer(
     add_completion=False,
@@ -174,11 +174,10 @@ def credit_command(
     values = credit.validate_knobs(estimator, parse_key_values(knobs or []), strings=True)
     _check_input(input_path)
     _check_output(output_path)
-    records, wheres = read_jsonl_records(input_path)
-    if not records:
+    lines = read_jsonl_lines(input_path)
+    if not lines:
         raise UserError(f"--in {str(input_path)!r}: no trajectories")
-    scored, batch = credit.score_records(records, estimator, values, wheres)
-    _write(output_path, lambda: write_jsonl(output_path, records))
+    scored, batch = _write(output_path, lambda: credit.score_lines(lines, estimator, values, output_path))
     shown = ", ".join(f"{k.split('/', 1)[-1]}={_number(v)}" for k, v in scored.metrics.items()
                       if isinstance(v, (int, float)))
     typer.echo(f"{estimator}: scored {batch.n_traj} trajectories, {batch.n_steps} steps -> {output_path} ({shown})",
@@ -226,10 +225,10 @@ def _check_output(path: Path) -> None:
         raise UserError(f"--out {str(path)!r}: cannot write in {str(folder)!r} (permission denied)")
 
 
-def _write(path: Path, write) -> None:
-    """Run ``write()``; an OS error (disk full, permissions) is one line naming ``--out``."""
+def _write(path: Path, write):
+    """Return ``write()``; an OS error (disk full, permissions) is one line naming ``--out``."""
     try:
-        write()
+        return write()
     except OSError as exc:
         raise UserError(f"--out {str(path)!r}: cannot write ({exc.strerror or exc})") from None
 

@@ -11,7 +11,15 @@ This module only re-exports.
 from __future__ import annotations
 
 from creditflow.credit import gigpo, grpo, rewardflow, rloo  # noqa: F401  (importing registers the estimators)
-from creditflow.credit.api import ArrayCredit, compute, credit_arrays, score, score_arrays, score_records
+from creditflow.credit.api import (
+    ArrayCredit,
+    compute,
+    credit_arrays,
+    score,
+    score_arrays,
+    score_lines,
+    score_records,
+)
 from creditflow.credit.batch import BatchError, StepBatch
 from creditflow.credit.gigpo import GiGPOKnobs
 from creditflow.credit.grpo import GRPOKnobs, grpo_advantages
@@ -56,6 +64,7 @@ __all__ = [
     "rloo_advantages",
     "score",
     "score_arrays",
+    "score_lines",
     "score_records",
     "trajectory_return",
     "validate_knobs",

@@ -6,7 +6,7 @@ the registered kernel, so all of them compute the same numbers:
 - :func:`score_arrays` / :func:`credit_arrays` - on flat per-row arrays (any framework; the verl
   integration);
 - :func:`score_records` - on parsed JSONL dicts, adding the three fields to each step dict and changing
-  nothing else (``creditflow credit``).
+  nothing else; :func:`score_lines` also writes the file (``creditflow credit`` after reading).
 
 ``score``, ``score_arrays`` and ``score_records`` read recorded data, so they also check that a *default*
 ``reward_source`` agrees with the outcome the data records (:func:`~creditflow.credit.returns.check_outcome_source`):
@@ -17,7 +17,9 @@ env rewards carry the outcome) does not check.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import itertools
+import os
+from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -38,9 +40,12 @@ from creditflow.credit.registry import (
     validate_knobs,
 )
 from creditflow.credit.returns import check_outcome_source
-from creditflow.rollout.trajectory import Step, Trajectory
+from creditflow.jsonl import JsonLine
+from creditflow.rollout.trajectory import Step, Trajectory, write_scored_jsonl
 
-_STEP_FIELDS = tuple(f.name for f in fields(Step))
+# Step fields that Trajectory.from_dict copies as they are, where a step dict has them
+_OPTIONAL_STEP_FIELDS = {"done", "next_state", "executed", "info", "prompt_ids", "response_ids", "logprobs",
+                         "process_reward", "step_reward", "advantage"}
 _NEW = object.__new__
 
 
@@ -68,16 +73,14 @@ def score(trajectories: Iterable[Trajectory | dict], estimator: str = "grpo", **
     """
     values = validate_knobs(estimator, knobs)
     items = list(trajectories)
-    trajs = [copy_trajectory(t) if isinstance(t, Trajectory) else None for t in items]
-    dict_at = [i for i, t in enumerate(trajs) if t is None]
-    if dict_at:
-        records = [items[i] for i in dict_at]
-        parsed = trajectories_from_batch(records, batch_from_dicts(records, [f"trajectory {i}" for i in dict_at]))
-        for i, traj in zip(dict_at, parsed):
-            trajs[i] = traj
-    batch = batch_from_trajectories(trajs)
+    dict_at = [i for i, t in enumerate(items) if not isinstance(t, Trajectory)]
+    records = [items[i] for i in dict_at]
+    dict_batch = batch_from_dicts(records, [f"trajectory {i}" for i in dict_at]) if records else None
+    parsed = iter(trajectories_from_batch(records, dict_batch) if records else [])
+    trajs = [copy_trajectory(t) if isinstance(t, Trajectory) else next(parsed) for t in items]
+    batch = dict_batch if len(records) == len(items) and dict_batch is not None else batch_from_trajectories(trajs)
     credit = run_checked(estimator, batch, values)
-    write_step_fields(batch.source, **credit.columns())
+    write_step_fields([s for t in trajs for s in t.steps], **credit.columns())
     return trajs
 
 
@@ -89,6 +92,15 @@ def score_records(records: Sequence[dict], estimator: str, knobs: Knobs,
     batch = batch_from_dicts(records, wheres)
     credit = run_checked(estimator, batch, knobs)
     write_record_fields(batch.source, **credit.columns())
+    return credit, batch
+
+
+def score_lines(lines: Sequence[JsonLine], estimator: str, knobs: Knobs, out: str | os.PathLike) -> tuple[Credit, StepBatch]:
+    """``creditflow credit`` after reading: score the lines of :func:`read_jsonl_lines` and write them to
+    ``out`` with the credit fields added to every step and every other byte as read."""
+    batch = batch_from_dicts([line.value for line in lines], [line.where for line in lines])
+    credit = run_checked(estimator, batch, knobs)
+    write_scored_jsonl(out, lines, credit.columns())
     return credit, batch
 
 
@@ -160,27 +172,27 @@ def copy_trajectory(traj: Trajectory) -> Trajectory:
 
 
 def trajectories_from_batch(records: Sequence[dict], batch: StepBatch) -> list[Trajectory]:
-    """``Trajectory`` objects for JSONL dicts already validated into ``batch`` (as ``Trajectory.from_dict``
-    builds them), made column by column."""
+    """``Trajectory`` objects for JSONL dicts already validated into ``batch``, as ``Trajectory.from_dict``
+    builds them, made column by column (the optional step fields only where a step has them)."""
     rows = batch.source
-    get = (lambda name, default=None: [r.get(name, default) for r in rows])
-    columns = {
-        "state": batch.state, "observation": batch.observation, "action": batch.action,
-        "response": [r.get("response") or "" for r in rows], "valid": batch.valid.tolist(),
-        "reward": batch.reward.tolist(), "done": get("done", False), "next_state": batch.next_state,
-        "executed": get("executed"), "info": [r["info"] if "info" in r else {} for r in rows],
-    }
-    steps = list(map(Step, *(columns[name] if name in columns else get(name) for name in _STEP_FIELDS)))
+    responses = list(map(dict.get, rows, itertools.repeat("response")))
+    steps = list(map(Step, batch.state, batch.observation, batch.action, [r or "" for r in responses],
+                     batch.valid.tolist(), batch.reward.tolist()))
+    present = set().union(*map(dict.keys, rows)) if rows else set()
+    for name in _OPTIONAL_STEP_FIELDS & present:
+        for step, row in zip(steps, rows):
+            if name in row:
+                setattr(step, name, row[name])
     out = []
     start = 0
-    for record, n, group, final in zip(records, batch.lengths.tolist(), batch.group_ids, batch.final_state):
+    for record, n, group, final, won, score_ in zip(records, batch.lengths.tolist(), batch.group_ids,
+                                                    batch.final_state, batch.success.tolist(), batch.score.tolist()):
         out.append(Trajectory(task_id=record["task_id"], steps=steps[start:start + n], group_id=group,
-                              traj_id=record.get("traj_id") or "", final_state=final,
-                              success=record.get("success") is True, score=float(record.get("score") or 0.0),
+                              traj_id=record.get("traj_id") or "", final_state=final, success=won, score=score_,
                               meta=record.get("meta") or {}))
         start += n
     return out
 
 
 __all__ = ["ArrayCredit", "compute", "copy_step", "copy_trajectory", "credit_arrays", "run_checked", "score",
-           "score_arrays", "score_records", "trajectories_from_batch"]
+           "score_arrays", "score_lines", "score_records", "trajectories_from_batch"]

@@ -31,10 +31,8 @@ from creditflow.rollout.trajectory import Trajectory, TrajectoryFormatError
 
 _STATE, _NEXT_STATE, _OBSERVATION, _ACTION, _REWARD, _VALID = (
     operator.attrgetter(name) for name in ("state", "next_state", "observation", "action", "reward", "valid"))
-_ITEM_STATE, _ITEM_ACTION, _ITEM_STEPS, _ITEM_TASK = (
-    operator.itemgetter(name) for name in ("state", "action", "steps", "task_id"))
 _NONE = type(None)
-_NUMBER = {int, float}
+_NUMBER = {int, float}  # bool is no number, as in Trajectory.from_dict
 
 
 class BatchError(UserError):
@@ -174,62 +172,54 @@ class _Unchecked(Exception):
 def _dict_columns(records: list) -> StepBatch:
     if not _types_within(map(type, records), {dict}):
         raise _Unchecked
-    task_ids = list(map(_ITEM_TASK, records))
-    steps_lists = list(map(_ITEM_STEPS, records))
-    group_raw = [r.get("group_id") for r in records]
-    success_raw = [r.get("success") for r in records]
-    score_raw = [r.get("score") for r in records]
-    final_raw = [r.get("final_state") for r in records]
-    meta_raw = [r.get("meta") for r in records]
-    _require(task_ids, {str})
-    _require(steps_lists, {list})
-    _require(group_raw, {str, _NONE})
-    _require((r.get("traj_id") for r in records), {str, _NONE})
-    _require(final_raw, {str, _NONE})
-    _require(success_raw, {bool, _NONE})
-    _require(score_raw, {int, float, _NONE})
-    _require(meta_raw, {dict, _NONE})
-
+    task_ids = _column(records, "task_id", {str})
+    steps_lists = _column(records, "steps", {list})
+    group_raw = _column(records, "group_id", {str}, None)
+    _column(records, "traj_id", {str}, "")
+    meta = _column(records, "meta", {dict}, None)
     steps = [s for lst in steps_lists for s in lst]
     if not _types_within(map(type, steps), {dict}):
         raise _Unchecked
-    state = list(map(_ITEM_STATE, steps))
-    action = list(map(_ITEM_ACTION, steps))
-    observation = [s.get("observation") for s in steps]
-    reward = [s.get("reward") for s in steps]
-    valid = [s.get("valid") for s in steps]
-    _require(state, {str})
-    _require(action, {str})
-    _require(observation, {str, _NONE})
-    _require((s.get("response") for s in steps), {str, _NONE})
-    _require(valid, {bool, _NONE})
-    _require(reward, {int, float, _NONE})
-    n = len(steps)
-    lengths = np.fromiter(map(len, steps_lists), dtype=np.int64, count=len(records))
+    _column(steps, "response", {str}, "")
     return StepBatch(
         group_ids=[g or t for g, t in zip(group_raw, task_ids)],
-        success=np.fromiter((s is True for s in success_raw), dtype=bool, count=len(records)),
-        score=np.fromiter((0.0 if s is None else s for s in score_raw), dtype=np.float64, count=len(records)),
-        final_state=[f or "" for f in final_raw],
-        final_observation=[_final_observation_of(lst, m) for lst, m in zip(steps_lists, meta_raw)],
-        lengths=lengths,
-        state=state,
-        next_state=[s.get("next_state") for s in steps],
-        reward=np.fromiter((0.0 if r is None else r for r in reward), dtype=np.float64, count=n),
-        valid=np.fromiter((v is not False for v in valid), dtype=bool, count=n),
-        observation=[o or "" for o in observation],
-        action=action,
+        success=np.array(_column(records, "success", {bool}, False), dtype=bool),
+        score=np.array(_column(records, "score", _NUMBER, 0.0), dtype=np.float64),
+        final_state=_column(records, "final_state", {str}, ""),
+        final_observation=[_final_observation_of(lst, m) for lst, m in zip(steps_lists, meta)],
+        lengths=np.fromiter(map(len, steps_lists), dtype=np.int64, count=len(records)),
+        state=_column(steps, "state", {str}),
+        next_state=list(map(dict.get, steps, itertools.repeat("next_state"))),
+        reward=np.array(_column(steps, "reward", _NUMBER, 0.0), dtype=np.float64),
+        valid=np.array(_column(steps, "valid", {bool}, True), dtype=bool),
+        observation=_column(steps, "observation", {str}, ""),
+        action=_column(steps, "action", {str}),
         source=steps,
     )
 
 
+_REQUIRED = object()
+
+
+def _column(rows: list[dict], key: str, allowed: set, default: Any = _REQUIRED) -> list:
+    """``row[key]`` of every row, its type within ``allowed``; optional keys (a ``default``) may be absent or
+    None and take the default, as in ``Trajectory.from_dict``. Anything else raises :class:`_Unchecked`."""
+    if default is _REQUIRED:
+        values = list(map(operator.itemgetter(key), rows))  # KeyError: from_dict names the missing field
+        types = set(map(type, values))
+    else:
+        values = list(map(dict.get, rows, itertools.repeat(key)))
+        types = set(map(type, values))
+        if _NONE in types:
+            types.discard(_NONE)
+            values = [default if v is None else v for v in values]
+    if not types <= allowed:
+        raise _Unchecked
+    return values
+
+
 def _types_within(types, allowed: set) -> bool:
     return set(types) <= allowed
-
-
-def _require(values, allowed: set) -> None:
-    if not _types_within(map(type, values), allowed):
-        raise _Unchecked
 
 
 def _final_observation_of(steps: list[dict], meta: dict | None) -> str:

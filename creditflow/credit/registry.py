@@ -69,11 +69,9 @@ class Credit:
     metrics: dict
 
     def columns(self) -> dict[str, np.ndarray]:
-        """The per-row output fields by name (``process_reward`` only where set)."""
-        out = {"advantage": self.advantage, "step_reward": self.step_reward}
-        if self.process_reward is not None:
-            out = {"process_reward": self.process_reward, **out}
-        return out
+        """The per-row output fields by name, in the JSONL order (``process_reward`` only where set)."""
+        out = {"process_reward": self.process_reward, "step_reward": self.step_reward, "advantage": self.advantage}
+        return {name: values for name, values in out.items() if values is not None}
 
 
 K = TypeVar("K", bound=Knobs)

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import pytest
 from tests.credit.credit_testlib import traj
 
 from creditflow.cli import _number, main
-from creditflow.jsonl import iter_json_lines
+from creditflow.jsonl import decode_with_closes, iter_json_lines
 from creditflow.rollout.trajectory import TrajectoryFormatError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -201,3 +202,55 @@ def test_sigterm_during_the_credit_command(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 128 + signal.SIGTERM, proc.stderr[-2000:]
     assert os.listdir(out.parent) == []
+
+
+def test_credit_changes_no_byte_but_the_added_fields(tmp_path, capsys):
+    rows = [traj(["A", "B", "S"], success=True, traj_id="w").to_dict(), traj(["A", "C"], traj_id="l").to_dict()]
+    rows[0]["note"] = "écrit à la main"
+    text = json.dumps(rows[0], ensure_ascii=False, indent=None, separators=(",", ":")) + "\r\n"  # compact, CRLF
+    text += '  { "task_id" : "g", "traj_id": "l", "steps" : [ {"state": "A", "action": "a0", "reward": 1e0} ,\t' \
+            '{"state":"C","action":"a1"} ] , "x": [ ] }\n'
+    src = tmp_path / "odd.jsonl"
+    src.write_bytes(text.encode())
+    out = tmp_path / "o.jsonl"
+    code, err = run(["credit", "-e", "rewardflow", "--in", str(src), "--out", str(out)], capsys)
+    assert code == 0, err
+    got = out.read_text(encoding="utf-8").splitlines()
+    added = re.compile(r', "process_reward": [-0-9.e]+, "step_reward": [-0-9.e]+, "advantage": [-0-9.e]+')
+    assert [added.sub("", line) for line in got] == text.replace("\r\n", "\n").splitlines()
+    assert all(len(added.findall(line)) == 2 for line in got)
+
+
+def test_credit_on_scored_data_replaces_the_fields(tmp_path, capsys):
+    src, _ = user_file(tmp_path)
+    once, twice = tmp_path / "once.jsonl", tmp_path / "twice.jsonl"
+    assert run(["credit", "-e", "rewardflow", "--in", str(src), "--out", str(once)], capsys)[0] == 0
+    assert run(["credit", "-e", "gigpo", "--in", str(once), "--out", str(twice), "reward_source=success"],
+               capsys)[0] == 0
+    direct = tmp_path / "direct.jsonl"
+    assert run(["credit", "-e", "gigpo", "--in", str(src), "--out", str(direct), "reward_source=success"],
+               capsys)[0] == 0
+    for line, other in zip(twice.read_text().splitlines(), direct.read_text().splitlines()):
+        assert json.loads(line) == json.loads(other)
+        assert line.count('"advantage"') == len(json.loads(line)["steps"])  # replaced, never duplicated
+
+
+@pytest.mark.parametrize("text", [
+    '{"a": 1, "steps": [{"x": 1}, {"y": [1, {}]}, 3], "b": {"c": 2}}', '{"steps": []}', "[1, 2]",
+    '{"steps": 5}', ' { "steps" : [ { } ] } ', '{"a": NaN, "steps": [{"s": "}"}]}', '{"steps": [], "steps": [{}]}',
+])
+def test_decode_with_closes_agrees_with_json_loads(text):
+    value, closes = decode_with_closes(text, "steps")
+    assert value == json.loads(text) or text.startswith('{"a": NaN')
+    steps = value.get("steps") if isinstance(value, dict) else None
+    if isinstance(steps, list):
+        assert len(closes) == len(steps)
+        assert all(text[c] == "}" for c, s in zip(closes, steps) if isinstance(s, dict))
+    else:
+        assert closes is None
+
+
+@pytest.mark.parametrize("text", ['{"a": 1,}', '{"steps": [1,]}', '{"a" 1}', '{"a": 1} x', '{"steps": [{"a": }]}'])
+def test_decode_with_closes_raises_json_errors(text):
+    with pytest.raises(json.JSONDecodeError):
+        decode_with_closes(text, "steps")
