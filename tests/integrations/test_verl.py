@@ -2,6 +2,7 @@
 registered names gives creditflow's advantages on verl-agent's row layout (runs in .venv-verl: make verl)."""
 
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from creditflow import credit  # noqa: E402
 from creditflow.integrations import verl as cf_verl  # noqa: E402
 
 CONFIG = OmegaConf.create({"adv_estimator": "rewardflow", "creditflow": {}})
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -152,3 +154,20 @@ def test_credit_metrics_for_verls_metrics_dict(trajs):
     assert metrics["credit/graph_nodes"] > 0 and "credit/reach_success_frac" in metrics
     other = cf_verl.to_dataproto(trajs)  # a batch the estimator did not see: diagnostics only
     assert "credit/graph_nodes" not in cf_verl.credit_metrics(other)
+
+
+def test_the_example_config_composes_validates_and_runs_its_estimator(trajs):
+    """configs/verl/sokoban_rewardflow.yaml: everything of it that runs on CPU."""
+    from hydra import compose, initialize_config_dir
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    with initialize_config_dir(config_dir=str(ROOT / "configs" / "verl"), version_base=None):
+        cfg = compose(config_name="sokoban_rewardflow")
+    validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    assert not need_critic(cfg) and cfg.algorithm.adv_estimator in core_algos.ADV_ESTIMATOR_REGISTRY
+    knobs = cf_verl.estimator_knobs(cfg.algorithm.adv_estimator, cfg.algorithm)
+    credit.validate_knobs("rewardflow", knobs)
+    data = verl_compute_advantage(cf_verl.to_dataproto(trajs), adv_estimator=cfg.algorithm.adv_estimator,
+                                  config=cfg.algorithm)
+    np.testing.assert_array_equal(row_advantages(data), expected(trajs, "rewardflow", **knobs).astype(np.float32))
