@@ -20,17 +20,15 @@ from __future__ import annotations
 import itertools
 import operator
 from collections import deque
-from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Hashable, Sequence
+from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
 from creditflow.errors import UserError
 from creditflow.rollout.trajectory import Trajectory, TrajectoryFormatError
 
-_STATE, _NEXT_STATE, _OBSERVATION, _ACTION, _REWARD, _VALID = (
-    operator.attrgetter(name) for name in ("state", "next_state", "observation", "action", "reward", "valid"))
+_REWARD, _VALID = operator.attrgetter("reward"), operator.attrgetter("valid")
 _NONE = type(None)
 _NUMBER = {int, float}  # bool is no number, as in Trajectory.from_dict
 
@@ -39,23 +37,42 @@ class BatchError(UserError):
     """Per-row arrays that do not describe trajectories (mismatched lengths, a trajectory in two groups)."""
 
 
-@dataclass(eq=False)
-class StepBatch:
-    """One row per step, trajectories contiguous and in order; ``(T,)`` columns are per trajectory."""
+def _lazy_column(name: str, doc: str) -> property:
+    """A column of :class:`StepBatch`, loaded from the batch's source on first use where it was not given."""
 
-    group_ids: list[Hashable]  # (T,) group of each trajectory (rollouts compared with one another)
-    success: np.ndarray  # (T,) bool, the recorded outcome
-    score: np.ndarray  # (T,) float64, the final graded score
-    final_state: list[Hashable]  # (T,) state key after the last step ("" when not recorded)
-    final_observation: list[str]  # (T,) observation after the last step ("" when not recorded)
-    lengths: np.ndarray  # (T,) int64 steps per trajectory
-    state: list[Hashable]  # (S,) state key s_t the action was taken in
-    next_state: list[Hashable | None]  # (S,) s_{t+1} where recorded, else None
-    reward: np.ndarray  # (S,) float64 env reward (with any invalid-action penalty)
-    valid: np.ndarray  # (S,) bool, the action parsed and executed
-    observation: list[str]  # (S,) text shown to the policy ("" when not recorded)
-    action: list[str]  # (S,) parsed action
-    source: list[Any] | None = field(default=None, repr=False)  # (S,) the Step objects / step dicts, if any
+    def get(self):
+        if name not in self._columns:
+            self._columns[name] = self._load(name)
+        return self._columns[name]
+
+    return property(get, doc=doc)
+
+
+class StepBatch:
+    """One row per step, trajectories contiguous and in order; ``(T,)`` columns are per trajectory.
+
+    Per-step columns are given, or loaded from ``source`` on first use (``load(name)``): an estimator pays
+    only for what it reads (GRPO on success touches no step).
+    """
+
+    state = _lazy_column("state", "(S,) state key s_t the action was taken in")
+    next_state = _lazy_column("next_state", "(S,) s_{t+1} where recorded, else None")
+    reward = _lazy_column("reward", "(S,) float64 env reward (with any invalid-action penalty)")
+    valid = _lazy_column("valid", "(S,) bool: the action parsed and executed")
+    observation = _lazy_column("observation", "(S,) text shown to the policy (\"\" when not recorded)")
+    action = _lazy_column("action", "(S,) parsed action")
+    final_state = _lazy_column("final_state", "(T,) state key after the last step (\"\" when not recorded)")
+    final_observation = _lazy_column("final_observation", "(T,) observation after the last step (\"\" if none)")
+
+    def __init__(self, *, group_ids: list[Hashable], success: np.ndarray, score: np.ndarray, lengths: np.ndarray,
+                 source: list[Any] | None = None, load: Callable[[str], Any] | None = None, **columns):
+        self.group_ids = group_ids  # (T,) group of each trajectory (rollouts compared with one another)
+        self.success = success  # (T,) bool, the recorded outcome
+        self.score = score  # (T,) float64, the final graded score
+        self.lengths = lengths  # (T,) int64 steps per trajectory
+        self.source = source  # (S,) the Step objects / step dicts the rows came from, if any
+        self._load = load
+        self._columns = columns
 
     @property
     def n_traj(self) -> int:
@@ -63,7 +80,7 @@ class StepBatch:
 
     @property
     def n_steps(self) -> int:
-        return len(self.state)
+        return int(self.lengths.sum())
 
     @cached_property
     def step_traj(self) -> np.ndarray:
@@ -114,27 +131,35 @@ def write_record_fields(records: Sequence[dict], **columns) -> None:
 
 
 def batch_from_trajectories(trajectories: Sequence[Trajectory]) -> StepBatch:
-    """Columns of ``trajectories`` (``source`` = their Step objects, for writing the results back)."""
+    """Columns of ``trajectories`` (``source`` = their Step objects, for writing the results back); the
+    per-step columns are read from the steps when an estimator first asks for them."""
     trajs = list(trajectories)
     steps = [s for t in trajs for s in t.steps]
-    n = len(steps)
+    where = (lambda i: f"trajectory {i}")
     batch = StepBatch(
         group_ids=[t.group_id for t in trajs],
         success=np.fromiter((bool(t.success) for t in trajs), dtype=bool, count=len(trajs)),
         score=np.fromiter((float(t.score) for t in trajs), dtype=np.float64, count=len(trajs)),
-        final_state=[t.final_state for t in trajs],
-        final_observation=[final_observation(t) for t in trajs],
         lengths=np.fromiter((len(t.steps) for t in trajs), dtype=np.int64, count=len(trajs)),
-        state=list(map(_STATE, steps)),
-        next_state=list(map(_NEXT_STATE, steps)),
-        reward=np.fromiter(map(_REWARD, steps), dtype=np.float64, count=n),
-        valid=np.fromiter(map(_VALID, steps), dtype=bool, count=n),
-        observation=list(map(_OBSERVATION, steps)),
-        action=list(map(_ACTION, steps)),
         source=steps,
+        load=lambda name: _trajectory_column(trajs, steps, name, batch, where),
     )
-    _check_finite(batch, lambda i: f"trajectory {i}")
+    _check_finite_scores(batch, where)
     return batch
+
+
+def _trajectory_column(trajs: list[Trajectory], steps: list, name: str, batch: StepBatch, where) -> Any:
+    if name == "final_state":
+        return [t.final_state for t in trajs]
+    if name == "final_observation":
+        return [final_observation(t) for t in trajs]
+    if name == "reward":
+        reward = np.fromiter(map(_REWARD, steps), dtype=np.float64, count=len(steps))
+        _check_finite_rewards(reward, batch, where)
+        return reward
+    if name == "valid":
+        return np.fromiter(map(_VALID, steps), dtype=bool, count=len(steps))
+    return list(map(operator.attrgetter(name), steps))
 
 
 def final_observation(traj: Trajectory) -> str:
@@ -244,16 +269,24 @@ def _checked_one_by_one(records: list, where) -> StepBatch:
 
 def _check_finite(batch: StepBatch, where) -> None:
     """Rewards and scores must be finite numbers: one line naming the first offender."""
-    bad_reward = ~np.isfinite(batch.reward)
-    if bad_reward.any():
-        row = int(np.argmax(bad_reward))
+    _check_finite_rewards(batch.reward, batch, where)
+    _check_finite_scores(batch, where)
+
+
+def _check_finite_rewards(reward: np.ndarray, batch: StepBatch, where) -> None:
+    bad = ~np.isfinite(reward)
+    if bad.any():
+        row = int(np.argmax(bad))
         traj = int(np.searchsorted(batch.traj_first, row, side="right") - 1)
         raise TrajectoryFormatError(
             f"{where(traj)}: steps[{row - int(batch.traj_first[traj])}]: field 'reward' must be a finite number, "
-            f"got {batch.reward[row]!r}")
-    bad_score = ~np.isfinite(batch.score)
-    if bad_score.any():
-        traj = int(np.argmax(bad_score))
+            f"got {reward[row]!r}")
+
+
+def _check_finite_scores(batch: StepBatch, where) -> None:
+    bad = ~np.isfinite(batch.score)
+    if bad.any():
+        traj = int(np.argmax(bad))
         raise TrajectoryFormatError(f"{where(traj)}: field 'score' must be a finite number, got {batch.score[traj]!r}")
 
 

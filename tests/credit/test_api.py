@@ -26,9 +26,12 @@ def advantages(trajs):
     return [s.advantage for t in trajs for s in t.steps]
 
 
+COLUMNS = ("group_ids", "success", "score", "lengths", "state", "next_state", "reward", "valid", "observation",
+           "action", "final_state", "final_observation")
+
+
 def columns(b):
-    return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in vars(b).items()
-            if k not in ("source",) and not k.startswith("_")}
+    return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k in COLUMNS for v in [getattr(b, k)]}
 
 
 def test_dict_columns_equal_the_trajectory_columns(batch):
