@@ -2,6 +2,12 @@
 straightforward implementation of the official RewardFlow propagation (networkx graph, 1000 synchronous
 Bellman-max sweeps, no early stop) kept here as the reference.
 
+Two tables. *Estimators*: ``creditflow.credit.compute`` (in place on Trajectory objects, the trainer's
+path) for each estimator. *Public paths* (RewardFlow, as a new user calls it, measured in the same run as
+the reference): ``score`` on JSONL-schema dicts, ``score`` on Trajectory objects, ``score_arrays`` on
+one-row-per-step columns, and ``creditflow credit`` minus reading its input: from the parsed lines to the
+scored file written (``score_lines``, what the command runs after reading).
+
 Batch: 16 tasks x 8 rollouts x at most 25 steps of text Sokoban (7x7, one box, optimal plan >= 8
 moves), about 2900 transitions (solved episodes stop early), played by a noisy scripted policy
 (BFS-solver moves, random moves, some unparseable answers) so that groups mix successes and failures and the graphs have cycles, dead ends and pruned steps. The x10, x100, x1000
@@ -27,6 +33,7 @@ import platform
 import random
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -35,13 +42,16 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from creditflow.credit import compute  # noqa: E402
+from creditflow.credit import compute, score, score_arrays, score_lines, validate_knobs  # noqa: E402
 from creditflow.credit.rewardflow import build_flow  # noqa: E402
 from creditflow.envs.sokoban import ACTION_NAMES, SokobanEnv  # noqa: E402
+from creditflow.jsonl import JsonLine, decode_with_closes  # noqa: E402
 from creditflow.rollout.trajectory import Step, Trajectory  # noqa: E402
 
 ESTIMATORS = ("grpo", "rloo", "gigpo", "rewardflow")
+PATHS = ("score(dicts)", "score(trajectories)", "score_arrays", "credit command")
 INVALID_PENALTY = 0.1  # Tab. 8
+TARGET = 100  # every public path >= 100x the reference (issue 14)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -168,6 +178,45 @@ def timed(fn, repeats: int) -> list[float]:
     return out
 
 
+def path_runners(trajs: list[Trajectory], out_dir: Path) -> dict:
+    """For each public path: ``(prepare, run)``; ``run(prepare())`` is timed, ``prepare`` is not."""
+    dicts = [t.to_dict() for t in trajs]
+    rows = [(t, i, s) for t in trajs for i, s in enumerate(t.steps)]
+    columns = dict(group_ids=[t.group_id for t, _, _ in rows], traj_ids=[t.traj_id for t, _, _ in rows],
+                   step_index=[i for _, i, _ in rows], state_keys=[s.state for _, _, s in rows],
+                   rewards=[s.reward for _, _, s in rows], success=[t.success for t, _, _ in rows],
+                   valid=[s.valid for _, _, s in rows])
+    texts = [json.dumps(d, ensure_ascii=False) for d in dicts]
+    knobs = validate_knobs("rewardflow", {})
+    out = out_dir / "scored.jsonl"
+
+    def read():  # what the command reads (not timed): each line's value, text and step positions
+        return [JsonLine(f"in.jsonl:{k + 1}", *_value_text_closes(text)) for k, text in enumerate(texts)]
+
+    return {
+        "score(dicts)": (lambda: dicts, lambda d: score(d, estimator="rewardflow")),
+        "score(trajectories)": (lambda: trajs, lambda t: score(t, estimator="rewardflow")),
+        "score_arrays": (lambda: columns, lambda c: score_arrays("rewardflow", **c)),
+        "credit command": (read, lambda lines: score_lines(lines, "rewardflow", knobs, out)),
+    }
+
+
+def _value_text_closes(text: str) -> tuple:
+    value, closes = decode_with_closes(text, "steps")
+    return value, text, closes
+
+
+def timed_path(prepare, run, repeats: int) -> list[float]:
+    run(prepare())  # warm-up
+    out = []
+    for _ in range(repeats):
+        arg = prepare()
+        t0 = time.perf_counter()
+        run(arg)
+        out.append((time.perf_counter() - t0) * 1000.0)
+    return out
+
+
 def machine_info() -> dict:
     cpu = platform.processor() or ""
     try:
@@ -191,18 +240,25 @@ def machine_info() -> dict:
     }
 
 
-def run(factors, repeats, ref_full_max: int, ref_sweeps: int) -> dict:
+def run(factors, repeats, ref_full_max: int, ref_sweeps: int, path_max: int) -> dict:
+    load_at_start = os.getloadavg()
     base = sokoban_batch()
     rows = []
+    scratch = Path(tempfile.mkdtemp(prefix="credit_speed_"))
     for factor in factors:
         trajs = replicate(base, factor)
         n = sum(len(t.steps) for t in trajs)
         reps = max(3 if factor <= 100 else 1, repeats // factor)
-        row = {"factor": factor, "tasks": 16 * factor, "trajectories": len(trajs), "transitions": n, "ms": {}}
+        row = {"factor": factor, "tasks": 16 * factor, "trajectories": len(trajs), "transitions": n, "ms": {},
+               "paths_ms": {}}
         for name in ESTIMATORS:
             compute(name, trajs)  # warm-up (and first-touch of the step objects)
             times = timed(lambda: compute(name, trajs), reps)
             row["ms"][name] = {"median": statistics.median(times), "min": min(times), "runs": len(times)}
+        if factor <= path_max:
+            for name, (prepare, fn) in path_runners(trajs, scratch).items():
+                times = timed_path(prepare, fn, reps)
+                row["paths_ms"][name] = {"median": statistics.median(times), "min": min(times), "runs": len(times)}
         metrics = compute("rewardflow", trajs)
         row["graph"] = {k.split("/", 1)[1]: round(v, 4) for k, v in metrics.items()
                         if k.split("/", 1)[1] in ("graph_nodes", "graph_edges", "unique_state_ratio",
@@ -210,41 +266,73 @@ def run(factors, repeats, ref_full_max: int, ref_sweeps: int) -> dict:
         flow, groups = reference_inputs(trajs)
         full = factor <= ref_full_max
         sweeps = 1000 if full else ref_sweeps
-        t0 = time.perf_counter()
-        values = reference_propagation(groups, sweeps=sweeps)
-        ref_ms = (time.perf_counter() - t0) * 1000.0
+        ref_runs = []
+        for _ in range(3 if factor == 1 else 1):  # x1: the median of three runs, for the one-run ratios
+            t0 = time.perf_counter()
+            values = reference_propagation(groups, sweeps=sweeps)
+            ref_runs.append((time.perf_counter() - t0) * 1000.0)
+        ref_ms = statistics.median(ref_runs)
         if not full:  # same work every sweep: build cost + 1000/sweeps x sweep cost
             t1 = time.perf_counter()
             reference_propagation(groups, sweeps=0)
             build_ms = (time.perf_counter() - t1) * 1000.0
             ref_ms = build_ms + (ref_ms - build_ms) * 1000.0 / sweeps
         row["reference_ms"] = ref_ms
+        row["reference_runs_ms"] = ref_runs
         row["reference_sweeps_run"] = sweeps
         row["reference_extrapolated"] = not full
         row["reference_max_abs_diff"] = check_reference(flow, values) if full else None
         row["speedup_rewardflow_vs_reference"] = ref_ms / row["ms"]["rewardflow"]["median"]
+        row["speedup_paths_vs_reference"] = {k: ref_ms / v["median"] for k, v in row["paths_ms"].items()}
         rows.append(row)
         print(json.dumps(row), flush=True)
         del trajs, flow, groups, values
-    return {"machine": machine_info(), "batch": "16 tasks x 8 rollouts x <=25 steps (text Sokoban 7x7, 1 box, scripted noisy policy)",
+    machine = machine_info()
+    machine["load_avg_at_start"], machine["load_avg_at_end"] = load_at_start, os.getloadavg()
+    return {"machine": machine, "batch": "16 tasks x 8 rollouts x <=25 steps (text Sokoban 7x7, 1 box, scripted noisy policy)",
             "rows": rows}
 
 
-def write(result: dict, out_dir: Path) -> None:
+def write(result: dict, out_dir: Path, note: str = "") -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "credit_speed.json").write_text(json.dumps(result, indent=2) + "\n")
+    (out_dir / "credit_speed.json").write_text(json.dumps({**result, "note": note}, indent=2) + "\n")
     m = result["machine"]
     lines = [
         "# Credit assignment speed (`benchmarks/credit_speed.py`)",
         "",
         f"Machine: {m['cpu']}, {m['cores']} cores (shared), Python {m['python']}, NumPy {m['numpy']}, "
-        f"networkx {m['networkx']}; {m['date']}; load average at start {m['load_avg_at_start']}.",
+        f"networkx {m['networkx']}; {m['date']}; load average at start {_load(m['load_avg_at_start'])}, "
+        f"at end {_load(m.get('load_avg_at_end'))}.",
+    ]
+    if note:
+        lines += ["", note]
+    lines += [
         "",
         f"Batch x1: {result['batch']}; x10/x100/x1000 = that many times more task groups.",
-        "Times are medians of repeated calls of `creditflow.credit.compute` (whole estimator: state",
-        "normalisation, graph, propagation, advantages, writing the step fields), ms per batch.",
         "Reference = official propagation (networkx DiGraph, 1000 synchronous Bellman-max sweeps, no early",
-        "stop) on the same pruned graphs; * = sweep time measured on fewer sweeps and scaled to 1000.",
+        "stop) on the same pruned graphs (x1: median of 3 runs); * = sweep time measured on fewer sweeps and",
+        "scaled to 1000. Times are medians of repeated calls, ms per batch.",
+        "",
+        "## Public paths (RewardFlow), in the same run as the reference",
+        "",
+        "`score(dicts)`: `credit.score` on JSONL-schema dicts; `score(trajectories)`: on Trajectory objects",
+        "(returns copies); `score_arrays`: one row per step; `credit command`: `creditflow credit` after",
+        "reading its input (`score_lines`: score the parsed lines, write the scored JSONL atomically).",
+        "",
+        "| batch | transitions | reference | " + " | ".join(PATHS) + " | ms per 1k transitions |",
+        "|---|---:|---:|" + "---:|" * len(PATHS) + "---|",
+    ]
+    for r in result["rows"]:
+        if not r["paths_ms"]:
+            continue
+        star = "*" if r["reference_extrapolated"] else ""
+        cells = [f"{r['paths_ms'][p]['median']:.2f} ({r['speedup_paths_vs_reference'][p]:,.0f}x)" for p in PATHS]
+        per_k = ", ".join(f"{r['paths_ms'][p]['median'] / r['transitions'] * 1000:.2f}" for p in PATHS)
+        lines.append(f"| x{r['factor']} | {r['transitions']:,} | {r['reference_ms']:,.0f}{star} | "
+                     + " | ".join(cells) + f" | {per_k} |")
+    lines += [
+        "",
+        "## Estimators (`creditflow.credit.compute`, in place)",
         "",
         "| batch | transitions | grpo | rloo | gigpo | rewardflow | reference | speed-up | ms per 1k transitions (rewardflow) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -266,6 +354,10 @@ def write(result: dict, out_dir: Path) -> None:
     (out_dir / "credit_speed.md").write_text("\n".join(lines) + "\n")
 
 
+def _load(load) -> str:
+    return "n/a" if not load else ", ".join(f"{x:.2f}" for x in load)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="x1 and x10 only, fewer repeats")
@@ -273,13 +365,19 @@ def main(argv=None) -> None:
     ap.add_argument("--repeats", type=int, default=None)
     ap.add_argument("--ref-full-max", type=int, default=10, help="largest factor running all 1000 sweeps")
     ap.add_argument("--ref-sweeps", type=int, default=5, help="sweeps run (then scaled) above that")
+    ap.add_argument("--path-max", type=int, default=350, help="largest factor timing the public paths")
+    ap.add_argument("--note", default="", help="a line for the results (e.g. what else ran on the machine)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = ap.parse_args(argv)
-    factors = args.factors or ([1, 10] if args.quick else [1, 10, 100, 1000])
+    factors = args.factors or ([1, 10] if args.quick else [1, 10, 100, 350, 1000])
     repeats = args.repeats or (5 if args.quick else 21)
-    result = run(factors, repeats, args.ref_full_max, args.ref_sweeps)
+    result = run(factors, repeats, args.ref_full_max, args.ref_sweeps, args.path_max)
+    x1 = next((r for r in result["rows"] if r["factor"] == 1), None)
+    if x1 is not None and x1["paths_ms"]:
+        worst = min(x1["speedup_paths_vs_reference"].values())
+        print(f"x1: slowest public path {worst:,.0f}x the reference (target {TARGET}x)", flush=True)
     if not args.quick or args.factors:
-        write(result, args.out)
+        write(result, args.out, args.note)
 
 
 if __name__ == "__main__":

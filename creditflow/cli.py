@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import json
+import numbers
 import os
 import shlex
 import signal
@@ -33,7 +34,7 @@ from creditflow.recipes.demo import run_demo
 from creditflow.recipes.eval import evaluate_policy
 from creditflow.recipes.rro import run_collect, run_dpo_training, run_rro
 from creditflow.recipes.train import config_for_resume, run_sft_command, run_train
-from creditflow.rollout.trajectory import read_jsonl, write_jsonl
+from creditflow.rollout.trajectory import read_jsonl, read_jsonl_lines, write_jsonl
 
 try:  # typer >= 0.20 ships its own copy of click as typer._click; older typer runs on click itself
     from typer._click import exceptions as click_errors
@@ -203,17 +204,19 @@ def credit_command(
     input_path: Path = typer.Option(..., "--in", help="Trajectories (JSONL, one trajectory per line)."),
     output_path: Path = typer.Option(..., "--out", help="Scored trajectories (JSONL), written atomically."),
 ) -> None:
-    """Score trajectories: add process_reward, step_reward and advantage to every step."""
-    # unknown estimator or bad knob => one line before reading anything
+    """Score trajectories: add process_reward, step_reward and advantage to every step (nothing else changes)."""
+    # unknown estimator, bad knob or unusable --out => one line before reading anything
     values = credit.validate_knobs(estimator, parse_key_values(knobs or []), strings=True)
-    if not input_path.is_file():
-        raise UserError(f"--in {str(input_path)!r}: no such file")
-    trajs = read_jsonl(input_path)
-    metrics = credit.get_estimator(estimator)(trajs, values)
-    write_jsonl(output_path, trajs)
-    steps = sum(len(t.steps) for t in trajs)
-    shown = ", ".join(f"{k.split('/', 1)[-1]}={v:.4g}" for k, v in metrics.items() if isinstance(v, (int, float)))
-    typer.echo(f"{estimator}: scored {len(trajs)} trajectories, {steps} steps -> {output_path} ({shown})", err=True)
+    _check_input(input_path)
+    _check_output(output_path)
+    lines = read_jsonl_lines(input_path)
+    if not lines:
+        raise UserError(f"--in {str(input_path)!r}: no trajectories")
+    scored, batch = _write(output_path, lambda: credit.score_lines(lines, estimator, values, output_path))
+    shown = ", ".join(f"{k.split('/', 1)[-1]}={_number(v)}" for k, v in scored.metrics.items()
+                      if isinstance(v, (int, float)))
+    typer.echo(f"{estimator}: scored {batch.n_traj} trajectories, {batch.n_steps} steps -> {output_path} ({shown})",
+               err=True)
 
 
 @app.command("graph", epilog=_knobs_epilog([_knob_block("RewardFlow graph", GraphKnobs)]))
@@ -228,12 +231,48 @@ def graph_command(
     values = validate_model(GraphKnobs, parse_key_values(knobs or []), "graph", strings=True)
     if output_path.suffix.lower() not in FORMATS:
         raise GraphError(f"unsupported output {output_path.name!r}: use one of {', '.join(FORMATS)}")
-    if not input_path.is_file():
-        raise UserError(f"--in {str(input_path)!r}: no such file")
+    _check_input(input_path)
+    _check_output(output_path)
     graph = group_graph(read_jsonl(input_path), group, values)
-    write_graph(graph, output_path)
+    _write(output_path, lambda: write_graph(graph, output_path))
     typer.echo(f"group {graph.group_id}: {len(graph.labels)} nodes, {len(graph.edges)} edges -> {output_path}",
                err=True)
+
+
+def _check_input(path: Path) -> None:
+    """``--in`` is an existing file: one line otherwise."""
+    if path.is_dir():
+        raise UserError(f"--in {str(path)!r}: is a directory, not a JSONL file")
+    if not path.exists():
+        raise UserError(f"--in {str(path)!r}: no such file")
+
+
+def _check_output(path: Path) -> None:
+    """``--out`` can be written: not a directory, and its nearest existing folder is a writable folder."""
+    if path.is_dir():
+        raise UserError(f"--out {str(path)!r}: is a directory; give a file path")
+    folder = path.absolute().parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise UserError(f"--out {str(path)!r}: {str(folder)!r} is not a directory")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UserError(f"--out {str(path)!r}: cannot write in {str(folder)!r} (permission denied)")
+
+
+def _write(path: Path, write):
+    """Return ``write()``; an OS error (disk full, permissions) is one line naming ``--out``."""
+    try:
+        return write()
+    except OSError as exc:
+        raise UserError(f"--out {str(path)!r}: cannot write ({exc.strerror or exc})") from None
+
+
+def _number(value: float | int) -> str:
+    """A metric for the summary line: counts as integers, other values to 4 significant digits."""
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.0f}"
 
 
 # --------------------------------------------------------------------------------------------------

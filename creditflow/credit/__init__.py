@@ -1,26 +1,38 @@
 """Credit assignment: estimators that turn a batch of trajectories into per-step advantages.
 
-The registry (``registry.py``) maps each estimator name to a function ``fn(trajectories, knobs)`` and a
-typed knob model; the method modules (``grpo``, ``rloo``, ``gigpo``, ``rewardflow``) register themselves
-when imported here. The trainer uses :func:`compute`; tools use :func:`score`; :func:`validate_knobs`
-checks a knob dict before any work. This module only re-exports.
+The registry (``registry.py``) maps each estimator name to a kernel over the columns of a batch
+(``batch.py``: one row per step) and a typed knob model; the method modules (``grpo``, ``rloo``,
+``gigpo``, ``rewardflow``) register themselves when imported here. The public paths (``api.py``) all
+build a batch and run the same kernel: the trainer uses :func:`compute`; tools use :func:`score`;
+other frameworks :func:`score_arrays`; :func:`validate_knobs` checks a knob dict before any work.
+This module only re-exports.
 """
 
 from __future__ import annotations
 
 from creditflow.credit import gigpo, grpo, rewardflow, rloo  # noqa: F401  (importing registers the estimators)
+from creditflow.credit.api import (
+    ArrayCredit,
+    compute,
+    credit_arrays,
+    score,
+    score_arrays,
+    score_lines,
+    score_records,
+)
+from creditflow.credit.batch import BatchError, StepBatch
 from creditflow.credit.gigpo import GiGPOKnobs
 from creditflow.credit.grpo import GRPOKnobs, grpo_advantages
 from creditflow.credit.registry import (
+    Credit,
     CreditError,
     Estimator,
     Knobs,
-    compute,
     estimator_names,
     get_estimator,
+    get_kernel,
     knob_model,
     register_estimator,
-    score,
     validate_knobs,
 )
 from creditflow.credit.returns import RETURN_SOURCES, trajectory_return
@@ -28,6 +40,9 @@ from creditflow.credit.rewardflow import GraphKnobs, RewardFlowKnobs
 from creditflow.credit.rloo import RLOOKnobs, rloo_advantages
 
 __all__ = [
+    "ArrayCredit",
+    "BatchError",
+    "Credit",
     "CreditError",
     "Estimator",
     "GRPOKnobs",
@@ -37,14 +52,20 @@ __all__ = [
     "RETURN_SOURCES",
     "RLOOKnobs",
     "RewardFlowKnobs",
+    "StepBatch",
     "compute",
+    "credit_arrays",
     "estimator_names",
     "get_estimator",
+    "get_kernel",
     "grpo_advantages",
     "knob_model",
     "register_estimator",
     "rloo_advantages",
     "score",
+    "score_arrays",
+    "score_lines",
+    "score_records",
     "trajectory_return",
     "validate_knobs",
 ]

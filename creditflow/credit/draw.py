@@ -74,7 +74,7 @@ def group_graph(trajectories: Sequence[Trajectory], group_id: str | None = None,
     # number nodes in order of first appearance along the rollouts (start state of rollout 0 is 0)
     order: dict[int, int] = {}
     sequence = []
-    for i in range(len(flow.steps)):
+    for i in range(flow.batch.n_steps):
         sequence.extend((int(flow.anchor[i]), int(flow.post[i])) if flow.kept[i] else (int(flow.anchor[i]),))
     sequence.extend(flow.success_nodes.tolist())
     for node in sequence:
@@ -92,7 +92,7 @@ def group_graph(trajectories: Sequence[Trajectory], group_id: str | None = None,
     for i in np.flatnonzero(flow.kept).tolist():
         key = (order[int(flow.anchor[i])], order[int(flow.post[i])])
         acts = actions.setdefault(key, [])
-        act = flow.steps[i].action.strip()
+        act = flow.batch.action[i].strip()
         if act not in acts:
             acts.append(act)
         counts[key] = counts.get(key, 0) + 1

@@ -10,28 +10,30 @@ RewardFlow's closest baseline. Two levels of group-relative advantage, no graph:
   A_S = (R_t - mean) / F_norm (Eq. 7);
 - A = A_E + w * A_S (Eq. 8, w = 1).
 
-``normalize="mean_std"`` divides by the sample std + eps (F_norm = std, as GRPO), ``"mean"`` only
-subtracts the mean (F_norm = 1, the paper's Dr.GRPO-style variant; verl-agent's ``mean_norm``).
-Groups of one get 0 at both levels. Defaults: RewardFlow Tab. 8 (GiGPO rows: gamma 0.95, w 1).
+``normalize="mean_std"`` divides by the sample std + eps (F_norm = std, as GRPO; ``ddof=1`` as
+``torch.std`` in verl-agent), ``"mean"`` only subtracts the mean (F_norm = 1, the paper's Dr.GRPO-style
+variant; verl-agent's ``mean_norm``). Groups of one get 0 at both levels. Defaults: RewardFlow Tab. 8
+(GiGPO rows: gamma 0.95, w 1). ``preset=official`` runs the episode level as verl-agent's trainer does:
+``mean_norm`` (its config default) with the statistics taken across the group's steps.
 """
 
 from __future__ import annotations
 
-import operator
 import time
-from typing import Literal, Sequence
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
 
+from creditflow.credit.batch import StepBatch
 from creditflow.credit.groupnorm import grouped_normalize
-from creditflow.credit.registry import Knobs, register_estimator
-from creditflow.credit.returns import ReturnSource, trajectory_return
-from creditflow.credit.rewardflow import write_step_fields
+from creditflow.credit.registry import Credit, Knobs, register_estimator
+from creditflow.credit.returns import ReturnSource, batch_returns
+from creditflow.credit.rewardflow import Preset, TrajStats
 from creditflow.credit.states import StateFn, intern_nodes, step_states
-from creditflow.rollout.trajectory import Trajectory
 
 GiGPONormalize = Literal["mean_std", "mean"]
+OFFICIAL = {"normalize": "mean", "traj_stats": "steps"}  # verl-agent's trainer (algorithm.gigpo.mode: mean_norm)
 
 
 def discounted_returns(rewards, lengths, gamma: float = 0.95) -> np.ndarray:
@@ -53,11 +55,17 @@ def discounted_returns(rewards, lengths, gamma: float = 0.95) -> np.ndarray:
 
 
 def gigpo_advantages(returns, group_ids, step_returns, anchor_ids, step_traj, *, step_weight: float = 1.0,
-                     normalize: str = "mean_std", eps: float = 1e-6) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """GiGPO Eq. 3, 7, 8: returns ``(A, A_E per step, A_S)``."""
-    std = normalize == "mean_std"
-    a_episode = grouped_normalize(returns, group_ids, divide_std=std, eps=eps)[np.asarray(step_traj)]  # Eq. 3
-    a_step = grouped_normalize(step_returns, anchor_ids, divide_std=std, eps=eps)  # Eq. 7
+                     normalize: str = "mean_std", eps: float = 1e-6, ddof: int = 1,
+                     traj_stats: str = "rollouts") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """GiGPO Eq. 3, 7, 8: returns ``(A, A_E per step, A_S)``. ``traj_stats="steps"``: Eq. 3's statistics
+    over the group's steps (verl-agent's ``compute_mean_std_cross_steps``) instead of its rollouts."""
+    norm = {"divide_std": normalize == "mean_std", "eps": eps, "ddof": ddof}
+    step_traj = np.asarray(step_traj)
+    if traj_stats == "steps":
+        a_episode = grouped_normalize(np.asarray(returns)[step_traj], np.asarray(group_ids)[step_traj], **norm)
+    else:
+        a_episode = grouped_normalize(returns, group_ids, **norm)[step_traj]  # Eq. 3
+    a_step = grouped_normalize(step_returns, anchor_ids, **norm)  # Eq. 7
     return a_episode + step_weight * a_step, a_episode, a_step  # Eq. 8
 
 
@@ -72,6 +80,13 @@ class GiGPOKnobs(Knobs):
     """F_norm of Eq. 3 and 7: mean_std divides by the sample std + eps, mean only subtracts the mean."""
     eps: float = Field(1e-6, gt=0)
     """eps added to the std in Eq. 3 and 7; verl-agent: 1e-6."""
+    ddof: int = Field(1, ge=0, le=1)
+    """Std of Eq. 3 and 7: 1 = sample std (torch.std in verl-agent), 0 = population std."""
+    traj_stats: TrajStats = "rollouts"
+    """Eq. 3 statistics over the group's rollouts (paper) or over all its steps (verl-agent's trainer)."""
+    preset: Preset = "paper"
+    """paper: the knobs as set. official: as verl-agent's trainer ran, i.e. normalize=mean and
+    traj_stats=steps unless given."""
     reward_source: ReturnSource = "return"
     """R(tau) of Eq. 3: return (summed env reward, the paper), score or success (0/1)."""
     state_fn: StateFn = "state_key"
@@ -79,38 +94,36 @@ class GiGPOKnobs(Knobs):
     similarity: float = Field(0.9, ge=-1, le=1)
     """Cosine similarity that merges states for state_fn=embedding (RewardFlow App. B.1: 0.9)."""
 
+    presets: ClassVar[dict[str, dict[str, Any]]] = {"official": OFFICIAL}
+
 
 @register_estimator("gigpo", knobs=GiGPOKnobs)
-def gigpo(trajectories: list[Trajectory], knobs: GiGPOKnobs) -> dict:
-    """GiGPO: sets ``process_reward`` (discounted return R_t from the step, Eq. 5), ``step_reward``
-    (the env reward r_t) and ``advantage`` (Eq. 8) on every step, in place. Metrics are batch totals
-    or means over anchor groups; ``credit/time_ms`` is the wall time of this call."""
+def gigpo(batch: StepBatch, knobs: GiGPOKnobs) -> Credit:
+    """GiGPO: ``process_reward`` (discounted return R_t from the step, Eq. 5), ``step_reward`` (the env
+    reward r_t) and ``advantage`` (Eq. 8) per row. Metrics are batch totals or means over anchor groups;
+    ``credit/time_ms`` is the wall time of this call."""
     t0 = time.perf_counter()
-    trajs: Sequence[Trajectory] = list(trajectories)
-    group_index: dict[str, int] = {}
-    traj_group = np.fromiter((group_index.setdefault(t.group_id, len(group_index)) for t in trajs),
-                             dtype=np.int64, count=len(trajs))
-    st = step_states(trajs, knobs.state_fn, similarity=knobs.similarity)
-    lengths = np.asarray(st.lengths, dtype=np.int64)
-    step_traj = np.repeat(np.arange(len(trajs)), lengths)
+    knobs = knobs.resolved()
+    traj_group = batch.traj_group
+    st = step_states(batch, knobs.state_fn, similarity=knobs.similarity)
+    step_traj = batch.step_traj
     anchor, _, _ = intern_nodes(st.pre, traj_group[step_traj])  # Eq. 6: anchor states per task group
 
-    rewards = np.fromiter(map(operator.attrgetter("reward"), st.steps), dtype=np.float64, count=len(st.steps))
-    step_returns = discounted_returns(rewards, lengths, knobs.gamma)
-    returns = np.fromiter((trajectory_return(t, knobs.reward_source) for t in trajs), dtype=np.float64,
-                          count=len(trajs))
+    rewards = batch.reward
+    step_returns = discounted_returns(rewards, batch.lengths, knobs.gamma)
+    returns = batch_returns(batch, knobs.reward_source)
     advantage, _, _ = gigpo_advantages(returns, traj_group, step_returns, anchor, step_traj,
-                                       step_weight=knobs.step_weight, normalize=knobs.normalize, eps=knobs.eps)
-    write_step_fields(st.steps, process_reward=step_returns, step_reward=rewards, advantage=advantage)
+                                       step_weight=knobs.step_weight, normalize=knobs.normalize, eps=knobs.eps,
+                                       ddof=knobs.ddof, traj_stats=knobs.traj_stats)
 
     sizes = np.bincount(anchor) if anchor.size else np.zeros(0, dtype=np.int64)
-    n_groups = max(len(group_index), 1)
+    n_groups = max(len(batch.group_names), 1)
     per_group = np.bincount(traj_group, minlength=n_groups)
     spread = grouped_normalize(returns, traj_group, divide_std=False) if returns.size else returns
     moving = np.bincount(traj_group, weights=np.abs(spread), minlength=n_groups) > 0
     degenerate = int(((per_group > 1) & ~moving).sum())
-    return {
-        "credit/groups": len(group_index),
+    metrics = {
+        "credit/groups": len(batch.group_names),
         "credit/degenerate_group_frac": degenerate / n_groups,
         "credit/return_mean": float(returns.mean()) if returns.size else 0.0,
         "credit/anchor_groups": int(sizes.size),
@@ -118,3 +131,4 @@ def gigpo(trajectories: list[Trajectory], knobs: GiGPOKnobs) -> dict:
         "credit/singleton_state_frac": float((sizes[anchor] == 1).mean()) if anchor.size else 0.0,
         "credit/time_ms": (time.perf_counter() - t0) * 1000.0,
     }
+    return Credit(advantage=advantage, step_reward=rewards.copy(), process_reward=step_returns, metrics=metrics)

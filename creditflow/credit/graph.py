@@ -12,8 +12,12 @@ different groups never share an edge, so a single multi-source BFS serves the wh
 - :func:`reverse_bfs_mean` - App. D.4 variant: mean hop distance over the success terminals reachable
   from s.
 - :func:`propagate` - Eq. 3: R(s) = gamma ** d(s), 0 where no success is reachable.
-- :func:`value_iteration` - the official propagation (synchronous Bellman-max sweeps) in NumPy, used to
-  check that BFS gives the same values.
+- :func:`bellman_max` - the official propagation: synchronous Bellman-max sweeps
+  V(u) <- max(V(u), gamma * max_{u->v} V(v)) from any start values. The official trainer starts each
+  node from the env reward of the step that entered it (``node_init="env_reward"``, the ``official``
+  preset), not from 1/0.
+- :func:`value_iteration` - the same sweeps started from 1 on the success terminals and 0 elsewhere (the
+  paper's Eq. 3 reading), used to check that BFS gives the same values.
 """
 
 from __future__ import annotations
@@ -212,15 +216,40 @@ def propagate(dist, gamma: float) -> np.ndarray:
     return out
 
 
-def value_iteration(n_nodes: int, src, dst, sources, gamma: float, sweeps: int = 1000) -> np.ndarray:
-    """The official propagation, vectorised: V0 = 1 on sources, 0 elsewhere; ``sweeps`` synchronous
-    Bellman-max updates V(u) <- max(V(u), gamma * max_{u->v} V(v)), no early stop."""
-    src = np.asarray(src, dtype=np.int64)
-    dst = np.asarray(dst, dtype=np.int64)
-    value = np.zeros(n_nodes, dtype=np.float64)
-    value[np.asarray(sources, dtype=np.int64)] = 1.0
+def bellman_max(init, src, dst, gamma: float, sweeps: int = 1000) -> np.ndarray:
+    """Synchronous Bellman-max sweeps from ``V = init``: ``sweeps`` times (the official ``max_iter``),
+    V(u) <- max(V(u), gamma * max_{u->v} V(v)), every node updated from the previous sweep's values.
+
+    Exactly the official loop, computed sparsely: a node can only change when one of its successors
+    changed in the previous sweep, so each sweep touches only the predecessors of the nodes that moved
+    (a fixed point ends the loop early). Start values may be negative (an entering step cost): such a node
+    keeps its value unless a successor offers more, as in the official code.
+    """
+    value = np.asarray(init, dtype=np.float64).copy()
+    n_nodes = value.size
+    indptr, indices = reverse_csr(n_nodes, src, dst)
+    forward_ptr, forward = reverse_csr(n_nodes, dst, src)  # successors of u: forward[forward_ptr[u]:...]
+    changed = np.unique(np.asarray(dst, dtype=np.int64))  # sweep 1: any node with a successor may move
     for _ in range(sweeps):
-        cand = np.zeros(n_nodes, dtype=np.float64)
-        np.maximum.at(cand, src, gamma * value[dst])
-        value = np.maximum(value, cand)
+        if changed.size == 0:
+            break
+        preds, _ = _expand(indptr, indices, changed)
+        todo = np.unique(preds)
+        if todo.size == 0:
+            break
+        succ, owner = _expand(forward_ptr, forward, todo)
+        best = np.full(todo.size, -np.inf)
+        np.maximum.at(best, owner, gamma * value[succ])
+        new = np.maximum(value[todo], best)
+        moved = new != value[todo]
+        value[todo[moved]] = new[moved]
+        changed = todo[moved]
     return value
+
+
+def value_iteration(n_nodes: int, src, dst, sources, gamma: float, sweeps: int = 1000) -> np.ndarray:
+    """Bellman-max sweeps (:func:`bellman_max`) from V0 = 1 on ``sources`` and 0 elsewhere: equal to the
+    BFS propagation of Eq. 3 (App. C.4). The official trainer starts nodes from env rewards instead."""
+    init = np.zeros(n_nodes, dtype=np.float64)
+    init[np.asarray(sources, dtype=np.int64)] = 1.0
+    return bellman_max(init, src, dst, gamma, sweeps)

@@ -1,8 +1,9 @@
 """Grouped normalisation shared by RewardFlow (Eq. 6-8) and GiGPO (its Eq. 3 and 7).
 
 ``grouped_normalize(x, groups)`` returns ``(x - mean_g) / (std_g + eps)`` (or ``x - mean_g``), with the
-mean and the *sample* standard deviation (ddof=1; RewardFlow Eq. 6 "sample standard deviation with small
-positive eps", as ``torch.std`` in both official code bases) taken over the members of each group.
+mean and the standard deviation taken over the members of each group. ``ddof=1`` (default) is the
+*sample* std (RewardFlow Eq. 6 "sample standard deviation with small positive eps", as ``torch.std`` in
+both official code bases and in verl); ``ddof=0`` the population std (1/G, as CRPS Eq. 4 writes GRPO).
 A group of one has no baseline to compare with and gets 0 (RewardFlow §4.2: single-action states are
 "uninformative (always zero)"); a group whose values are all equal gets exactly 0.
 
@@ -17,7 +18,7 @@ NORMALIZE_STD = ("std", "mean_std")  # divide by std + eps
 NORMALIZE_MEAN = ("mean",)  # only subtract the group mean
 
 
-def grouped_normalize(values, groups, *, divide_std: bool = True, eps: float = 1e-6) -> np.ndarray:
+def grouped_normalize(values, groups, *, divide_std: bool = True, eps: float = 1e-6, ddof: int = 1) -> np.ndarray:
     """Normalise ``values`` within the groups given by integer ids ``groups`` (same length).
 
     Returns a float64 array aligned with ``values``. Singletons and zero-variance groups give 0.
@@ -41,7 +42,7 @@ def grouped_normalize(values, groups, *, divide_std: bool = True, eps: float = 1
     dev[constant[seg]] = 0.0
     if divide_std:
         ss = np.add.reduceat(dev * dev, starts)
-        std = np.sqrt(ss / np.maximum(counts - 1, 1))  # sample std (ddof=1)
+        std = np.sqrt(ss / np.maximum(counts - ddof, 1))  # ddof=1: sample std; ddof=0: population std
         dev = dev / (std[seg] + eps)
     dev[(counts == 1)[seg]] = 0.0  # singleton: no comparison possible
     out[order] = dev

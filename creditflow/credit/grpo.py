@@ -1,28 +1,32 @@
 """GRPO: group-normalised terminal return (CRPS paper, 002, Eq. 4; Shao et al. 2024).
 
-A^(g) = (R^(g) - mu_R) / (sigma_R + eps), mu_R and sigma_R^2 the group's mean and population variance.
-Every response token of trajectory g gets A^(g).
+A^(g) = (R^(g) - mu_R) / (sigma_R + eps), mu_R and sigma_R^2 the group's mean and variance: Eq. 4 writes
+the population variance (1/G, ``ddof=0``, the default here); verl and the GiGPO/RewardFlow code use the
+sample std (``ddof=1``). Every response token of trajectory g gets A^(g). A group of one rollout, or of
+equal returns, gets 0.
 """
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from pydantic import Field
 
-from creditflow.credit.registry import Knobs, register_estimator
-from creditflow.credit.returns import ReturnSource, broadcast_advantages, group_return_metrics, trajectory_return
-from creditflow.rollout.trajectory import Trajectory, group_by
+from creditflow.credit.batch import StepBatch
+from creditflow.credit.registry import Credit, Knobs, register_estimator
+from creditflow.credit.returns import ReturnSource, trajectory_credit
 
 
-def grpo_advantages(returns, eps: float = 1e-6, normalize_std: bool = True) -> np.ndarray:
+def grpo_advantages(returns, eps: float = 1e-6, normalize_std: bool = True, ddof: int = 0) -> np.ndarray:
     """Eq. 4 (002): A = (R - mean) / (std + eps); ``normalize_std=False`` keeps only the mean shift."""
     r = np.asarray(returns, dtype=np.float64)
     if r.size == 0:
         return r
     centered = r - r.mean()  # Eq. 4: mu_R
-    if not normalize_std:
+    if not normalize_std or r.size <= ddof:  # a group of one has no spread: its centred value is 0
         return centered
-    std = r.std()  # Eq. 4: sigma_R (1/G, population std)
+    std = r.std(ddof=ddof)  # Eq. 4: sigma_R (ddof=0: 1/G, population std; ddof=1: sample std)
     if std == 0.0:  # all-equal group: no signal (the "reward extremity" of 002 Sec. 3.2)
         return centered
     return centered / (std + eps)
@@ -37,13 +41,13 @@ class GRPOKnobs(Knobs):
     """eps added to the group std (002 Eq. 4); default 1e-6."""
     normalize_std: bool = True
     """Divide by the group std (002 Eq. 4); false keeps only the mean shift (Dr. GRPO style)."""
+    ddof: int = Field(0, ge=0, le=1)
+    """Std of Eq. 4: 0 = population std (1/G, as 002 Eq. 4 writes it), 1 = sample std (verl, torch.std)."""
 
 
 @register_estimator("grpo", knobs=GRPOKnobs)
-def grpo(trajectories: list[Trajectory], knobs: GRPOKnobs) -> dict:
+def grpo(batch: StepBatch, knobs: GRPOKnobs) -> Credit:
     """GRPO (002 Eq. 4): every step gets its trajectory's group-normalised return."""
-    groups = group_by(trajectories)
-    for group in groups.values():
-        returns = [trajectory_return(t, knobs.reward_source) for t in group]
-        broadcast_advantages(group, grpo_advantages(returns, eps=knobs.eps, normalize_std=knobs.normalize_std))
-    return group_return_metrics(groups, knobs.reward_source)
+    per_group = functools.partial(grpo_advantages, eps=knobs.eps, normalize_std=knobs.normalize_std,
+                                  ddof=knobs.ddof)
+    return trajectory_credit(batch, knobs.reward_source, per_group)

@@ -1,10 +1,15 @@
-"""The estimator registry: each name maps to a function and a typed knob model; knobs are checked here only.
+"""The estimator registry: each name maps to a kernel and a typed knob model; knobs are checked here only.
 
-An *estimator* is a function ``fn(trajectories: list[Trajectory], knobs: K) -> dict``, registered with
-``@register_estimator("name", knobs=K)`` where ``K`` is a :class:`Knobs` model (pydantic, one field per knob,
-documented by the field's docstring). It sets ``step.advantage`` (and, where it has them,
-``step.process_reward`` / ``step.step_reward``) on every step of every trajectory, grouping by ``group_id``,
-and returns a dict of metrics to log. Estimators never check their knobs: they receive a validated model.
+An *estimator* is a kernel ``fn(batch: StepBatch, knobs: K) -> Credit`` over the columns of a batch (one
+row per step, ``batch.py``), registered with ``@register_estimator("name", knobs=K)`` where ``K`` is a
+:class:`Knobs` model (pydantic, one field per knob, documented by the field's docstring). It returns per-row
+``advantage`` and ``step_reward`` (and ``process_reward`` where it has one) plus a dict of metrics to log,
+grouping by ``group_id``. Every public path (``api.py``: ``compute``, ``score``, ``score_arrays``, the
+``credit`` command, the verl integration) builds a batch and calls the same kernel. Kernels never check
+their knobs: they receive a validated model.
+
+:func:`get_estimator` gives the trajectory-level function the trainer calls, ``fn(trajectories, knobs) ->
+metrics``, which writes the columns onto the steps in place.
 
 Knob values are checked in one place, :func:`validate_model` (through :func:`validate_knobs` for a registered
 estimator): Python values from the trainer's ``rl.credit``, :func:`compute` and :func:`score`, or the
@@ -14,15 +19,17 @@ estimator): Python values from the trainer's ``rl.credit``, :func:`compute` and 
 
 from __future__ import annotations
 
-import copy
+import functools
 import typing
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from typing import Any, Callable, ClassVar, Iterable, Mapping, Self, Sequence, TypeVar
 
 import annotated_types
+import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.fields import FieldInfo
 
+from creditflow.credit.batch import StepBatch, batch_from_trajectories, write_step_fields
 from creditflow.errors import UserError
 from creditflow.rollout.trajectory import Trajectory
 
@@ -41,26 +48,52 @@ class Knobs(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False,
                               use_attribute_docstrings=True)
 
+    presets: ClassVar[dict[str, dict[str, Any]]] = {}
+    """Bundles of knob values picked by a ``preset`` knob (models that have one)."""
+
+    def resolved(self) -> Self:
+        """This model with its ``preset``'s values filled in for every knob the caller did not set (knobs set
+        explicitly win); kernels read these values."""
+        bundle = self.presets.get(getattr(self, "preset", None), {})
+        update = {name: value for name, value in bundle.items() if name not in self.model_fields_set}
+        return self.model_copy(update=update) if update else self
+
+
+@dataclass
+class Credit:
+    """What a kernel computes for a :class:`StepBatch`: per-row columns and the metrics to log."""
+
+    advantage: np.ndarray  # (S,) the step's advantage, broadcast by a trainer to its response tokens
+    step_reward: np.ndarray  # (S,) r~_t (RewardFlow Eq. 4) or the env reward
+    process_reward: np.ndarray | None  # (S,) R(s_t) / the step return, where the estimator has one
+    metrics: dict
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """The per-row output fields by name, in the JSONL order (``process_reward`` only where set)."""
+        out = {"process_reward": self.process_reward, "step_reward": self.step_reward, "advantage": self.advantage}
+        return {name: values for name, values in out.items() if values is not None}
+
 
 K = TypeVar("K", bound=Knobs)
-Estimator = Callable[[list[Trajectory], Any], dict]
+Kernel = Callable[[StepBatch, Any], Credit]
+Estimator = Callable[[Sequence[Trajectory], Any], dict]
 
 
 @dataclass(frozen=True)
 class Registered:
-    """A registered estimator: its function and its knob model."""
+    """A registered estimator: its kernel and its knob model."""
 
-    fn: Estimator
+    kernel: Kernel
     knobs: type[Knobs]
 
 
 _ESTIMATORS: dict[str, Registered] = {}
 
 
-def register_estimator(name: str, *, knobs: type[Knobs]) -> Callable[[Estimator], Estimator]:
-    """Register ``fn(trajectories, knobs: <knobs model>) -> dict`` under ``name``."""
+def register_estimator(name: str, *, knobs: type[Knobs]) -> Callable[[Kernel], Kernel]:
+    """Register the kernel ``fn(batch: StepBatch, knobs: <knobs model>) -> Credit`` under ``name``."""
 
-    def deco(fn: Estimator) -> Estimator:
+    def deco(fn: Kernel) -> Kernel:
         _ESTIMATORS[name] = Registered(fn, knobs)
         return fn
 
@@ -78,9 +111,23 @@ def _registered(name: str) -> Registered:
     return _ESTIMATORS[name]
 
 
+def get_kernel(name: str) -> Kernel:
+    """The kernel registered as ``name``; an unknown name is a :class:`CreditError`."""
+    return _registered(name).kernel
+
+
 def get_estimator(name: str) -> Estimator:
-    """The function registered as ``name``; an unknown name is a :class:`CreditError`."""
-    return _registered(name).fn
+    """``fn(trajectories, knobs) -> metrics`` for estimator ``name``: sets ``advantage``, ``step_reward``
+    (and ``process_reward``) on every step in place. ``knobs`` is the validated model."""
+    return functools.partial(run_in_place, get_kernel(name))
+
+
+def run_in_place(kernel: Kernel, trajectories: Sequence[Trajectory], knobs: Knobs) -> dict:
+    """Run ``kernel`` on ``trajectories`` and write its columns onto their steps; returns the metrics."""
+    batch = batch_from_trajectories(trajectories)
+    credit = kernel(batch, knobs)
+    write_step_fields(batch.source, **credit.columns())
+    return credit.metrics
 
 
 def knob_model(name: str) -> type[Knobs]:
@@ -91,21 +138,6 @@ def knob_model(name: str) -> type[Knobs]:
 def validate_knobs(name: str, knobs: Mapping[str, Any], *, strings: bool = False) -> Knobs:
     """Check the knobs of estimator ``name`` (``strings``: raw ``key=value`` text); returns its knob model."""
     return validate_model(knob_model(name), knobs, f"estimator {name!r}", strings=strings)
-
-
-def compute(name: str, trajectories: list[Trajectory], **knobs) -> dict:
-    """Run estimator ``name`` in place on ``trajectories``; returns its metrics."""
-    return get_estimator(name)(trajectories, validate_knobs(name, knobs))
-
-
-def score(trajectories: Iterable[Trajectory | dict], estimator: str = "grpo", **knobs) -> list[Trajectory]:
-    """Score copies of ``trajectories`` (``Trajectory`` objects or dicts in the JSONL schema)."""
-    trajs = [
-        copy.deepcopy(t) if isinstance(t, Trajectory) else Trajectory.from_dict(t, f"trajectory {i}")
-        for i, t in enumerate(trajectories)
-    ]
-    compute(estimator, trajs, **knobs)
-    return trajs
 
 
 # --------------------------------------------------------------------------------------------------
@@ -169,7 +201,9 @@ def _one_line(model: type[Knobs], exc: ValidationError, where: str) -> str:
 
 
 def _value_error(model: type[Knobs], error: dict) -> str:
-    name = str(error["loc"][0]) if error["loc"] else "?"
+    if not error["loc"]:  # a check across knobs (a model validator): its own message
+        return str(error["ctx"]["error"]) if "error" in error.get("ctx", {}) else error["msg"]
+    name = str(error["loc"][0])
     field = model.model_fields.get(name)
     kind = error["type"]
     if field is not None and kind == "literal_error":
@@ -222,17 +256,19 @@ def knob_lines(model: type[Knobs]) -> list[str]:
 
 
 __all__ = [
+    "Credit",
     "CreditError",
     "Estimator",
+    "Kernel",
     "Knobs",
-    "compute",
     "estimator_names",
     "get_estimator",
+    "get_kernel",
     "knob_lines",
     "knob_model",
     "parse_key_values",
     "register_estimator",
-    "score",
+    "run_in_place",
     "show_value",
     "validate_knobs",
     "validate_model",

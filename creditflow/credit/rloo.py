@@ -1,16 +1,16 @@
 """RLOO: REINFORCE leave-one-out baseline (Kool et al. 2019; Ahmadian et al. 2024).
 
 A^(i) = R^(i) - 1/(G-1) * sum_{j != i} R^(j)  ==  G/(G-1) * (R^(i) - mean(R)).
-A group of one has no baseline: its advantage is 0.
+A group of one has no baseline: its advantage is 0. RLOO divides by no std, so it has no ``ddof``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from creditflow.credit.registry import Knobs, register_estimator
-from creditflow.credit.returns import ReturnSource, broadcast_advantages, group_return_metrics, trajectory_return
-from creditflow.rollout.trajectory import Trajectory, group_by
+from creditflow.credit.batch import StepBatch
+from creditflow.credit.registry import Credit, Knobs, register_estimator
+from creditflow.credit.returns import ReturnSource, trajectory_credit
 
 
 def rloo_advantages(returns) -> np.ndarray:
@@ -31,10 +31,6 @@ class RLOOKnobs(Knobs):
 
 
 @register_estimator("rloo", knobs=RLOOKnobs)
-def rloo(trajectories: list[Trajectory], knobs: RLOOKnobs) -> dict:
+def rloo(batch: StepBatch, knobs: RLOOKnobs) -> Credit:
     """RLOO: every step gets its trajectory's leave-one-out advantage."""
-    groups = group_by(trajectories)
-    for group in groups.values():
-        returns = [trajectory_return(t, knobs.reward_source) for t in group]
-        broadcast_advantages(group, rloo_advantages(returns))
-    return group_return_metrics(groups, knobs.reward_source)
+    return trajectory_credit(batch, knobs.reward_source, rloo_advantages)

@@ -1,6 +1,7 @@
 """State normalisers f (RewardFlow §3.2, App. B.1): map each raw state to a canonical node key.
 
-``step_states(trajectories, state_fn)`` returns, for every step of every trajectory (laid end to end),
+``step_states(batch, state_fn)`` returns, for every row of a :class:`~creditflow.credit.batch.StepBatch`
+(every step of every trajectory, laid end to end),
 the canonical key of the state the action was taken in (s_t) and of the state it led to (s_{t+1}),
 plus the text observed after the step (for "Nothing happens"-type no-op feedback, App. B.2).
 
@@ -22,7 +23,6 @@ rollouts (like the official code's "You Won!" node) and a private dead end for t
 from __future__ import annotations
 
 import itertools
-import operator
 import os
 import re
 from dataclasses import dataclass, field
@@ -30,8 +30,9 @@ from typing import Callable, Hashable, Literal, Sequence, get_args
 
 import numpy as np
 
+from creditflow.credit.batch import StepBatch, batch_from_trajectories
 from creditflow.errors import UserError
-from creditflow.rollout.trajectory import Step, Trajectory
+from creditflow.rollout.trajectory import Trajectory
 
 StateFn = Literal["state_key", "observation", "enriched", "embedding"]  # the ``state_fn`` knob
 STATE_FNS: tuple[str, ...] = get_args(StateFn)
@@ -39,7 +40,6 @@ SUCCESS_KEY = "\x00success"  # final state not recorded, rollout succeeded
 END_PREFIX = "\x00end:"  # final state not recorded, rollout failed (one private node per rollout)
 
 Embedder = Callable[[list[str]], np.ndarray]
-_STATE, _NEXT_STATE, _OBSERVATION = (operator.attrgetter(name) for name in ("state", "next_state", "observation"))
 
 
 class StateFnError(UserError):
@@ -48,7 +48,6 @@ class StateFnError(UserError):
 
 @dataclass
 class StepStates:
-    steps: list[Step]  # every step, trajectory after trajectory
     lengths: list[int]  # steps per trajectory
     pre: list[Hashable]  # canonical key of s_t
     post: list[Hashable]  # canonical key of s_{t+1}
@@ -56,69 +55,59 @@ class StepStates:
     display: dict = field(default_factory=dict)  # canonical key -> text to show, where it differs
 
 
-def step_states(trajectories: Sequence[Trajectory], state_fn: str = "state_key", *, similarity: float = 0.9,
+def step_states(data: StepBatch | Sequence[Trajectory], state_fn: str = "state_key", *, similarity: float = 0.9,
                 success: Sequence[bool] | None = None, embedder: Embedder | None = None) -> StepStates:
-    """Canonical pre/post state keys for every step (see module docstring)."""
+    """Canonical pre/post state keys for every row of a batch (or of trajectories; see the module docstring)."""
     if state_fn not in STATE_FNS:
         raise StateFnError(f"state_fn must be one of {', '.join(STATE_FNS)}, got {state_fn!r}")
-    trajs = list(trajectories)
-    won = [t.success for t in trajs] if success is None else list(success)
-    steps = [s for t in trajs for s in t.steps]
-    lengths = [len(t.steps) for t in trajs]
+    batch = data if isinstance(data, StepBatch) else batch_from_trajectories(data)
+    won = batch.success.tolist() if success is None else list(success)
+    lengths = batch.lengths.tolist()
     ends = list(itertools.accumulate(lengths))
     last = [(i, e - 1) for i, (e, n) in enumerate(zip(ends, lengths)) if n]
 
-    obs = list(map(_OBSERVATION, steps))
+    obs = batch.observation
     after = obs[1:] + [""]
     for i, j in last:
-        after[j] = final_observation(trajs[i])
+        after[j] = batch.final_observation[i]
 
     if state_fn == "state_key":
-        pre = list(map(_STATE, steps))
-        post = list(map(_NEXT_STATE, steps))
+        pre = batch.state
+        post = batch.next_state
         if not all(post):  # next_state not recorded somewhere: the next step's state, or the final state
             nxt = pre[1:] + [None]
             for i, j in last:
-                nxt[j] = trajs[i].final_state or _missing_final(i, won[i])
+                nxt[j] = batch.final_state[i] or _missing_final(i, won[i])
             post = [p or n for p, n in zip(post, nxt)]
-        return StepStates(steps, lengths, pre, post, after)
+        return StepStates(lengths, pre, post, after)
 
-    pre = [o or s.state for o, s in zip(obs, steps)]
+    pre = [o or s for o, s in zip(obs, batch.state)]
     post = pre[1:] + [None]
     for i, j in last:
-        post[j] = after[j] or _final_text(trajs[i], i, won[i])
+        post[j] = after[j] or _final_text(batch.final_state[i], i, won[i])
     display: dict = {}
     if state_fn == "enriched":
         start = 0
-        for t, n in zip(trajs, lengths):
+        valid = batch.valid.tolist()
+        for n in lengths:
             if n:
                 seq = enrich_observations(pre[start:start + n] + [post[start + n - 1]],
-                                          [s.action for s in t.steps], [s.valid for s in t.steps])
+                                          batch.action[start:start + n], valid[start:start + n])
                 pre[start:start + n] = seq[:-1]
                 post[start:start + n] = seq[1:]
             start += n
     elif state_fn == "embedding":
-        pre, post, display = _cluster_group_states(trajs, lengths, pre, post, similarity, embedder)
-    return StepStates(steps, lengths, pre, post, after, display)
-
-
-def final_observation(traj: Trajectory) -> str:
-    """Observation after the last step, where the writer recorded one (else "")."""
-    if traj.steps:
-        text = traj.steps[-1].info.get("next_observation") if traj.steps[-1].info else None
-        if isinstance(text, str) and text:
-            return text
-    text = traj.meta.get("final_observation") if traj.meta else None
-    return text if isinstance(text, str) else ""
+        pre, post, display = _cluster_group_states(batch.group_ids, lengths, pre, post, similarity, embedder)
+    return StepStates(lengths, pre, post, after, display)
 
 
 def _missing_final(index: int, won: bool) -> str:
     return SUCCESS_KEY if won else f"{END_PREFIX}{index}"
 
 
-def _final_text(traj: Trajectory, index: int, won: bool) -> str:
-    if traj.final_state:
-        return f"[final state] {traj.final_state}"
+def _final_text(final_state: str, index: int, won: bool) -> str:
+    if final_state:
+        return f"[final state] {final_state}"
     return _missing_final(index, won)
 
 
@@ -271,12 +260,12 @@ def cluster_texts(texts: Sequence[str], threshold: float = 0.9, embedder: Embedd
     return [label_of[t] for t in texts]
 
 
-def _cluster_group_states(trajs, lengths, pre, post, threshold, embedder):
+def _cluster_group_states(group_ids, lengths, pre, post, threshold, embedder):
     """Cluster the pre/post texts group by group; keys become ("cluster", group, id) tuples."""
     spans: dict[str, list[tuple[int, int]]] = {}
     start = 0
-    for t, n in zip(trajs, lengths):
-        spans.setdefault(t.group_id, []).append((start, start + n))
+    for gid, n in zip(group_ids, lengths):
+        spans.setdefault(gid, []).append((start, start + n))
         start += n
     new_pre, new_post = list(pre), list(post)
     display: dict = {}

@@ -20,16 +20,17 @@ are not written unless asked (``include_tokens=True``); credit adds ``process_re
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from creditflow.atomic import atomic_open
 from creditflow.envs.base import INVALID_ACTION_PREFIX
 from creditflow.errors import UserError
-from creditflow.jsonl import iter_json_lines
+from creditflow.jsonl import JsonLine, iter_json_lines, iter_json_texts
 
 TOKEN_FIELDS = ("prompt_ids", "response_ids", "logprobs")
 CREDIT_FIELDS = ("process_reward", "step_reward", "advantage")
@@ -286,9 +287,63 @@ def read_jsonl(path: str | os.PathLike) -> list[Trajectory]:
     return list(iter_jsonl(path))
 
 
+def read_jsonl_lines(path: str | os.PathLike) -> list[JsonLine]:
+    """The lines of a trajectory JSONL file as parsed (unknown fields kept, nothing validated yet), with their
+    text and ``file:line``, for :func:`write_scored_jsonl`; unreadable files and lines raise
+    :class:`TrajectoryFormatError`. A line whose steps already hold credit fields is marked to be written
+    again in full (``closes = None``)."""
+    lines = list(iter_json_texts(path, TrajectoryFormatError, "steps"))
+    for line in lines:
+        if line.closes is not None and any(isinstance(s, dict) and not _CREDIT.isdisjoint(s)
+                                           for s in line.value["steps"]):
+            line.closes = None
+    return lines
+
+
+_CREDIT = frozenset(CREDIT_FIELDS)
+
+
+def write_scored_jsonl(path: str | os.PathLike, lines: Sequence[JsonLine], columns: Mapping[str, Any]) -> Path:
+    """Write ``lines`` (from :func:`read_jsonl_lines`) with the per-step ``columns`` (name -> values, one per
+    step of all lines in order) appended to every step object, atomically. Every other byte of a line stays
+    as it was read; a line without located steps (or with credit fields already) gets the values in its
+    step dicts and is written as ``json.dumps`` of its value."""
+    names = list(columns)
+    values = {name: _floats(columns[name]) for name in names}
+    template = "".join(f', "{name}": {{}}' for name in names)
+    inserts = list(map(template.format, *(map(float.__repr__, values[name]) for name in names)))
+    path = Path(path)
+    with atomic_open(path, "w") as fh:
+        start = 0
+        for line in lines:
+            steps = line.value["steps"]
+            if line.closes is None:
+                for name in names:
+                    for step, value in zip(steps, values[name][start:start + len(steps)]):
+                        step[name] = value
+                fh.write(json.dumps(line.value, ensure_ascii=False) + "\n")
+            else:
+                fh.write(_spliced(line.text, line.closes, inserts[start:start + len(steps)]) + "\n")
+            start += len(steps)
+    return path
+
+
+def _floats(values) -> list[float]:
+    """Python floats of a sequence or an array (``tolist`` where it has one)."""
+    return values.tolist() if hasattr(values, "tolist") else list(map(float, values))
+
+
+def _spliced(text: str, closes: Sequence[int], inserts: Sequence[str]) -> str:
+    """``text`` with ``inserts[i]`` put before the closing brace at ``closes[i]``."""
+    bounds = [0, *closes, len(text)]
+    pieces = [text[a:b] for a, b in zip(bounds, bounds[1:])]
+    return "".join(itertools.chain.from_iterable(zip(pieces, [*inserts, ""])))
+
+
 def write_jsonl(path: str | os.PathLike, trajectories: Iterable[Trajectory | dict],
                 include_tokens: bool = False) -> Path:
-    """Write atomically: a temporary file in the same directory, renamed over ``path`` at the end."""
+    """Write atomically: a temporary file in the same directory, renamed over ``path`` at the end. Dicts are
+    written as they are (key order and unknown fields kept)."""
     path = Path(path)
     with atomic_open(path, "w") as fh:
         for traj in trajectories:

@@ -1,0 +1,214 @@
+"""The public ways to run an estimator. Each builds a :class:`~creditflow.credit.batch.StepBatch` and calls
+the registered kernel, so all of them compute the same numbers:
+
+- :func:`compute` - in place on ``Trajectory`` objects (the trainer's path);
+- :func:`score` - on copies of ``Trajectory`` objects or of JSONL-schema dicts;
+- :func:`score_arrays` / :func:`credit_arrays` - on flat per-row arrays (any framework; the verl
+  integration);
+- :func:`score_records` - on parsed JSONL dicts, adding the three fields to each step dict and changing
+  nothing else; :func:`score_lines` also writes the file (``creditflow credit`` after reading).
+
+``score``, ``score_arrays`` and ``score_records`` read recorded data, so they also check that a *default*
+``reward_source`` agrees with the outcome the data records (:func:`~creditflow.credit.returns.check_outcome_source`):
+``reward_source=return`` that ranks a successful trajectory at or below a failed one of its group is refused
+with one line naming the knob, unless ``reward_source`` was passed explicitly. ``compute`` (the trainer, whose
+env rewards carry the outcome) does not check.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import itertools
+import os
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+
+from creditflow.credit.batch import (
+    StepBatch,
+    batch_from_arrays,
+    batch_from_dicts,
+    batch_from_trajectories,
+    write_record_fields,
+    write_step_fields,
+)
+from creditflow.credit.registry import (
+    Credit,
+    Knobs,
+    get_kernel,
+    run_in_place,
+    validate_knobs,
+)
+from creditflow.credit.returns import check_outcome_source
+from creditflow.jsonl import JsonLine
+from creditflow.rollout.trajectory import Step, Trajectory, write_scored_jsonl
+
+# Step fields that Trajectory.from_dict copies as they are, where a step dict has them
+_OPTIONAL_STEP_FIELDS = {"done", "next_state", "executed", "info", "prompt_ids", "response_ids", "logprobs",
+                         "process_reward", "step_reward", "advantage"}
+_NEW = object.__new__
+
+
+def compute(name: str, trajectories: Sequence[Trajectory], **knobs) -> dict:
+    """Run estimator ``name`` in place on ``trajectories``; returns its metrics."""
+    return run_in_place(get_kernel(name), trajectories, validate_knobs(name, knobs))
+
+
+def run_checked(name: str, batch: StepBatch, knobs: Knobs) -> Credit:
+    """Run estimator ``name`` on ``batch`` with validated ``knobs``, first refusing a *default*
+    ``reward_source`` (not among the knobs the caller set, nor set by a preset) that contradicts the
+    outcome the data records."""
+    resolved = knobs.resolved()
+    source = getattr(resolved, "reward_source", None)
+    if source is not None and "reward_source" not in resolved.model_fields_set:
+        check_outcome_source(batch, source)
+    return get_kernel(name)(batch, resolved)
+
+
+def score(trajectories: Iterable[Trajectory | dict], estimator: str = "grpo", **knobs) -> list[Trajectory]:
+    """Score copies of ``trajectories`` (``Trajectory`` objects or dicts in the JSONL schema, mixed freely).
+
+    The copies have new ``Step`` objects; their ``info``, ``meta`` and token lists are shared with the
+    input, which is left unchanged. Dicts are validated like ``Trajectory.from_dict``.
+    """
+    values = validate_knobs(estimator, knobs)
+    items = list(trajectories)
+    dict_at = [i for i, t in enumerate(items) if not isinstance(t, Trajectory)]
+    records = [items[i] for i in dict_at]
+    dict_batch = batch_from_dicts(records, [f"trajectory {i}" for i in dict_at]) if records else None
+    with _without_cyclic_gc():  # many new objects, no cycles among them
+        parsed = iter(trajectories_from_batch(records, dict_batch) if records else [])
+        trajs = [copy_trajectory(t) if isinstance(t, Trajectory) else next(parsed) for t in items]
+    batch = dict_batch if len(records) == len(items) and dict_batch is not None else batch_from_trajectories(trajs)
+    credit = run_checked(estimator, batch, values)
+    write_step_fields([s for t in trajs for s in t.steps], **credit.columns())
+    return trajs
+
+
+def score_records(records: Sequence[dict], estimator: str, knobs: Knobs,
+                  wheres: Sequence[str] | None = None) -> tuple[Credit, StepBatch]:
+    """Score parsed JSONL dicts in place with validated ``knobs``: each step dict gets ``process_reward``
+    (where the estimator has one), ``step_reward`` and ``advantage``; nothing else changes. ``wheres[i]``
+    names record i in errors."""
+    batch = batch_from_dicts(records, wheres)
+    credit = run_checked(estimator, batch, knobs)
+    write_record_fields(batch.source, **credit.columns())
+    return credit, batch
+
+
+def score_lines(lines: Sequence[JsonLine], estimator: str, knobs: Knobs, out: str | os.PathLike) -> tuple[Credit, StepBatch]:
+    """``creditflow credit`` after reading: score the lines of :func:`read_jsonl_lines` and write them to
+    ``out`` with the credit fields added to every step and every other byte as read."""
+    batch = batch_from_dicts([line.value for line in lines], [line.where for line in lines])
+    credit = run_checked(estimator, batch, knobs)
+    write_scored_jsonl(out, lines, credit.columns())
+    return credit, batch
+
+
+@dataclass
+class ArrayCredit:
+    """:func:`credit_arrays` output, aligned with the input rows."""
+
+    advantage: np.ndarray
+    step_reward: np.ndarray
+    process_reward: np.ndarray | None
+    metrics: dict
+
+
+def credit_arrays(estimator: str, *, group_ids, traj_ids, step_index, state_keys, rewards, success, valid=None,
+                  observations=None, scores=None, next_state_keys=None, check_outcome: bool = True,
+                  **knobs) -> ArrayCredit:
+    """Like :func:`score_arrays`, returning every per-row field and the metrics. ``check_outcome=False`` skips
+    the default-``reward_source`` check (a trainer's own env rewards, as in :func:`compute`)."""
+    values = validate_knobs(estimator, knobs)
+    batch, order = batch_from_arrays(group_ids=group_ids, traj_ids=traj_ids, step_index=step_index,
+                                     state_keys=state_keys, rewards=rewards, success=success, valid=valid,
+                                     observations=observations, scores=scores, next_state_keys=next_state_keys)
+    credit = (run_checked(estimator, batch, values) if check_outcome
+              else get_kernel(estimator)(batch, values.resolved()))
+    back = np.empty_like(order)
+    back[order] = np.arange(order.size)
+    pick = (lambda col: None if col is None else np.asarray(col, dtype=np.float64)[back])
+    return ArrayCredit(pick(credit.advantage), pick(credit.step_reward), pick(credit.process_reward),
+                       credit.metrics)
+
+
+def score_arrays(estimator: str, *, group_ids, traj_ids, step_index, state_keys, rewards, success, valid=None,
+                 observations=None, scores=None, next_state_keys=None, **knobs) -> np.ndarray:
+    """Per-row advantages for one-row-per-step arrays, rows in any order (the same kernel as :func:`score`).
+
+    ``group_ids`` (rollouts compared with each other), ``traj_ids`` and ``step_index`` place each row;
+    ``state_keys`` is the state s_t of the row (any hashable: a state key, or the observation text for
+    ``state_fn=observation``); ``rewards`` the env reward of the step; ``success`` the outcome of the row's
+    trajectory (the same on all its rows); ``valid`` False for an invalid action (pruned by RewardFlow).
+    Optional: ``observations`` (the text shown at the step: state_fn=observation, and "Nothing happens"
+    no-op feedback in the next row), ``scores`` (per trajectory, for ``reward_source=score``) and
+    ``next_state_keys`` (s_{t+1}; default the next row's state, and after a trajectory's last row a shared
+    success node, or a private dead end for a failure). Returns float64 advantages aligned with the input rows.
+    """
+    return credit_arrays(estimator, group_ids=group_ids, traj_ids=traj_ids, step_index=step_index,
+                         state_keys=state_keys, rewards=rewards, success=success, valid=valid,
+                         observations=observations, scores=scores, next_state_keys=next_state_keys,
+                         **knobs).advantage
+
+
+# --------------------------------------------------------------------------------------------------
+# copies
+# --------------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _without_cyclic_gc() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while building many objects that form no cycles: its
+    collections would otherwise walk the whole heap again and again (a third of ``score``'s time)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def copy_step(step: Step) -> Step:
+    """A new ``Step`` with the same field values (containers shared)."""
+    new = _NEW(Step)
+    new.__dict__.update(step.__dict__)
+    return new
+
+
+def copy_trajectory(traj: Trajectory) -> Trajectory:
+    """A new ``Trajectory`` with new ``Step`` objects (containers shared); in-memory fields kept."""
+    new = _NEW(Trajectory)
+    new.__dict__.update(traj.__dict__)
+    new.steps = list(map(copy_step, traj.steps))
+    return new
+
+
+def trajectories_from_batch(records: Sequence[dict], batch: StepBatch) -> list[Trajectory]:
+    """``Trajectory`` objects for JSONL dicts already validated into ``batch``, as ``Trajectory.from_dict``
+    builds them, made column by column (the optional step fields only where a step has them)."""
+    rows = batch.source
+    responses = list(map(dict.get, rows, itertools.repeat("response")))
+    steps = list(map(Step, batch.state, batch.observation, batch.action, [r or "" for r in responses],
+                     batch.valid.tolist(), batch.reward.tolist()))
+    present = set().union(*map(dict.keys, rows)) if rows else set()
+    for name in _OPTIONAL_STEP_FIELDS & present:
+        for step, row in zip(steps, rows):
+            if name in row:
+                setattr(step, name, row[name])
+    out = []
+    start = 0
+    for record, n, group, final, won, score_ in zip(records, batch.lengths.tolist(), batch.group_ids,
+                                                    batch.final_state, batch.success.tolist(), batch.score.tolist()):
+        out.append(Trajectory(task_id=record["task_id"], steps=steps[start:start + n], group_id=group,
+                              traj_id=record.get("traj_id") or "", final_state=final, success=won, score=score_,
+                              meta=record.get("meta") or {}))
+        start += n
+    return out
+
+
+__all__ = ["ArrayCredit", "compute", "copy_step", "copy_trajectory", "credit_arrays", "run_checked", "score",
+           "score_arrays", "score_lines", "score_records", "trajectories_from_batch"]

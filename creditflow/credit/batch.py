@@ -1,0 +1,397 @@
+"""The columns every estimator reads: one row per step (:class:`StepBatch`), and the three ways in.
+
+Estimators are kernels over a :class:`StepBatch` (``registry.py``), so every public path runs the same
+code once its input is in columns:
+
+- :func:`batch_from_trajectories` - ``Trajectory`` objects (the trainer, ``compute``, ``score``);
+- :func:`batch_from_dicts` - JSONL-schema dicts (``creditflow credit``, ``score`` on dicts), checked
+  column by column against the rules of ``Trajectory.from_dict``; where a column fails, the offending
+  trajectory goes through ``Trajectory.from_dict`` for its one-line ``file:line: steps[i]: field`` error;
+- :func:`batch_from_arrays` - flat per-row arrays in any row order (``score_arrays``, the verl
+  integration); it also returns the permutation that puts the rows back.
+
+Rows are laid trajectory after trajectory, steps in order. Rewards and scores must be finite: a NaN or an
+infinity is a one-line error naming where it is (JSON's ``NaN``/``Infinity`` would otherwise make every
+advantage of its group NaN, which is not valid JSON).
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from collections import deque
+from functools import cached_property
+from typing import Any, Callable, Hashable, Sequence
+
+import numpy as np
+
+from creditflow.errors import UserError
+from creditflow.rollout.trajectory import Trajectory, TrajectoryFormatError
+
+_REWARD, _VALID = operator.attrgetter("reward"), operator.attrgetter("valid")
+_NONE = type(None)
+_NUMBER = {int, float}  # bool is no number, as in Trajectory.from_dict
+
+
+class BatchError(UserError):
+    """Per-row arrays that do not describe trajectories (mismatched lengths, a trajectory in two groups)."""
+
+
+def _lazy_column(name: str, doc: str) -> property:
+    """A column of :class:`StepBatch`, loaded from the batch's source on first use where it was not given."""
+
+    def get(self):
+        if name not in self._columns:
+            self._columns[name] = self._load(name)
+        return self._columns[name]
+
+    return property(get, doc=doc)
+
+
+class StepBatch:
+    """One row per step, trajectories contiguous and in order; ``(T,)`` columns are per trajectory.
+
+    Per-step columns are given, or loaded from ``source`` on first use (``load(name)``): an estimator pays
+    only for what it reads (GRPO on success touches no step).
+    """
+
+    state = _lazy_column("state", "(S,) state key s_t the action was taken in")
+    next_state = _lazy_column("next_state", "(S,) s_{t+1} where recorded, else None")
+    reward = _lazy_column("reward", "(S,) float64 env reward (with any invalid-action penalty)")
+    valid = _lazy_column("valid", "(S,) bool: the action parsed and executed")
+    observation = _lazy_column("observation", "(S,) text shown to the policy (\"\" when not recorded)")
+    action = _lazy_column("action", "(S,) parsed action")
+    final_state = _lazy_column("final_state", "(T,) state key after the last step (\"\" when not recorded)")
+    final_observation = _lazy_column("final_observation", "(T,) observation after the last step (\"\" if none)")
+
+    def __init__(self, *, group_ids: list[Hashable], success: np.ndarray, score: np.ndarray, lengths: np.ndarray,
+                 source: list[Any] | None = None, load: Callable[[str], Any] | None = None, **columns):
+        self.group_ids = group_ids  # (T,) group of each trajectory (rollouts compared with one another)
+        self.success = success  # (T,) bool, the recorded outcome
+        self.score = score  # (T,) float64, the final graded score
+        self.lengths = lengths  # (T,) int64 steps per trajectory
+        self.source = source  # (S,) the Step objects / step dicts the rows came from, if any
+        self._load = load
+        self._columns = columns
+
+    @property
+    def n_traj(self) -> int:
+        return len(self.group_ids)
+
+    @property
+    def n_steps(self) -> int:
+        return int(self.lengths.sum())
+
+    @cached_property
+    def step_traj(self) -> np.ndarray:
+        """(S,) trajectory index of each row."""
+        return np.repeat(np.arange(self.n_traj), self.lengths)
+
+    @cached_property
+    def traj_first(self) -> np.ndarray:
+        """(T,) row of each trajectory's first step."""
+        return np.cumsum(self.lengths) - self.lengths
+
+    @cached_property
+    def traj_group(self) -> np.ndarray:
+        """(T,) group index of each trajectory; indices count groups in order of first appearance."""
+        index: dict[Hashable, int] = {}
+        return np.fromiter(map(lambda g: index.setdefault(g, len(index)), self.group_ids), dtype=np.int64,
+                           count=self.n_traj)
+
+    @cached_property
+    def group_names(self) -> list[Hashable]:
+        """Distinct group ids, in order of first appearance (``traj_group`` indexes this list)."""
+        return list(dict.fromkeys(self.group_ids))
+
+    def total_rewards(self) -> np.ndarray:
+        """(T,) summed step rewards, added left to right like ``Trajectory.total_reward``."""
+        rewards = self.reward.tolist()
+        ends = (self.traj_first + self.lengths).tolist()
+        return np.fromiter((float(sum(rewards[a:b])) for a, b in zip(self.traj_first.tolist(), ends)),
+                           dtype=np.float64, count=self.n_traj)
+
+
+def write_step_fields(steps: Sequence[Any], **columns) -> None:
+    """Set ``step.<name> = float`` for each column (arrays aligned with ``steps``), without a Python loop."""
+    for name, values in columns.items():
+        deque(map(setattr, steps, itertools.repeat(name), np.asarray(values, dtype=np.float64).tolist()), maxlen=0)
+
+
+def write_record_fields(records: Sequence[dict], **columns) -> None:
+    """Set ``record[name] = float`` for each column on step dicts (new keys go last, existing ones stay put)."""
+    for name, values in columns.items():
+        deque(map(dict.__setitem__, records, itertools.repeat(name), np.asarray(values, dtype=np.float64).tolist()),
+              maxlen=0)
+
+
+# --------------------------------------------------------------------------------------------------
+# Trajectory objects
+# --------------------------------------------------------------------------------------------------
+
+
+def batch_from_trajectories(trajectories: Sequence[Trajectory]) -> StepBatch:
+    """Columns of ``trajectories`` (``source`` = their Step objects, for writing the results back); the
+    per-step columns are read from the steps when an estimator first asks for them."""
+    trajs = list(trajectories)
+    steps = [s for t in trajs for s in t.steps]
+    where = (lambda i: f"trajectory {i}")
+    batch = StepBatch(
+        group_ids=[t.group_id for t in trajs],
+        success=np.fromiter((bool(t.success) for t in trajs), dtype=bool, count=len(trajs)),
+        score=np.fromiter((float(t.score) for t in trajs), dtype=np.float64, count=len(trajs)),
+        lengths=np.fromiter((len(t.steps) for t in trajs), dtype=np.int64, count=len(trajs)),
+        source=steps,
+        load=lambda name: _trajectory_column(trajs, steps, name, batch, where),
+    )
+    _check_finite_scores(batch, where)
+    return batch
+
+
+def _trajectory_column(trajs: list[Trajectory], steps: list, name: str, batch: StepBatch, where) -> Any:
+    if name == "final_state":
+        return [t.final_state for t in trajs]
+    if name == "final_observation":
+        return [final_observation(t) for t in trajs]
+    if name == "reward":
+        reward = np.fromiter(map(_REWARD, steps), dtype=np.float64, count=len(steps))
+        _check_finite_rewards(reward, batch, where)
+        return reward
+    if name == "valid":
+        return np.fromiter(map(_VALID, steps), dtype=bool, count=len(steps))
+    return list(map(operator.attrgetter(name), steps))
+
+
+def final_observation(traj: Trajectory) -> str:
+    """Observation after the last step, where the writer recorded one (else "")."""
+    if traj.steps:
+        text = traj.steps[-1].info.get("next_observation") if traj.steps[-1].info else None
+        if isinstance(text, str) and text:
+            return text
+    text = traj.meta.get("final_observation") if traj.meta else None
+    return text if isinstance(text, str) else ""
+
+
+# --------------------------------------------------------------------------------------------------
+# JSONL-schema dicts
+# --------------------------------------------------------------------------------------------------
+
+
+def batch_from_dicts(records: Sequence[Any], wheres: Sequence[str] | None = None) -> StepBatch:
+    """Columns of JSONL-schema dicts, validated like ``Trajectory.from_dict`` (``wheres[i]`` names record
+    i in errors, e.g. ``"trajs.jsonl:12"``). ``source`` = the step dicts, in row order."""
+    records = list(records)
+    where = (lambda i: wheres[i]) if wheres is not None else (lambda i: f"trajectory {i}")
+    try:
+        batch = _dict_columns(records)
+    except (KeyError, TypeError, AttributeError, _Unchecked):
+        batch = _checked_one_by_one(records, where)  # the one-line error, or the rare non-JSON type
+    _check_finite(batch, where)
+    return batch
+
+
+class _Unchecked(Exception):
+    """A value whose type the column checks do not cover: ``Trajectory.from_dict`` decides."""
+
+
+def _dict_columns(records: list) -> StepBatch:
+    if not _types_within(map(type, records), {dict}):
+        raise _Unchecked
+    task_ids = _column(records, "task_id", {str})
+    steps_lists = _column(records, "steps", {list})
+    group_raw = _column(records, "group_id", {str}, None)
+    _column(records, "traj_id", {str}, "")
+    meta = _column(records, "meta", {dict}, None)
+    steps = [s for lst in steps_lists for s in lst]
+    if not _types_within(map(type, steps), {dict}):
+        raise _Unchecked
+    _column(steps, "response", {str}, "")
+    return StepBatch(
+        group_ids=[g or t for g, t in zip(group_raw, task_ids)],
+        success=np.array(_column(records, "success", {bool}, False), dtype=bool),
+        score=np.array(_column(records, "score", _NUMBER, 0.0), dtype=np.float64),
+        final_state=_column(records, "final_state", {str}, ""),
+        final_observation=[_final_observation_of(lst, m) for lst, m in zip(steps_lists, meta)],
+        lengths=np.fromiter(map(len, steps_lists), dtype=np.int64, count=len(records)),
+        state=_column(steps, "state", {str}),
+        next_state=list(map(dict.get, steps, itertools.repeat("next_state"))),
+        reward=np.array(_column(steps, "reward", _NUMBER, 0.0), dtype=np.float64),
+        valid=np.array(_column(steps, "valid", {bool}, True), dtype=bool),
+        observation=_column(steps, "observation", {str}, ""),
+        action=_column(steps, "action", {str}),
+        source=steps,
+    )
+
+
+_REQUIRED = object()
+
+
+def _column(rows: list[dict], key: str, allowed: set, default: Any = _REQUIRED) -> list:
+    """``row[key]`` of every row, its type within ``allowed``; optional keys (a ``default``) may be absent or
+    None and take the default, as in ``Trajectory.from_dict``. Anything else raises :class:`_Unchecked`."""
+    if default is _REQUIRED:
+        values = list(map(operator.itemgetter(key), rows))  # KeyError: from_dict names the missing field
+        types = set(map(type, values))
+    else:
+        values = list(map(dict.get, rows, itertools.repeat(key)))
+        types = set(map(type, values))
+        if _NONE in types:
+            types.discard(_NONE)
+            values = [default if v is None else v for v in values]
+    if not types <= allowed:
+        raise _Unchecked
+    return values
+
+
+def _types_within(types, allowed: set) -> bool:
+    return set(types) <= allowed
+
+
+def _final_observation_of(steps: list[dict], meta: dict | None) -> str:
+    """``final_observation`` for a trajectory dict (see :func:`final_observation`)."""
+    if steps:
+        info = steps[-1].get("info")
+        text = info.get("next_observation") if isinstance(info, dict) and info else None
+        if isinstance(text, str) and text:
+            return text
+    text = meta.get("final_observation") if meta else None
+    return text if isinstance(text, str) else ""
+
+
+def _checked_one_by_one(records: list, where) -> StepBatch:
+    """``Trajectory.from_dict`` on each record: raises the first record's one-line error; where every
+    record is valid (types the column checks leave to it), the batch of the parsed trajectories."""
+    trajs = [Trajectory.from_dict(r, where(i)) for i, r in enumerate(records)]
+    batch = batch_from_trajectories(trajs)
+    batch.source = [s for r in records for s in r["steps"]]
+    return batch
+
+
+def _check_finite(batch: StepBatch, where) -> None:
+    """Rewards and scores must be finite numbers: one line naming the first offender."""
+    _check_finite_rewards(batch.reward, batch, where)
+    _check_finite_scores(batch, where)
+
+
+def _check_finite_rewards(reward: np.ndarray, batch: StepBatch, where) -> None:
+    bad = ~np.isfinite(reward)
+    if bad.any():
+        row = int(np.argmax(bad))
+        traj = int(np.searchsorted(batch.traj_first, row, side="right") - 1)
+        raise TrajectoryFormatError(
+            f"{where(traj)}: steps[{row - int(batch.traj_first[traj])}]: field 'reward' must be a finite number, "
+            f"got {reward[row]!r}")
+
+
+def _check_finite_scores(batch: StepBatch, where) -> None:
+    bad = ~np.isfinite(batch.score)
+    if bad.any():
+        traj = int(np.argmax(bad))
+        raise TrajectoryFormatError(f"{where(traj)}: field 'score' must be a finite number, got {batch.score[traj]!r}")
+
+
+# --------------------------------------------------------------------------------------------------
+# flat per-row arrays
+# --------------------------------------------------------------------------------------------------
+
+
+def batch_from_arrays(*, group_ids, traj_ids, step_index, state_keys, rewards, success, valid=None,
+                      observations=None, scores=None, next_state_keys=None) -> tuple[StepBatch, np.ndarray]:
+    """Columns of one-row-per-step arrays in any row order; returns ``(batch, order)`` where row ``k`` of
+    the batch is input row ``order[k]``.
+
+    Trajectories are ordered by first appearance, their steps by ``step_index``. Every row of a
+    trajectory must carry the same ``group_ids`` and ``success`` (and ``scores``, when given). The state
+    after a step is ``next_state_keys`` where given and not None, else the next row's state; after a
+    trajectory's last step, without one, a successful trajectory ends in the shared success node and a
+    failed one in a private dead end (``states.py``).
+    """
+    columns = {"group_ids": group_ids, "traj_ids": traj_ids, "step_index": step_index, "state_keys": state_keys,
+               "rewards": rewards, "success": success, "valid": valid, "observations": observations,
+               "scores": scores, "next_state_keys": next_state_keys}
+    n = _common_length(columns)
+    traj_code, traj_names = _codes(traj_ids)
+    steps_at = _integers(step_index, "step_index")
+    order = np.lexsort((steps_at, traj_code))
+    sorted_traj = traj_code[order]
+    sorted_steps = steps_at[order]
+    if n and np.any((sorted_traj[1:] == sorted_traj[:-1]) & (sorted_steps[1:] == sorted_steps[:-1])):
+        k = int(np.flatnonzero((sorted_traj[1:] == sorted_traj[:-1]) & (sorted_steps[1:] == sorted_steps[:-1]))[0])
+        raise BatchError(f"trajectory {traj_names[sorted_traj[k]]!r} has two rows with step_index {sorted_steps[k]}")
+    lengths = np.bincount(traj_code, minlength=len(traj_names)).astype(np.int64)
+    first_rows = order[np.cumsum(lengths) - lengths]  # input row of each trajectory's first step
+
+    group_code, group_names = _codes(group_ids)
+    won = np.asarray(success).astype(bool)
+    _same_within(group_code, order, sorted_traj, first_rows, traj_names, "group_ids")
+    _same_within(won, order, sorted_traj, first_rows, traj_names, "success")
+    score_col = np.zeros(len(traj_names)) if scores is None else np.asarray(scores, dtype=np.float64)
+    if scores is not None:
+        _same_within(score_col, order, sorted_traj, first_rows, traj_names, "scores")
+        score_col = score_col[first_rows]
+    keys = _as_list(state_keys)
+    rows = order.tolist()
+    batch = StepBatch(
+        group_ids=[group_names[g] for g in group_code[first_rows].tolist()],
+        success=won[first_rows],
+        score=score_col,
+        final_state=[""] * len(traj_names),
+        final_observation=[""] * len(traj_names),
+        lengths=lengths,
+        state=[keys[i] for i in rows],
+        next_state=[None] * n if next_state_keys is None else [_as_list(next_state_keys)[i] for i in rows],
+        reward=np.asarray(rewards, dtype=np.float64)[order],
+        valid=np.ones(n, dtype=bool) if valid is None else np.asarray(valid).astype(bool)[order],
+        observation=[""] * n if observations is None else [_as_list(observations)[i] or "" for i in rows],
+        action=[""] * n,
+    )
+    _check_finite(batch, lambda i: f"trajectory {traj_names[i]!r}")
+    return batch, order
+
+
+def _integers(values, name: str) -> np.ndarray:
+    """An integer array (object arrays of ints, as in a verl ``non_tensor_batch``, are converted)."""
+    arr = np.asarray(values)
+    if arr.dtype == object:
+        try:
+            arr = arr.astype(np.int64)
+        except (TypeError, ValueError):
+            raise BatchError(f"{name} must be integers, one per row") from None
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise BatchError(f"{name} must be integers, one per row; got dtype {arr.dtype}")
+    return arr
+
+
+def _common_length(columns: dict) -> int:
+    lengths = {name: len(col) for name, col in columns.items() if col is not None}
+    n = lengths["group_ids"]
+    bad = [f"{name} ({k})" for name, k in lengths.items() if k != n]
+    if bad:
+        raise BatchError(f"every column needs one entry per row: group_ids has {n}, but {', '.join(bad)}")
+    return n
+
+
+def _as_list(values) -> list:
+    return values.tolist() if isinstance(values, np.ndarray) else list(values)
+
+
+def _codes(values) -> tuple[np.ndarray, list]:
+    """Integer codes of ``values`` in order of first appearance, and the distinct values."""
+    index: dict = {}
+    items = _as_list(values)
+    codes = np.fromiter(map(lambda v: index.setdefault(v, len(index)), items), dtype=np.int64, count=len(items))
+    return codes, list(index)
+
+
+def _same_within(values: np.ndarray, order, sorted_traj, first_rows, traj_names, name: str) -> None:
+    """Every row of a trajectory carries the value of its first row."""
+    per_row = np.asarray(values)[order]
+    expected = np.asarray(values)[first_rows][sorted_traj]
+    bad = per_row != expected
+    if bad.any():
+        t = traj_names[int(sorted_traj[int(np.argmax(bad))])]
+        raise BatchError(f"trajectory {t!r} has rows with different {name}; a trajectory has one value")
+
+
+__all__ = ["BatchError", "StepBatch", "batch_from_arrays", "batch_from_dicts", "batch_from_trajectories",
+           "final_observation", "write_record_fields", "write_step_fields"]

@@ -1,0 +1,3 @@
+"""Bridges to training frameworks that creditflow does not run itself: ``verl`` (its advantage-estimator
+registry and DataProto layout). Each bridge imports its framework at module top; import it only where the
+framework is installed (``make verl``)."""
