@@ -311,21 +311,29 @@ def write_scored_jsonl(path: str | os.PathLike, lines: Sequence[JsonLine], colum
     names = list(columns)
     values = {name: _floats(columns[name]) for name in names}
     template = "".join(f', "{name}": {{}}' for name in names)
-    inserts = list(map(template.format, *(map(float.__repr__, values[name]) for name in names)))
+    inserts = list(map(template.format, *(_reprs(values[name]) for name in names)))
+    out = []
+    start = 0
+    for line in lines:
+        steps = line.value["steps"]
+        if line.closes is None:
+            for name in names:
+                for step, value in zip(steps, values[name][start:start + len(steps)]):
+                    step[name] = value
+            out.append(json.dumps(line.value, ensure_ascii=False))
+        else:
+            out.append(_spliced(line.text, line.closes, inserts[start:start + len(steps)]))
+        start += len(steps)
+    out.append("")
     path = Path(path)
-    with atomic_open(path, "w") as fh:
-        start = 0
-        for line in lines:
-            steps = line.value["steps"]
-            if line.closes is None:
-                for name in names:
-                    for step, value in zip(steps, values[name][start:start + len(steps)]):
-                        step[name] = value
-                fh.write(json.dumps(line.value, ensure_ascii=False) + "\n")
-            else:
-                fh.write(_spliced(line.text, line.closes, inserts[start:start + len(steps)]) + "\n")
-            start += len(steps)
+    with atomic_open(path, "wb") as fh:
+        fh.write("\n".join(out).encode("utf-8"))
     return path
+
+
+def _reprs(values: list[float]) -> list[str]:
+    """``repr`` of each float, as JSON writes it, in one C call (the list's own repr)."""
+    return repr(values)[1:-1].split(", ") if values else []
 
 
 def _floats(values) -> list[float]:
