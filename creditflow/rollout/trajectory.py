@@ -27,6 +27,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
+import numpy as np
+
 from creditflow.atomic import atomic_open
 from creditflow.envs.base import INVALID_ACTION_PREFIX
 from creditflow.errors import UserError
@@ -309,7 +311,7 @@ def write_scored_jsonl(path: str | os.PathLike, lines: Sequence[JsonLine], colum
     as it was read; a line without located steps (or with credit fields already) gets the values in its
     step dicts and is written as ``json.dumps`` of its value."""
     names = list(columns)
-    values = {name: _floats(columns[name]) for name in names}
+    values = {name: np.asarray(columns[name], dtype=np.float64) for name in names}
     template = "".join(f', "{name}": {{}}' for name in names)
     inserts = list(map(template.format, *(_reprs(values[name]) for name in names)))
     out = []
@@ -318,7 +320,7 @@ def write_scored_jsonl(path: str | os.PathLike, lines: Sequence[JsonLine], colum
         steps = line.value["steps"]
         if line.closes is None:
             for name in names:
-                for step, value in zip(steps, values[name][start:start + len(steps)]):
+                for step, value in zip(steps, values[name][start:start + len(steps)].tolist()):
                     step[name] = value
             out.append(json.dumps(line.value, ensure_ascii=False))
         else:
@@ -331,14 +333,13 @@ def write_scored_jsonl(path: str | os.PathLike, lines: Sequence[JsonLine], colum
     return path
 
 
-def _reprs(values: list[float]) -> list[str]:
-    """``repr`` of each float, as JSON writes it, in one C call (the list's own repr)."""
-    return repr(values)[1:-1].split(", ") if values else []
-
-
-def _floats(values) -> list[float]:
-    """Python floats of a sequence or an array (``tolist`` where it has one)."""
-    return values.tolist() if hasattr(values, "tolist") else list(map(float, values))
+def _reprs(values: np.ndarray) -> list[str]:
+    """``repr`` of each float, as JSON writes it. Formatting a float is the slow part of writing, and values
+    repeat (R(s) = gamma ** d, a trajectory's shared term): each distinct bit pattern is formatted once,
+    all of them in one C call (the list's own repr)."""
+    bits, inverse = np.unique(values.view(np.int64), return_inverse=True)
+    texts = repr(bits.view(np.float64).tolist())[1:-1].split(", ") if bits.size else []
+    return list(map(texts.__getitem__, inverse.reshape(-1).tolist()))
 
 
 def _spliced(text: str, closes: Sequence[int], inserts: Sequence[str]) -> str:
