@@ -103,7 +103,8 @@ def score_lines(lines: Sequence[JsonLine], estimator: str, knobs: Knobs, out: st
     ``out`` with the credit fields added to every step and every other byte as read."""
     batch = batch_from_dicts([line.value for line in lines], [line.where for line in lines])
     credit = run_checked(estimator, batch, knobs)
-    write_scored_jsonl(out, lines, credit.columns())
+    with _without_cyclic_gc():  # one small list per line, over a heap of parsed dicts
+        write_scored_jsonl(out, lines, credit.columns())
     return credit, batch
 
 

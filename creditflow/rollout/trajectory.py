@@ -27,6 +27,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
+import numpy as np
+
 from creditflow.atomic import atomic_open
 from creditflow.envs.base import INVALID_ACTION_PREFIX
 from creditflow.errors import UserError
@@ -309,28 +311,35 @@ def write_scored_jsonl(path: str | os.PathLike, lines: Sequence[JsonLine], colum
     as it was read; a line without located steps (or with credit fields already) gets the values in its
     step dicts and is written as ``json.dumps`` of its value."""
     names = list(columns)
-    values = {name: _floats(columns[name]) for name in names}
+    values = {name: np.asarray(columns[name], dtype=np.float64) for name in names}
     template = "".join(f', "{name}": {{}}' for name in names)
-    inserts = list(map(template.format, *(map(float.__repr__, values[name]) for name in names)))
+    inserts = list(map(template.format, *(_reprs(values[name]) for name in names)))
+    out = []
+    start = 0
+    for line in lines:
+        steps = line.value["steps"]
+        if line.closes is None:
+            for name in names:
+                for step, value in zip(steps, values[name][start:start + len(steps)].tolist()):
+                    step[name] = value
+            out.append(json.dumps(line.value, ensure_ascii=False))
+        else:
+            out.append(_spliced(line.text, line.closes, inserts[start:start + len(steps)]))
+        start += len(steps)
+    out.append("")
     path = Path(path)
-    with atomic_open(path, "w") as fh:
-        start = 0
-        for line in lines:
-            steps = line.value["steps"]
-            if line.closes is None:
-                for name in names:
-                    for step, value in zip(steps, values[name][start:start + len(steps)]):
-                        step[name] = value
-                fh.write(json.dumps(line.value, ensure_ascii=False) + "\n")
-            else:
-                fh.write(_spliced(line.text, line.closes, inserts[start:start + len(steps)]) + "\n")
-            start += len(steps)
+    with atomic_open(path, "wb") as fh:
+        fh.write("\n".join(out).encode("utf-8"))
     return path
 
 
-def _floats(values) -> list[float]:
-    """Python floats of a sequence or an array (``tolist`` where it has one)."""
-    return values.tolist() if hasattr(values, "tolist") else list(map(float, values))
+def _reprs(values: np.ndarray) -> list[str]:
+    """``repr`` of each float, as JSON writes it. Formatting a float is the slow part of writing, and values
+    repeat (R(s) = gamma ** d, a trajectory's shared term): each distinct bit pattern is formatted once,
+    all of them in one C call (the list's own repr)."""
+    bits, inverse = np.unique(values.view(np.int64), return_inverse=True)
+    texts = repr(bits.view(np.float64).tolist())[1:-1].split(", ") if bits.size else []
+    return list(map(texts.__getitem__, inverse.reshape(-1).tolist()))
 
 
 def _spliced(text: str, closes: Sequence[int], inserts: Sequence[str]) -> str:

@@ -191,7 +191,7 @@ def test_sigterm_during_the_credit_command(tmp_path):
         real = tr.atomic_open
         def killed_mid_write(path, mode="w"):
             with real(path, mode) as fh:
-                fh.write("partial")
+                fh.write(b"partial" if "b" in mode else "partial")
                 os.kill(os.getpid(), signal.SIGTERM)
                 yield fh
         import contextlib
