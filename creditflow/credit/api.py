@@ -8,11 +8,12 @@ the registered kernel, so all of them compute the same numbers:
 - :func:`score_records` - on parsed JSONL dicts, adding the three fields to each step dict and changing
   nothing else; :func:`score_lines` also writes the file (``creditflow credit`` after reading).
 
-``score``, ``score_arrays`` and ``score_records`` read recorded data, so they also check that a *default*
-``reward_source`` agrees with the outcome the data records (:func:`~creditflow.credit.returns.check_outcome_source`):
-``reward_source=return`` that ranks a successful trajectory at or below a failed one of its group is refused
-with one line naming the knob, unless ``reward_source`` was passed explicitly. ``compute`` (the trainer, whose
-env rewards carry the outcome) does not check.
+``score``, ``score_arrays``, ``score_records`` and ``score_lines`` read recorded data, so they also check
+that a *default* ``reward_source`` agrees with the outcome the data records
+(:func:`~creditflow.credit.returns.check_outcome_source`): ``reward_source=return`` that ranks a successful
+trajectory at or below a failed one of its group is refused with one line naming the knob, unless
+``reward_source`` was passed explicitly. ``compute`` (the trainer, whose env rewards carry the outcome) does
+not check.
 """
 
 from __future__ import annotations
