@@ -10,7 +10,7 @@ from creditflow.config import RunConfig
 from creditflow.policy.backends.base import SamplingParams
 from creditflow.policy.backends.hf import HFBackend
 from creditflow.policy.model import build_tiny_policy, load_policy
-from creditflow.policy.prompts import PromptBuilder, environment_description
+from creditflow.policy.prompts import ChatTemplate, PromptBuilder, environment_description
 from creditflow.rollout.engine import RolloutEngine
 from creditflow.rollout.expert import expert_corpus
 from creditflow.rollout.trajectory import SuccessRule
@@ -29,7 +29,8 @@ def env_factory(cfg: RunConfig, split: str = "train"):
 
 
 def prompt_builder(cfg: RunConfig, env) -> PromptBuilder:
-    return PromptBuilder(environment=environment_description(env), history_length=cfg.rollout.history_length)
+    return PromptBuilder(environment=environment_description(env), history_length=cfg.rollout.history_length,
+                         template=cfg.policy.template, history=cfg.rollout.history)
 
 
 def success_rule(cfg: RunConfig) -> SuccessRule:
@@ -80,14 +81,16 @@ def sampling_params(cfg: RunConfig, tokenizer, evaluation: bool = False) -> Samp
 def make_engine(cfg: RunConfig, model, tokenizer, factory, env_executor=None) -> RolloutEngine:
     """``env_executor``: where env work runs (``creditflow.rollout.executors``; default in-process)."""
     env = factory()
+    prompts = prompt_builder(cfg, env)
     return RolloutEngine(
         backend=HFBackend(model, tokenizer),
         encode=chat_encoder(tokenizer),
         env_factory=factory,
-        prompt_builder=prompt_builder(cfg, env),
+        prompt_builder=prompts,
         sampling=sampling_params(cfg, tokenizer),
         invalid_penalty=cfg.rollout.invalid_penalty,
         max_steps=cfg.rollout.max_steps,
         env_executor=env_executor,
         success_rule=success_rule(cfg),
+        chat=ChatTemplate(tokenizer) if prompts.conversation else None,
     )
