@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
-from transformers import DynamicCache
+from transformers.cache_utils import Cache, DynamicLayer
 
 from creditflow.policy.backends.base import Generation, SamplingParams
 
@@ -29,6 +29,25 @@ class _Cached:
 
     ids: list[int]
     kv: list[tuple[torch.Tensor, torch.Tensor]]
+
+
+class _Preallocated(DynamicLayer):
+    """A cache layer with room for the whole call: ``update`` writes into the buffer (DynamicLayer would
+    concatenate, copying the whole cache at every generated token)."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, length: int):
+        super().__init__()
+        self.buffer_keys, self.buffer_values, self.length = keys, values, length
+        self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
+        self.keys, self.values = keys[:, :, :length], values[:, :, :length]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        end = self.length + key_states.shape[-2]
+        self.buffer_keys[:, :, self.length:end] = key_states
+        self.buffer_values[:, :, self.length:end] = value_states
+        self.length = end
+        self.keys, self.values = self.buffer_keys[:, :, :end], self.buffer_values[:, :, :end]
+        return self.keys, self.values
 
 
 class HFBackend:
@@ -139,7 +158,6 @@ class HFBackend:
         each row computes what it would alone.
         """
         tok, device = self.tokenizer, self.device
-        n_layers = self.model.config.get_text_config(decoder=True).num_hidden_layers
         cached = [len(c.ids) if c is not None else 0 for c in found]
         new = [p[n:] for p, n in zip(prompts, cached)]
         b, width_c, width_n = len(prompts), max(cached), max(len(t) for t in new)
@@ -151,17 +169,22 @@ class HFBackend:
             mask[i, width_c - c: width_c] = 1
             mask[i, width_c + width_n - len(t):] = 1
             pos[i, width_n - len(t):] = torch.arange(c, c + len(t))
-        past = DynamicCache()
-        if width_c:
-            for layer in range(n_layers):
-                k0, v0 = next(c for c in found if c is not None).kv[layer]
-                keys = k0.new_zeros((b, k0.shape[0], width_c, k0.shape[2]))
-                values = v0.new_zeros((b, v0.shape[0], width_c, v0.shape[2]))
-                for i, c in enumerate(found):
-                    if c is not None:
-                        keys[i, :, width_c - cached[i]:] = c.kv[layer][0]
-                        values[i, :, width_c - cached[i]:] = c.kv[layer][1]
-                past.update(keys, values, layer)
+        # keys/values of every layer, preallocated for the cached part, the new tokens and the generated ones
+        config = self.model.config.get_text_config(decoder=True)
+        heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        dtype = next(self.model.parameters()).dtype
+        capacity = width_c + width_n + params.max_new_tokens
+        layers = []
+        for layer in range(config.num_hidden_layers):
+            keys = torch.zeros((b, heads, capacity, head_dim), dtype=dtype, device=device)
+            values = torch.zeros_like(keys)
+            for i, c in enumerate(found):
+                if c is not None:
+                    keys[i, :, width_c - cached[i]: width_c] = c.kv[layer][0]
+                    values[i, :, width_c - cached[i]: width_c] = c.kv[layer][1]
+            layers.append(_Preallocated(keys, values, width_c))
+        past = Cache(layers=layers)
         ids, mask, pos = ids.to(device), mask.to(device), pos.to(device)
         stop = torch.tensor([tok.eos_token_id, *params.stop_token_ids], device=device)
         was_training = self.model.training
@@ -190,7 +213,7 @@ class HFBackend:
             n = int(length[i])
             gens.append(self._generation(tokens_t[i][:n], logps_t[i][:n]))
             real = mask[i].nonzero()[:, 0]  # this row's tokens: cached, new, and the generated ones fed back
-            kv = [(keys[i][:, real], values[i][:, real]) for keys, values, *_ in past]
+            kv = [(layer.keys[i][:, real], layer.values[i][:, real]) for layer in past.layers]
             keep.append(_Cached(prompts[i] + tokens_t[i][:n - 1], kv))
         return gens, keep
 
