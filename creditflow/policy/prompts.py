@@ -118,10 +118,14 @@ class PromptBuilder:
         """The conversation's first user message (the window prompt of step 1)."""
         return self.text(task, observation, [], admissible_actions)
 
-    def next_turn(self, step: int, observation: str, admissible_actions: list[str] | None) -> str:
-        """The user message of step ``step`` (>= 2): the observation, step count and admissible actions."""
+    def next_turn(self, step: int, observation: str, admissible_actions: list[str] | None,
+                  previous_actions: list[str] | None = None) -> str:
+        """The user message of step ``step`` (>= 2): the step count, the observation and the admissible
+        actions (``compact`` lists them only when they differ from the previous step's,
+        ``previous_actions``: the chat above already shows them)."""
         if self.template == "compact":
-            return (_COMPACT_NOW.format(step=step, observation=observation) + self._actions(admissible_actions)).rstrip()
+            shown = admissible_actions if admissible_actions != previous_actions else None
+            return (_COMPACT_NOW.format(step=step, observation=observation) + self._actions(shown)).rstrip()
         return _TEMPLATE_NOW.format(current_step=step, observation=observation) + \
             self._actions(admissible_actions) + _TEMPLATE_TAIL
 
@@ -135,7 +139,8 @@ class PromptBuilder:
         out = [{"role": "user", "content": self.first_turn(task, shown[0].observation, shown[0].admissible_actions)}]
         for step, (before, now) in enumerate(zip(shown, shown[1:]), start=2):
             out.append({"role": "assistant", "content": before.response})
-            out.append({"role": "user", "content": self.next_turn(step, now.observation, now.admissible_actions)})
+            out.append({"role": "user", "content": self.next_turn(step, now.observation, now.admissible_actions,
+                                                                  before.admissible_actions)})
         return out
 
     def _actions(self, admissible_actions: list[str] | None) -> str:

@@ -279,9 +279,10 @@ class RolloutEngine:
         self.stats.env_steps += 1
         self.stats.generated_tokens += len(out.token_ids)
         ep.history.append((ep.observation, parsed.action))
+        shown_actions = ep.info.get("admissible_actions")
         ep.observation, ep.info = obs, info
         if ep.context is not None and not done:  # the sampled ids, then the next user turn
-            turn_text = self.prompts.next_turn(step_count + 1, obs, info.get("admissible_actions"))
+            turn_text = self.prompts.next_turn(step_count + 1, obs, info.get("admissible_actions"), shown_actions)
             ep.context = prompt_ids + list(out.token_ids) + self.chat.continuation(list(out.token_ids), turn_text)
         if done:
             ep.done = True

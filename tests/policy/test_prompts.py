@@ -76,8 +76,11 @@ def test_conversation_chat_alternates_observations_and_responses(template):
     assert [m["role"] for m in chat] == ["user", "assistant", "user", "assistant", "user"]
     assert chat[0]["content"] == pb.text("t", "O1", [], ["up", "down"]) == pb.first_turn("t", "O1", ["up", "down"])
     assert [chat[1]["content"], chat[3]["content"]] == [t.response for t in turns]
-    assert chat[2]["content"] == pb.next_turn(2, "O2", ["up"]) and chat[4]["content"] == pb.next_turn(3, "O3", ["left"])
+    assert chat[2]["content"] == pb.next_turn(2, "O2", ["up"], ["up", "down"])
+    assert chat[4]["content"] == pb.next_turn(3, "O3", ["left"], ["up"])
     assert "O3" in chat[4]["content"] and "3" in chat[4]["content"] and "left" in chat[4]["content"]
+    same = pb.next_turn(3, "O3", ["up"], ["up"])
+    assert ("up" in same) == (template == "paper")  # compact lists the actions only when they change
     assert "O1" not in chat[4]["content"]  # no window: the earlier steps are earlier messages
     window = PromptBuilder("x", template=template)
     assert window.chat("t", turns, "O3", ["left"]) == window.messages("t", "O3", [("O1", "up"), ("O2", "down")],
@@ -103,5 +106,5 @@ def test_chat_template_continuation_equals_the_rendered_chat(tiny_model_dir):
     ids = chat.encode(pb.chat("t", [], "O1", ["up"]))
     for step, (turn, with_eos) in enumerate(zip(turns, (True, False)), start=2):
         sampled = tok.encode(turn.response, add_special_tokens=False) + ([tok.eos_token_id] if with_eos else [])
-        ids = ids + sampled + chat.continuation(sampled, pb.next_turn(step, "O%d" % step, ["up"]))
+        ids = ids + sampled + chat.continuation(sampled, pb.next_turn(step, "O%d" % step, ["up"], ["up"]))
     assert ids == chat.encode(pb.chat("t", turns, "O3", ["up"]))
