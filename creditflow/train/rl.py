@@ -115,7 +115,7 @@ def pack_microbatches(rows: list, token_budget: int, pad: bool = True) -> list[l
     """Greedy packing of length-sorted rows so rows x max_len <= token_budget (one row minimum).
 
     ``pad=False``: only rows of equal length share a micro-batch, so nothing is padded and attention takes
-    its causal fast path (no mask); the conversation layout's long rows run about 2x faster that way
+    its causal fast path (no mask); the conversation layout's long rows run 1.6-2x faster that way
     (benchmarks/results/step_cost.md), while short window rows gain nothing from it.
     """
     order = sorted(rows, key=len)

@@ -44,6 +44,9 @@ def test_microbatch_packing_respects_token_budget():
     assert sorted(len(s) for b in batches for s in b) == sorted(len(s) for s in samples)
     for b in batches:
         assert len(b) == 1 or max(len(s) for s in b) * len(b) <= 40
+    unpadded = pack_microbatches(samples, token_budget=40, pad=False)  # equal lengths only: no padding
+    assert sorted(len(s) for b in unpadded for s in b) == sorted(len(s) for s in samples)
+    assert all(len({len(s) for s in b}) == 1 for b in unpadded) and [len(b) for b in unpadded] == [1, 1, 2, 1, 1]
 
 
 def test_traj_mean_weighs_trajectories_equally(tiny_model_dir):
