@@ -50,6 +50,10 @@ class PolicyConfig(_Section):
     """Hidden size of the tiny default."""
     tiny_layers: int = 4
     """Transformer layers of the tiny default."""
+    template: Literal["paper", "compact"] = "paper"
+    """Prompt template: ``paper`` (the papers' wording: role, task, step count, history, observation,
+    admissible actions, a reasoning instruction; for real HF models) or ``compact`` (the same facts in a
+    few words, about half the tokens; for the tiny from-scratch policy). docs/formats.md "Prompts"."""
 
     @field_validator("device")
     @classmethod
@@ -78,7 +82,13 @@ class RolloutConfig(_Section):
     group_size: int = Field(8, ge=1)
     """G: rollouts per task (GRPO / GiGPO / RewardFlow: 8)."""
     history_length: int = Field(2, ge=0)
-    """H: previous observation/action pairs shown in the prompt (papers: 2)."""
+    """H: previous observation/action pairs shown in the prompt (papers: 2; ``window`` layout only)."""
+    history: Literal["window", "conversation"] = "window"
+    """Multi-turn layout. ``window`` (the papers'): each turn is a fresh prompt with the last H pairs, one
+    training sequence per decision. ``conversation``: one growing chat per episode (the policy's sampled
+    tokens as assistant turns, the observations as user turns), so turn t's prompt is a prefix of turn
+    t+1's; one training sequence per trajectory scores all its decisions, on the exact sampled token ids,
+    environment tokens masked out. docs/formats.md "Multi-turn layouts"."""
     invalid_penalty: float = 0.1
     """Subtracted from the reward of an unparseable / non-admissible action (papers: 0.1)."""
     max_steps: Optional[int] = Field(None, ge=1)

@@ -15,7 +15,7 @@ from creditflow.errors import UserError
 from creditflow.policy.backends.base import SamplingParams
 from creditflow.policy.backends.hf import HFBackend
 from creditflow.policy.model import build_tiny_policy, check_device_and_dtype, check_model_dir, load_policy
-from creditflow.policy.prompts import PromptBuilder, environment_description
+from creditflow.policy.prompts import ChatTemplate, PromptBuilder, environment_description
 from creditflow.recipes.progress import RunProgress, WatchedEngine
 from creditflow.rollout.engine import RolloutEngine
 from creditflow.rollout.expert import expert_corpus
@@ -84,7 +84,8 @@ def new_run_dir(cfg: RunConfig) -> Iterator[Path]:
 
 
 def prompt_builder(cfg: RunConfig, env) -> PromptBuilder:
-    return PromptBuilder(environment=environment_description(env), history_length=cfg.rollout.history_length)
+    return PromptBuilder(environment=environment_description(env), history_length=cfg.rollout.history_length,
+                         template=cfg.policy.template, history=cfg.rollout.history)
 
 
 def success_rule(cfg: RunConfig) -> SuccessRule:
@@ -138,16 +139,18 @@ def make_engine(cfg: RunConfig, model, tokenizer, factory, env_executor=None, *,
     """``env_executor``: where env work runs (``creditflow.rollout.executors``; default in-process).
     ``watch``: show every rollout as a ``progress`` bar with this description (turns, episodes running)."""
     env = factory()
+    prompts = prompt_builder(cfg, env)
     engine = WatchedEngine(
         backend=HFBackend(model, tokenizer),
         encode=chat_encoder(tokenizer),
         env_factory=factory,
-        prompt_builder=prompt_builder(cfg, env),
+        prompt_builder=prompts,
         sampling=sampling_params(cfg, tokenizer),
         invalid_penalty=cfg.rollout.invalid_penalty,
         max_steps=cfg.rollout.max_steps,
         env_executor=env_executor,
         success_rule=success_rule(cfg),
+        chat=ChatTemplate(tokenizer) if prompts.conversation else None,
     )
     engine.progress, engine.watch = progress, watch
     engine.turn_limit = min(cfg.rollout.max_steps or env.max_steps, env.max_steps)

@@ -13,18 +13,31 @@ start from a state is :meth:`RolloutEngine.branch`; ``max_turns`` stops episodes
 candidate is a one-turn branch), and such an open trajectory keeps an env snapshot of where it stopped.
 All env work (start, step, snapshot) goes through an env executor (``creditflow.rollout.executors``): in
 this process by default, or on Ray; generation always stays here.
+
+Multi-turn layouts (the prompt builder's ``history``, docs/formats.md "Multi-turn layouts"):
+
+* ``window``: every turn encodes a fresh prompt (the last H observation/action pairs).
+* ``conversation``: an episode's prompt is one growing token sequence. After each turn the engine appends
+  to that turn's prompt ids the *sampled* ids and then the ids of the next user turn
+  (:meth:`ChatTemplate.continuation`), so turn t's prompt is a prefix of turn t+1's and the text is never
+  re-tokenized. The backend's prefix cache (when it has one) then feeds only the new tokens. An episode
+  that starts mid-task rebuilds its conversation from the path: each earlier step as the user turn of the
+  stored observation (admissible actions from a verified replay in the engine's own env) and the
+  assistant turn ``format_response(action)``; that is the live conversation token for token wherever the
+  policy answered in that canonical form, and :meth:`prompt_at` gives the same chat.
 """
 
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Callable
 
-from creditflow.envs.base import INVALID_ACTION_PREFIX
+from creditflow.envs.base import INVALID_ACTION_PREFIX, ReplayMismatch
 from creditflow.policy.backends.base import Backend, SamplingParams
 from creditflow.policy.parsing import ParsedAction, parse_action
-from creditflow.policy.prompts import PromptBuilder
+from creditflow.policy.prompts import ChatTemplate, PromptBuilder, Turn, format_response
 from creditflow.rollout.executors import EnvExecutor, InProcessEnvExecutor
 from creditflow.rollout.trajectory import StartState, Step, SuccessRule, Trajectory
 
@@ -64,6 +77,7 @@ class _Episode:
     history: list[tuple[str, str]]
     traj: Trajectory
     done: bool = False
+    context: list[int] | None = None  # conversation layout: the ids of the next prompt
 
 
 @dataclass
@@ -80,14 +94,19 @@ class RolloutEngine:
     """Runs episodes of ``env_factory()`` envs with a generation ``backend``.
 
     ``encode(messages) -> list[int]`` turns chat messages into prompt ids (the tokenizer's chat template
-    with the generation prompt). ``env_executor`` runs the env work (default: in this process).
+    with the generation prompt). ``env_executor`` runs the env work (default: in this process). ``chat``
+    (the tokenizer's :class:`ChatTemplate`) continues conversations; the conversation layout needs it.
     """
 
     def __init__(self, backend: Backend, encode: Callable[[list[dict]], list[int]],
                  env_factory: Callable[[], object], prompt_builder: PromptBuilder,
                  sampling: SamplingParams, invalid_penalty: float = 0.1, max_steps: int | None = None,
-                 env_executor: EnvExecutor | None = None, success_rule: SuccessRule = SuccessRule()):
+                 env_executor: EnvExecutor | None = None, success_rule: SuccessRule = SuccessRule(),
+                 chat: ChatTemplate | None = None):
+        if prompt_builder.conversation and chat is None:
+            raise ValueError("the conversation layout needs the tokenizer's ChatTemplate (chat=...)")
         self.backend = backend
+        self.chat = chat
         self.success_rule = success_rule
         self.encode = encode
         self.env_factory = env_factory
@@ -97,9 +116,11 @@ class RolloutEngine:
         self.max_steps = max_steps
         self.executor: EnvExecutor = env_executor or InProcessEnvExecutor(env_factory)
         self.stats = RolloutStats()
+        self._env = None  # the engine's own env: verified replays that rebuild restored conversations
 
     # -- starting episodes ----------------------------------------------------------------------
-    def _start(self, spec: TaskSpec, index: int, k: int, obs: str, info: dict) -> _Episode:
+    def _start(self, spec: TaskSpec, index: int, k: int, obs: str, info: dict,
+               context: list[int] | None = None) -> _Episode:
         state = spec.start_state
         shown = state.observations
         # the policy saw its parsed action; the env got INVALID_ACTION_PREFIX + it for invalid ones
@@ -111,7 +132,33 @@ class RolloutEngine:
             meta={"seed": spec.seed, "start_step": state.t, **spec.meta},
             start=state,
         )
-        return _Episode(spec, index, obs, info, history, traj)
+        return _Episode(spec, index, obs, info, history, traj, context=context)
+
+    def _conversation_start(self, state: StartState, obs: str, info: dict) -> list[int] | None:
+        """The prompt ids of a conversation at ``state`` (its path rebuilt, see the module docstring);
+        None when the replay of the path diverges from its stored observations."""
+        try:
+            turns = self._path_turns(state)
+        except ReplayMismatch:
+            return None
+        return self.encode(self.prompts.chat(info.get("task", ""), turns, obs, info.get("admissible_actions")))
+
+    def _path_turns(self, state: StartState) -> list[Turn]:
+        """The steps of ``state``'s path as conversation turns, from a verified replay in the engine's own
+        env (for the admissible actions each step showed); raises ``ReplayMismatch`` on a divergence."""
+        if not state.actions:
+            return []
+        if self._env is None:
+            self._env = self.env_factory()
+        obs, info = self._env.reset(seed=state.seed)
+        turns = []
+        for i, executed in enumerate(state.actions):
+            if i < len(state.observations) and obs != state.observations[i]:
+                raise ReplayMismatch(i, state.observations[i], obs)
+            action = shown_action(executed)
+            turns.append(Turn(obs, info.get("admissible_actions"), action, format_response(action)))
+            obs, _, _, _, info = self._env.step(executed)
+        return turns
 
     # -- public entry points --------------------------------------------------------------------
     def branch(self, state: StartState, n: int, *, task_id: str, group_id: str = "",
@@ -139,11 +186,26 @@ class RolloutEngine:
         slots = [(spec, k) for spec in specs for k in range(group_size)]
         started = self.executor.start([(i, spec.start_state) for i, (spec, _) in enumerate(slots)])
         episodes: list[_Episode] = []
+        contexts: dict[int, list[int] | None] = {}  # conversation layout: one opening per spec
         for i, ((spec, k), start) in enumerate(zip(slots, started)):
+            context = None
+            if start is not None and self.prompts.conversation:
+                if id(spec) not in contexts:
+                    contexts[id(spec)] = self._conversation_start(spec.start_state, *start)
+                context = contexts[id(spec)]
+                start = start if context is not None else None
             if start is None:  # verified replay mismatched
                 self.stats.restore_mismatches += 1
             else:
-                episodes.append(self._start(spec, i, k, *start))
+                episodes.append(self._start(spec, i, k, *start, context=context))
+        reuse = getattr(self.backend, "prefix_cache", None) if self.prompts.conversation else None
+        with reuse() if reuse is not None else nullcontext():
+            self._turns(episodes, sampling, on_turn, max_turns)
+        self.stats.seconds += time.perf_counter() - t0
+        return [ep.traj for ep in episodes]
+
+    def _turns(self, episodes: list[_Episode], sampling: SamplingParams, on_turn, max_turns: int | None) -> None:
+        """Run the lockstep turns until every episode is done (or ``max_turns``)."""
         turn = 0
         while True:
             active = [ep for ep in episodes if not ep.done]
@@ -158,7 +220,7 @@ class RolloutEngine:
                 break
             if on_turn is not None:
                 on_turn(turn, len(active))
-            prompt_ids = [self.encode(self._messages(ep)) for ep in active]
+            prompt_ids = [ep.context if ep.context is not None else self.encode(self._messages(ep)) for ep in active]
             g0 = time.perf_counter()
             outs = self.backend.generate(prompt_ids, sampling)
             self.stats.generate_seconds += time.perf_counter() - g0
@@ -168,8 +230,6 @@ class RolloutEngine:
             for ep, ids, out, p, res in zip(active, prompt_ids, outs, parsed, results):
                 self._advance(ep, ids, out, p, res)
             turn += 1
-        self.stats.seconds += time.perf_counter() - t0
-        return [ep.traj for ep in episodes]
 
     def _messages(self, ep: _Episode) -> list[dict]:
         return self.prompts.messages(ep.info.get("task", ""), ep.observation, ep.history,
@@ -177,13 +237,18 @@ class RolloutEngine:
 
     def prompt_at(self, traj: Trajectory) -> list[dict]:
         """The chat messages the policy is shown after ``traj``'s last step (its path from reset, the
-        observation and env info where it ended); ``traj`` must come from this engine (``end_info``)."""
+        observation and env info where it ended); ``traj`` must come from this engine (``end_info``).
+        In the conversation layout it is the rebuilt conversation a branch from ``traj.prefix()`` starts
+        from; a path whose replay diverges raises ``ReplayMismatch``."""
         state = traj.prefix()
+        info = traj.end_info or {}
+        observation = traj.meta.get("final_observation", "")
+        if self.prompts.conversation:
+            return self.prompts.chat(info.get("task", ""), self._path_turns(state), observation,
+                                     info.get("admissible_actions"))
         shown = state.observations
         history = [(shown[i] if i < len(shown) else "", shown_action(a)) for i, a in enumerate(state.actions)]
-        info = traj.end_info or {}
-        return self.prompts.messages(info.get("task", ""), traj.meta.get("final_observation", ""), history,
-                                     info.get("admissible_actions"))
+        return self.prompts.messages(info.get("task", ""), observation, history, info.get("admissible_actions"))
 
     def _advance(self, ep: _Episode, prompt_ids: list[int], out, parsed: ParsedAction, result) -> None:
         """Record one step; ``result`` is what the env returned for ``env_action(parsed)``."""
@@ -214,7 +279,11 @@ class RolloutEngine:
         self.stats.env_steps += 1
         self.stats.generated_tokens += len(out.token_ids)
         ep.history.append((ep.observation, parsed.action))
+        shown_actions = ep.info.get("admissible_actions")
         ep.observation, ep.info = obs, info
+        if ep.context is not None and not done:  # the sampled ids, then the next user turn
+            turn_text = self.prompts.next_turn(step_count + 1, obs, info.get("admissible_actions"), shown_actions)
+            ep.context = prompt_ids + list(out.token_ids) + self.chat.continuation(list(out.token_ids), turn_text)
         if done:
             ep.done = True
             ep.traj.end_info = info

@@ -1,9 +1,12 @@
 """The RL objective as components with tensor signatures (as verl's ``core_algos.py``): per-token terms,
 then one aggregation.
 
-Shapes: ``B`` rows (one policy decision each: prompt + response, right-padded) by ``T`` positions.
-Position ``t`` holds the prediction of token ``t + 1``; ``mask`` (B, T) is 1 on the policy's own response
-tokens and 0 on prompt and padding positions, which never contribute.
+Shapes: ``B`` rows by ``T`` positions, right-padded. A row is one policy decision (prompt + response, the
+``window`` layout) or a whole trajectory (the ``conversation`` layout: the chat with every decision's
+response in it). Position ``t`` holds the prediction of token ``t + 1``; ``mask`` (B, T) is 1 on the
+policy's own sampled tokens and 0 on prompt, environment and padding positions, which never contribute.
+The aggregation counts *decisions*, never rows, so one batch of decisions gets the same loss in either
+layout.
 
 The loss of one mini-batch is
 
@@ -14,7 +17,8 @@ with the per-token terms (each (B, T), each returning its loss contribution and 
 - :func:`ppo_clip_objective`: -min(r A, clip(r, 1 - eps_low, 1 + eps_high) A), r = pi / pi_old
   (RewardFlow Eq. 11, PPO's clipped surrogate with a per-token ratio; DAPO's asymmetric clip);
 - :func:`kl_term`: beta * k3(pi || pi_ref) (GRPO's KL penalty; verl's ``low_var_kl``);
-- :func:`entropy_term`: -c * H(pi(. | s_t)) (an entropy bonus; with c = 0 entropy is only logged).
+- :func:`entropy_term`: -c * H(pi(. | s_t)) (an entropy bonus; with c = 0 entropy is only logged), with H
+  from :func:`entropy_from_logits`.
 
 Forward passes run per micro-batch while the normalisers belong to the whole mini-batch, so
 :func:`agg_loss` and the stats take the mini-batch totals explicitly (``n_tokens``, ``n_seqs``,
@@ -46,18 +50,22 @@ def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
 
 def agg_loss(per_token: torch.Tensor, mask: torch.Tensor, mode: LossAgg, *, n_tokens: int | float | None = None,
              n_seqs: int | None = None, row_weights: torch.Tensor | None = None,
-             total_weight: float | None = None) -> torch.Tensor:
+             total_weight: float | None = None, seq_lengths: torch.Tensor | None = None) -> torch.Tensor:
     """Aggregate a per-token loss (B, T) under ``mask`` (B, T) into a scalar.
 
     ``token-mean``: every response token weighs the same,
         sum_{i,t} m_it x_it / n_tokens                         (n_tokens: all masked tokens; default mask.sum())
-    ``seq-mean-token-mean``: a mean over each row's tokens, then over rows (every decision weighs the same),
-        sum_i (sum_t m_it x_it / T_i) / n_seqs                  (T_i = mask row sum; n_seqs default B)
-    ``traj-mean``: per-row weights, normalised by their total (every trajectory weighs the same),
-        sum_{i,t} m_it x_it row_weights_i / total_weight
-    where ``row_weights`` (B,) is the weight of each token of row i: w_i / T_i with w_i = 1 / (decisions in
-    row i's trajectory). ``total_weight`` = sum of w_i over the mini-batch (its number of trajectories when
-    they are whole in it; default: that sum over this batch). ``row_weights`` is required for ``traj-mean``.
+    ``seq-mean-token-mean``: a mean over each decision's tokens, then over decisions (every decision weighs
+    the same),
+        sum_{i,t} m_it x_it / T_it / n_seqs                     (n_seqs: decisions; default B)
+    where ``seq_lengths`` (B, T) holds T_it, the token count of the decision position (i, t) belongs to
+    (default: the row's mask sum, i.e. one decision per row);
+    ``traj-mean``: per-token weights, normalised by their total (every trajectory weighs the same),
+        sum_{i,t} m_it x_it row_weights_it / total_weight
+    where ``row_weights`` (B,) or (B, T) is the weight of each token: w / T_d with w = 1 / (decisions in its
+    trajectory) and T_d the token count of its decision. ``total_weight`` = sum of w over the mini-batch's
+    decisions (its number of trajectories when they are whole in it; default: that sum over this batch).
+    ``row_weights`` is required for ``traj-mean``.
 
     Micro-batching: pass the *mini-batch* ``n_tokens`` / ``n_seqs`` / ``total_weight``; the losses of
     micro-batches that partition a mini-batch then add up to the mini-batch loss.
@@ -65,13 +73,15 @@ def agg_loss(per_token: torch.Tensor, mask: torch.Tensor, mode: LossAgg, *, n_to
     if mode == "token-mean":
         weights = mask / (mask.sum() if n_tokens is None else n_tokens)
     elif mode == "seq-mean-token-mean":
-        weights = mask / mask.sum(1, keepdim=True).clamp(min=1) / (mask.shape[0] if n_seqs is None else n_seqs)
+        lengths = mask.sum(1, keepdim=True) if seq_lengths is None else seq_lengths
+        weights = mask / lengths.clamp(min=1) / (mask.shape[0] if n_seqs is None else n_seqs)
     elif mode == "traj-mean":
         if row_weights is None:
             raise ValueError("agg_loss: traj-mean needs row_weights (weight of each token of a row)")
-        if total_weight is None:
-            total_weight = (row_weights * mask.sum(1)).sum()
-        weights = mask * row_weights[:, None] / total_weight
+        per_position = row_weights if row_weights.dim() == 2 else row_weights[:, None]
+        if total_weight is None:  # sum of w over the decisions = sum of w / T_d over their tokens
+            total_weight = (per_position * mask).sum() if row_weights.dim() == 2 else (row_weights * mask.sum(1)).sum()
+        weights = mask * per_position / total_weight
     else:
         raise ValueError(f"agg_loss: unknown mode {mode!r} (token-mean, seq-mean-token-mean, traj-mean)")
     return (per_token * weights).sum()
@@ -139,16 +149,14 @@ def kl_term(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tens
     return coef * kl, _token_means({"kl": kl}, mask, n_tokens)
 
 
-def entropy_term(logits: torch.Tensor, mask: torch.Tensor, *, coef: float,
+def entropy_term(entropy: torch.Tensor, mask: torch.Tensor, *, coef: float,
                  n_tokens: int | float | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Entropy bonus: returns ``-coef * H`` (B, T) from ``logits`` (B, T, V) and the stat ``entropy``
-    (token-mean of H over ``mask``).
+    """Entropy bonus: returns ``-coef * H`` (B, T) from ``entropy`` H (B, T) (:func:`entropy_from_logits`)
+    and the stat ``entropy`` (token-mean of H over ``mask``).
 
-    With ``coef`` 0 the entropy is computed without gradient (only logged) and the term is zeros.
+    With ``coef`` 0 the term is zeros (compute H without gradient then: it is only logged).
     """
+    stats = _token_means({"entropy": entropy}, mask, n_tokens)
     if coef == 0:
-        with torch.no_grad():
-            ent = entropy_from_logits(logits)
-        return torch.zeros_like(ent), _token_means({"entropy": ent}, mask, n_tokens)
-    ent = entropy_from_logits(logits)
-    return -coef * ent, _token_means({"entropy": ent}, mask, n_tokens)
+        return torch.zeros_like(entropy), stats
+    return -coef * entropy, stats

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -30,7 +31,8 @@ from creditflow.rollout.hooks import Hooks
 from creditflow.rollout.seeding import rng_state, set_rng_state
 from creditflow.rollout.trajectory import Trajectory
 from creditflow.train.checkpoint import save_checkpoint
-from creditflow.train.loss import agg_loss, entropy_term, kl_term, ppo_clip_objective, token_logprobs
+from creditflow.train.loss import (agg_loss, entropy_from_logits, entropy_term, kl_term, ppo_clip_objective,
+                                   token_logprobs)
 
 
 @dataclass
@@ -48,6 +50,22 @@ class Sample:
         return len(self.prompt_ids) + len(self.response_ids)
 
 
+@dataclass
+class Row:
+    """One training sequence: token ids and the decisions whose sampled tokens it holds.
+
+    ``window`` layout: one decision, ``ids`` = its prompt + response. ``conversation`` layout: a whole
+    trajectory, ``ids`` = its last prompt + response, of which every decision's prompt is a prefix; the
+    response of decision ``s`` sits at ``ids[len(s.prompt_ids): len(s.prompt_ids) + len(s.response_ids)]``.
+    """
+
+    ids: list[int]
+    samples: list[Sample]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
 def samples_from(trajectories: list[Trajectory]) -> list[Sample]:
     out = []
     for traj in trajectories:
@@ -60,13 +78,51 @@ def samples_from(trajectories: list[Trajectory]) -> list[Sample]:
     return out
 
 
-def pack_microbatches(samples: list[Sample], token_budget: int) -> list[list[Sample]]:
-    """Greedy packing of length-sorted samples so rows x max_len <= token_budget (one row minimum)."""
-    order = sorted(samples, key=len)
+def rows_from(trajectories: list[Trajectory], history: str = "window") -> list[Row]:
+    """The training rows of ``trajectories`` in the ``history`` layout (see :class:`Row`)."""
+    if history == "window":
+        return window_rows(samples_from(trajectories))
+    if history != "conversation":
+        raise ValueError(f"unknown history layout {history!r}; use window or conversation")
+    rows = []
+    for traj in trajectories:
+        samples = samples_from([traj])
+        if samples:
+            rows.append(conversation_row(samples, traj.traj_id))
+    return rows
+
+
+def window_rows(samples: list[Sample]) -> list[Row]:
+    """One row per decision: its prompt + response."""
+    return [Row(s.prompt_ids + s.response_ids, [s]) for s in samples]
+
+
+def conversation_row(samples: list[Sample], name: str = "") -> Row:
+    """One row for a trajectory's decisions: its last prompt + response, checked to hold every decision's
+    prompt as a prefix followed by its sampled ids (the conversation layout trains on exactly the ids
+    the policy sampled)."""
+    last = samples[-1]
+    ids = last.prompt_ids + last.response_ids
+    for s in samples:
+        n = len(s.prompt_ids)
+        if ids[:n] != s.prompt_ids or ids[n: n + len(s.response_ids)] != s.response_ids:
+            raise ValueError(f"conversation layout: a prompt + response of {name or 'a trajectory'} is not a "
+                             "prefix of its last one (were the steps made in the conversation layout?)")
+    return Row(ids, samples)
+
+
+def pack_microbatches(rows: list, token_budget: int, pad: bool = True) -> list[list]:
+    """Greedy packing of length-sorted rows so rows x max_len <= token_budget (one row minimum).
+
+    ``pad=False``: only rows of equal length share a micro-batch, so nothing is padded and attention takes
+    its causal fast path (no mask); the conversation layout's long rows run 1.6-2x faster that way
+    (benchmarks/results/step_cost.md), while short window rows gain nothing from it.
+    """
+    order = sorted(rows, key=len)
     batches, cur, cur_max = [], [], 0
     for s in order:
         new_max = max(cur_max, len(s))
-        if cur and new_max * (len(cur) + 1) > token_budget:
+        if cur and (new_max * (len(cur) + 1) > token_budget or (not pad and len(s) != cur_max)):
             batches.append(cur)
             cur, cur_max = [], 0
             new_max = len(s)
@@ -77,90 +133,129 @@ def pack_microbatches(samples: list[Sample], token_budget: int) -> list[list[Sam
     return batches
 
 
-def _collate(batch: list[Sample], pad_id: int, device) -> dict[str, torch.Tensor]:
-    width = max(len(s) for s in batch)
+def _collate(batch: list[Row], pad_id: int, device) -> dict[str, torch.Tensor]:
+    """Right-padded (B, T) tensors; position t of the (B, T - 1) ones holds the prediction of token t + 1.
+
+    ``mask`` is 1 on the sampled tokens; ``old``, ``adv``, ``ref`` are their behaviour log-probs, advantage
+    and reference log-probs; ``row_w`` the traj-mean weight of each token (w / T_d, w = 1 / decisions in
+    its trajectory, T_d = tokens of its decision) and ``seq_len`` T_d (see loss.agg_loss).
+    """
+    width = max(len(r) for r in batch)
     n = len(batch)
     ids = torch.full((n, width), pad_id, dtype=torch.long)
     attn = torch.zeros((n, width), dtype=torch.long)
-    mask = torch.zeros((n, width - 1))
-    old = torch.zeros((n, width - 1))
-    adv = torch.zeros((n, width - 1))
-    ref = torch.zeros((n, width - 1))
-    # agg_loss(traj-mean)'s row_weights: the weight of each of a row's tokens, w_i / T_i
-    row_w = torch.tensor([s.traj_weight / len(s.response_ids) for s in batch], dtype=torch.float32)
-    for i, s in enumerate(batch):
-        seq = s.prompt_ids + s.response_ids
-        ids[i, : len(seq)] = torch.tensor(seq)
-        attn[i, : len(seq)] = 1
-        lo, hi = len(s.prompt_ids) - 1, len(seq) - 1  # logits at t predict token t+1
-        mask[i, lo:hi] = 1.0
-        old[i, lo:hi] = torch.tensor(s.old_logprobs, dtype=torch.float32)
-        adv[i, lo:hi] = s.advantage
-        if s.ref_logprobs is not None:
-            ref[i, lo:hi] = torch.tensor(s.ref_logprobs, dtype=torch.float32)
-    return {k: v.to(device) for k, v in
-            dict(ids=ids, attn=attn, mask=mask, old=old, adv=adv, ref=ref, row_w=row_w).items()}
+    mask, old, adv, ref, row_w, seq_len = (torch.zeros((n, width - 1)) for _ in range(6))
+    for i, row in enumerate(batch):
+        ids[i, : len(row)] = torch.tensor(row.ids)
+        attn[i, : len(row)] = 1
+        for s in row.samples:
+            lo = len(s.prompt_ids) - 1  # logits at t predict token t+1
+            hi = lo + len(s.response_ids)
+            mask[i, lo:hi] = 1.0
+            old[i, lo:hi] = torch.tensor(s.old_logprobs, dtype=torch.float32)
+            adv[i, lo:hi] = s.advantage
+            row_w[i, lo:hi] = s.traj_weight / len(s.response_ids)
+            seq_len[i, lo:hi] = len(s.response_ids)
+            if s.ref_logprobs is not None:
+                ref[i, lo:hi] = torch.tensor(s.ref_logprobs, dtype=torch.float32)
+    return {k: v.to(device) for k, v in dict(ids=ids, attn=attn, mask=mask, old=old, adv=adv, ref=ref,
+                                             row_w=row_w, seq_len=seq_len).items()}
 
 
-def _response_logits(model, ids, attn):
-    logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1]
-    return logits, ids[:, 1:]
+_PLAIN_HEAD: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-@torch.no_grad()
-def fill_ref_logprobs(ref_model, samples: list[Sample], pad_id: int, token_budget: int) -> None:
+def _plain_head(model) -> bool:
+    """Whether the model's logits are its output embedding applied to the decoder's last hidden states
+    (Qwen2 / Llama style; not where logits are post-processed, e.g. Gemma-2's soft-capping). Checked once
+    per model on a few tokens."""
+    if model not in _PLAIN_HEAD:
+        ids = torch.arange(4, device=next(model.parameters()).device)[None] % model.config.vocab_size
+        with torch.inference_mode():
+            full = model(input_ids=ids).logits
+            head = model.get_output_embeddings()(model.get_decoder()(input_ids=ids).last_hidden_state)
+        _PLAIN_HEAD[model] = bool(torch.allclose(full.float(), head.float(), rtol=1e-4, atol=1e-4))
+    return _PLAIN_HEAD[model]
+
+
+def _trained_logits(model, b: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logits (N, V) and targets (N,) at the N trained positions of a collated batch only: the LM head is
+    applied to those positions' hidden states, never to prompt or environment positions."""
+    keep = b["mask"].bool()
+    targets = b["ids"][:, 1:][keep]
+    if _plain_head(model):
+        hidden = model.get_decoder()(input_ids=b["ids"], attention_mask=b["attn"]).last_hidden_state[:, :-1]
+        return model.get_output_embeddings()(hidden[keep]), targets
+    return model(input_ids=b["ids"], attention_mask=b["attn"]).logits[:, :-1][keep], targets
+
+
+def _spread(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Values at the trained positions (N,) back into the batch layout (B, T), zeros elsewhere."""
+    return torch.zeros(mask.shape, dtype=values.dtype, device=values.device).masked_scatter(mask.bool(), values)
+
+
+@torch.inference_mode()
+def fill_ref_logprobs(ref_model, rows: list[Row], pad_id: int, token_budget: int, pad: bool = True) -> None:
+    """Reference log-probs of every decision's sampled tokens (``pad``: see :func:`pack_microbatches`)."""
     device = next(ref_model.parameters()).device
-    for batch in pack_microbatches(samples, token_budget):
+    for batch in pack_microbatches(rows, token_budget, pad):
         b = _collate(batch, pad_id, device)
-        logits, targets = _response_logits(ref_model, b["ids"], b["attn"])
-        lp = token_logprobs(logits, targets)
-        for i, s in enumerate(batch):
-            lo = len(s.prompt_ids) - 1
-            s.ref_logprobs = lp[i, lo: lo + len(s.response_ids)].tolist()
+        logits, targets = _trained_logits(ref_model, b)
+        lp = token_logprobs(logits, targets).tolist()  # row-major: rows in order, their decisions in order
+        at = 0
+        for row in batch:
+            for s in row.samples:
+                s.ref_logprobs = lp[at: at + len(s.response_ids)]
+                at += len(s.response_ids)
 
 
-def policy_update(model, optimizer, samples: list[Sample], cfg: RunConfig, pad_id: int,
+def policy_update(model, optimizer, rows: list[Row], cfg: RunConfig, pad_id: int,
                   rng: np.random.Generator) -> dict:
-    """PPO epochs x mini-batches over ``samples``, one optimizer step per mini-batch; returns mean stats.
+    """PPO epochs x mini-batches over ``rows``, one optimizer step per mini-batch; returns mean stats.
 
     The objective is :mod:`creditflow.train.loss`'s: PPO-clip + k3 KL - entropy per token, aggregated by
     ``rl.loss_agg`` with the mini-batch's normalisers, so the micro-batch gradients add up to the
-    mini-batch gradient.
+    mini-batch gradient. Mini-batches split the rows: decisions in the ``window`` layout, whole
+    trajectories in the ``conversation`` layout; within one mini-batch the loss is the same in both.
     """
     rl = cfg.rl
     device = next(model.parameters()).device
     stats = {"loss": [], "pg_loss": [], "kl": [], "entropy": [], "clip_frac": [], "ratio": [], "grad_norm": []}
     model.train()
     for _ in range(rl.ppo_epochs):
-        order = rng.permutation(len(samples))
-        for chunk in np.array_split(order, min(rl.minibatches, len(samples))):
-            mini = [samples[i] for i in chunk]
+        order = rng.permutation(len(rows))
+        for chunk in np.array_split(order, min(rl.minibatches, len(rows))):
+            mini = [rows[i] for i in chunk]
             if not mini:
                 continue
             # agg_loss normalisers of the whole mini-batch (see loss.agg_loss)
-            n_tokens = sum(len(s.response_ids) for s in mini)
-            traj_total = sum(s.traj_weight for s in mini)
+            decisions = [s for row in mini for s in row.samples]
+            n_tokens = sum(len(s.response_ids) for s in decisions)
+            traj_total = sum(s.traj_weight for s in decisions)
             # With no KL and no entropy term, a zero-advantage sample contributes exactly zero loss and
-            # gradient (-min(r*0, clip(r)*0) = 0): skip its forward/backward. The normalisers above still
-            # count it, so the update is identical; only the logged ratio/entropy/clip stats cover fewer rows.
+            # gradient (-min(r*0, clip(r)*0) = 0): skip the forward/backward of a row whose decisions all
+            # have zero advantage. The normalisers above still count them, so the update is identical; only
+            # the logged ratio/entropy/clip stats cover fewer rows.
             if rl.kl_coef == 0 and rl.entropy_coef == 0:
-                work = [s for s in mini if s.advantage != 0.0]
+                work = [row for row in mini if any(s.advantage != 0.0 for s in row.samples)]
             else:
                 work = mini
-            n_work = max(1, sum(len(s.response_ids) for s in work))  # stats: token means over forwarded rows
+            n_work = max(1, sum(len(s.response_ids) for row in work for s in row.samples))  # stats: token means
             optimizer.zero_grad(set_to_none=True)
             acc = {k: 0.0 for k in ("loss", "pg_loss", "kl", "entropy", "clip_frac", "ratio")}
-            for micro in pack_microbatches(work, rl.token_budget):
+            for micro in pack_microbatches(work, rl.token_budget, pad=cfg.rollout.history == "window"):
                 b = _collate(micro, pad_id, device)
                 mask = b["mask"]
-                logits, targets = _response_logits(model, b["ids"], b["attn"])
-                logp = token_logprobs(logits, targets)
+                logits, targets = _trained_logits(model, b)
+                logp = _spread(token_logprobs(logits, targets), mask)
+                with torch.set_grad_enabled(rl.entropy_coef > 0):  # else entropy is only logged
+                    entropy = _spread(entropy_from_logits(logits), mask)
                 pg, pg_stats = ppo_clip_objective(logp, b["old"], b["adv"], mask, clip_low=rl.clip_eps,
                                                   clip_high=rl.clip_eps_high, n_tokens=n_work)
                 kl, kl_stats = kl_term(logp, b["ref"], mask, coef=rl.kl_coef, n_tokens=n_work)
-                ent, ent_stats = entropy_term(logits, mask, coef=rl.entropy_coef, n_tokens=n_work)
-                loss = agg_loss(pg + kl + ent, mask, rl.loss_agg, n_tokens=n_tokens, n_seqs=len(mini),
-                                row_weights=b["row_w"], total_weight=traj_total)
+                ent, ent_stats = entropy_term(entropy, mask, coef=rl.entropy_coef, n_tokens=n_work)
+                loss = agg_loss(pg + kl + ent, mask, rl.loss_agg, n_tokens=n_tokens, n_seqs=len(decisions),
+                                row_weights=b["row_w"], total_weight=traj_total, seq_lengths=b["seq_len"])
                 loss.backward()
                 for k, v in {"loss": loss.detach(), **pg_stats, **kl_stats, **ent_stats}.items():
                     acc[k] += float(v)
@@ -231,12 +326,15 @@ class RLTrainer:
         t1 = time.perf_counter()
         metrics.update(self.estimator(trajs, self.credit_knobs))
         metrics["time/credit_ms"] = (time.perf_counter() - t1) * 1000
-        samples = samples_from(trajs)
+        rows = rows_from(trajs, cfg.rollout.history)
+        samples = [s for row in rows for s in row.samples]
+        t_ref = time.perf_counter()
         if self.ref_model is not None:
-            fill_ref_logprobs(self.ref_model, samples, self.tok.pad_token_id, cfg.rl.token_budget)
+            fill_ref_logprobs(self.ref_model, rows, self.tok.pad_token_id, cfg.rl.token_budget,
+                              pad=cfg.rollout.history == "window")
         t2 = time.perf_counter()
-        if samples:
-            metrics.update(policy_update(self.model, self.optimizer, samples, cfg, self.tok.pad_token_id,
+        if rows:
+            metrics.update(policy_update(self.model, self.optimizer, rows, cfg, self.tok.pad_token_id,
                                          self.update_rng))
         advs = [s.advantage for s in samples]
         self.env_steps += sum(len(t) for t in trajs)
@@ -248,6 +346,7 @@ class RLTrainer:
             "train/adv_std": float(np.std(advs)) if advs else 0.0,
             "train/response_tokens": float(np.mean([len(s.response_ids) for s in samples])) if samples else 0.0,
             "time/rollout_s": t_roll,
+            "time/ref_s": t2 - t_ref,
             "time/update_s": time.perf_counter() - t2,
             "time/step_s": time.perf_counter() - t0,
         })

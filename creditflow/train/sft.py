@@ -1,7 +1,9 @@
 """Supervised fine-tuning on expert trajectories (pi_SFT), with TRL's SFTTrainer.
 
 Demonstrations come from the env's expert (:func:`creditflow.rollout.expert.expert_trajectories`). Each step becomes one conversational prompt/completion example: the
-prompt is exactly the chat the rollout engine shows at that step, the completion the expert response.
+prompt is exactly the chat the rollout engine shows at that step in the run's layout (``window``: one user
+message; ``conversation``: the chat so far, earlier expert responses as assistant turns), the completion
+the expert response.
 TRL's ``completion_only_loss`` puts the loss on the response tokens only.
 """
 
@@ -14,7 +16,7 @@ import trl
 
 from creditflow.config import SFTConfig
 from creditflow.errors import UserError
-from creditflow.policy.prompts import PromptBuilder
+from creditflow.policy.prompts import PromptBuilder, Turn
 from creditflow.rollout.trajectory import Trajectory
 from creditflow.train.trl_runner import run_trl
 
@@ -23,13 +25,13 @@ def demo_examples(trajectories: list[Trajectory], prompts: PromptBuilder) -> lis
     """One TRL conversational prompt/completion example per expert step."""
     examples = []
     for traj in trajectories:
-        history: list[tuple[str, str]] = []
+        turns: list[Turn] = []
         for step in traj.steps:
-            messages = prompts.messages(step.info.get("task", ""), step.observation, history,
-                                        step.info.get("admissible_actions"))
+            adm = step.info.get("admissible_actions")
+            messages = prompts.chat(step.info.get("task", ""), turns, step.observation, adm)
             examples.append({"prompt": messages,
                              "completion": [{"role": "assistant", "content": step.response}]})
-            history.append((step.observation, step.action))
+            turns.append(Turn(step.observation, adm, step.action, step.response))
     return examples
 
 

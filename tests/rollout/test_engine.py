@@ -98,3 +98,83 @@ def test_replay_mismatch_is_counted_and_skipped():
     trajs = eng.rollout([bad, good], 2)
     assert eng.stats.restore_mismatches == 2
     assert [t.task_id for t in trajs] == ["s/2", "s/2"]
+
+
+# -- the conversation layout -----------------------------------------------------------------------------
+
+import pytest  # noqa: E402
+
+from creditflow.policy.model import load_tokenizer  # noqa: E402
+from creditflow.policy.prompts import ChatTemplate, Turn, format_response  # noqa: E402
+
+
+class CanonicalBackend:
+    """Answers with ``format_response(plan[turn])`` as the tokenizer spells it, ending with eos (or, every
+    other turn, stopped at ``</action>`` without it)."""
+
+    def __init__(self, tok, plan):
+        self.tok, self.plan, self.turn = tok, plan, 0
+
+    def generate(self, prompts, params):
+        text = format_response(self.plan[min(self.turn, len(self.plan) - 1)])
+        ids = self.tok.encode(text, add_special_tokens=False) + ([self.tok.eos_token_id] if self.turn % 2 else [])
+        self.turn += 1
+        return [Generation(text, ids, [-0.1] * len(ids)) for _ in prompts]
+
+
+@pytest.fixture
+def chat(tiny_model_dir):
+    tok = load_tokenizer(tiny_model_dir)
+    return tok, ChatTemplate(tok)
+
+
+def conversation_engine(tok, chat, plan, **kw):
+    return RolloutEngine(CanonicalBackend(tok, plan), chat.encode, lambda: make("sokoban"),
+                         PromptBuilder("sokoban", template="compact", history="conversation"), SamplingParams(),
+                         chat=chat, **kw)
+
+
+def test_conversation_prompts_grow_by_the_sampled_ids(chat):
+    tok, template = chat
+    eng = conversation_engine(tok, template, ["up", "left", "up", "right"], max_steps=4)
+    traj = eng.rollout([TaskSpec("sokoban/1", 1)], 1)[0]
+    steps = traj.steps
+    assert len(steps) == 4
+    for prev, step in zip(steps, steps[1:]):
+        head = prev.prompt_ids + prev.response_ids
+        assert step.prompt_ids[: len(head)] == head  # a prefix, sampled ids verbatim
+        assert "Step" in tok.decode(step.prompt_ids[len(head):])  # then the next observation as a user turn
+    # token-level appending gives the chat template's rendering of the same conversation
+    turns = [Turn(s.observation, ["up", "down", "left", "right"], s.action, s.response) for s in steps[:3]]
+    first = steps[0]
+    messages = eng.prompts.chat(traj.end_info["task"], turns, steps[3].observation, ["up", "down", "left", "right"])
+    assert template.encode(messages) == steps[3].prompt_ids
+    assert first.prompt_ids == template.encode(messages[:1])
+
+
+def test_conversation_restarts_rebuild_the_path(chat):
+    """A branch from a mid-episode state (CRPS replay, RRO) rebuilds the conversation from the path; with
+    canonical responses it is the live conversation token for token, and prompt_at gives the same chat."""
+    tok, template = chat
+    plan = ["up", "left", "up", "right", "down"]
+    live = conversation_engine(tok, template, plan, max_steps=5).rollout([TaskSpec("sokoban/1", 1)], 1)[0]
+    for t in (1, 3):
+        eng = conversation_engine(tok, template, plan[t:], max_steps=5)
+        state = live.prefix(t)
+        env = make("sokoban")
+        env.reset(seed=1)
+        for action in state.actions:
+            env.step(action)
+        for snapshot in (None, env.snapshot()):  # by verified replay, and from the env's snapshot
+            state.snapshot = snapshot
+            (branch,) = eng.branch(state, 1, task_id="sokoban/1", max_turns=1)
+            assert branch.steps[0].prompt_ids == live.steps[t].prompt_ids
+        open_traj = conversation_engine(tok, template, plan, max_steps=5).branch(
+            live.prefix(0), 1, task_id="sokoban/1", max_turns=t)[0]
+        assert template.encode(eng.prompt_at(open_traj)) == live.steps[t].prompt_ids
+
+
+def test_conversation_layout_needs_the_chat_template():
+    with pytest.raises(ValueError, match="ChatTemplate"):
+        RolloutEngine(ScriptedBackend(lambda p: ""), encode, lambda: make("sokoban"),
+                      PromptBuilder("sokoban", history="conversation"), SamplingParams())

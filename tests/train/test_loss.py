@@ -3,8 +3,8 @@ import math
 import pytest
 import torch
 
-from creditflow.train.loss import (agg_loss, entropy_term, kl_k3, kl_term, ppo_clip_objective, ppo_clip_terms,
-                                   token_logprobs)
+from creditflow.train.loss import (agg_loss, entropy_from_logits, entropy_term, kl_k3, kl_term, ppo_clip_objective,
+                                   ppo_clip_terms, token_logprobs)
 
 
 def test_ratio_one_gives_plain_policy_gradient():
@@ -101,6 +101,26 @@ def test_agg_loss_micro_batches_add_up_to_the_mini_batch(mode):
     torch.testing.assert_close(g_parts, g_whole)
 
 
+@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-mean", "traj-mean"])
+def test_agg_loss_counts_decisions_not_rows(mode):
+    """The conversation layout puts several decisions in one row: with per-position decision lengths and
+    weights the aggregate equals that of one row per decision (the window layout)."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 4)
+    one_per_row = torch.tensor([[1, 1, 0, 0], [0, 0, 1, 0], [1, 1, 1, 0]], dtype=torch.float32)
+    w = torch.tensor([1 / 2, 1 / 2, 1.0])  # rows 0, 1: the 2 decisions of one trajectory; row 2: a trajectory
+    lengths = one_per_row.sum(1)
+    norms = dict(n_tokens=6, n_seqs=3, total_weight=2.0)
+    window = agg_loss(x, one_per_row, mode, row_weights=w / lengths, **norms)
+    # the same decisions with rows 0 and 1 merged into one conversation row: tokens at 0, 1 and 2
+    merged = torch.stack([x[0].where(one_per_row[0].bool(), x[1]), x[2]])
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 0]], dtype=torch.float32)
+    seq_len = torch.tensor([[2, 2, 1, 0], [3, 3, 3, 0]], dtype=torch.float32)
+    row_w = torch.tensor([[1 / 4, 1 / 4, 1 / 2, 0], [1 / 3, 1 / 3, 1 / 3, 0]])
+    conversation = agg_loss(merged, mask, mode, row_weights=row_w, seq_lengths=seq_len, **norms)
+    torch.testing.assert_close(conversation, window)
+
+
 def test_ppo_clip_objective_loss_and_stats():
     old = torch.log(torch.tensor([[0.5, 0.5, 0.5, 0.5, 0.5]]))
     new = torch.log(torch.tensor([[0.9, 0.9, 0.2, 0.2, 0.9]])).requires_grad_()  # ratios 1.8 1.8 0.4 0.4 (1.8)
@@ -132,8 +152,10 @@ def test_kl_term_and_entropy_term():
     assert not term0.any() and stats0["kl"].item() == 0.0
 
     logits = torch.zeros(1, 3, 4, requires_grad=True)  # uniform over 4 tokens: H = log 4
-    term, stats = entropy_term(logits, mask, coef=0.5)
+    term, stats = entropy_term(entropy_from_logits(logits), mask, coef=0.5)
     torch.testing.assert_close(term.detach(), torch.full((1, 3), -0.5 * math.log(4)))
     assert term.requires_grad and stats["entropy"].item() == pytest.approx(math.log(4))
-    term0, stats0 = entropy_term(logits, mask, coef=0.0)  # only logged
+    with torch.no_grad():
+        entropy = entropy_from_logits(logits)
+    term0, stats0 = entropy_term(entropy, mask, coef=0.0)  # only logged
     assert not term0.any() and not term0.requires_grad and stats0["entropy"].item() == pytest.approx(math.log(4))

@@ -1,14 +1,53 @@
-"""Batched generation with a transformers model: one ``generate`` call per turn, left padding.
+"""Batched generation with a transformers model: one call per turn, left padding.
 
 Behaviour log-probs are taken from the raw (untempered) logits of each sampled token, i.e.
 log pi_old(a|s) of the policy itself, which is what the PPO ratio needs.
+
+Two paths:
+
+* ``generate`` outside a prefix cache: transformers' ``generate`` on the left-padded prompts.
+* inside ``with backend.prefix_cache():`` (the conversation layout, where turn t+1's prompt extends turn
+  t's prompt and response): a sampling loop that keeps every sequence's keys/values after each call and,
+  when a later prompt extends one of those sequences, feeds only the new tokens. The cache lives until
+  the ``with`` block ends (one rollout: the weights do not change inside it).
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from dataclasses import dataclass
+
 import torch
+from transformers.cache_utils import Cache, DynamicLayer
 
 from creditflow.policy.backends.base import Generation, SamplingParams
+
+
+@dataclass
+class _Cached:
+    """The keys/values (per layer, each (heads, len(ids), head_dim)) of a sequence's tokens ``ids``."""
+
+    ids: list[int]
+    kv: list[tuple[torch.Tensor, torch.Tensor]]
+
+
+class _Preallocated(DynamicLayer):
+    """A cache layer with room for the whole call: ``update`` writes into the buffer (DynamicLayer would
+    concatenate, copying the whole cache at every generated token)."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, length: int):
+        super().__init__()
+        self.buffer_keys, self.buffer_values, self.length = keys, values, length
+        self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
+        self.keys, self.values = keys[:, :, :length], values[:, :, :length]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        end = self.length + key_states.shape[-2]
+        self.buffer_keys[:, :, self.length:end] = key_states
+        self.buffer_values[:, :, self.length:end] = value_states
+        self.length = end
+        self.keys, self.values = self.buffer_keys[:, :, :end], self.buffer_values[:, :, :end]
+        return self.keys, self.values
 
 
 class HFBackend:
@@ -16,14 +55,36 @@ class HFBackend:
         self.model = model
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
+        self._cache: dict[int, list[_Cached]] | None = None  # by length, inside prefix_cache()
 
     @property
     def device(self):
         return next(self.model.parameters()).device
 
-    @torch.no_grad()
+    @contextmanager
+    def prefix_cache(self):
+        """Within this block, generation reuses the keys/values of the sequences the previous call produced
+        (prompt + response) for the prompts that extend them."""
+        self._cache = {}
+        try:
+            yield self
+        finally:
+            self._cache = None
+
+    @torch.inference_mode()
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
         out: list[Generation] = []
+        if self._cache is not None:
+            found = [self._lookup(p) for p in prompts]
+            kept: dict[int, list[_Cached]] = {}
+            for start in range(0, len(prompts), self.max_batch_size):
+                end = start + self.max_batch_size
+                gens, cached = self._generate_cached(prompts[start:end], found[start:end], params)
+                out.extend(gens)
+                for c in cached:
+                    kept.setdefault(len(c.ids), []).append(c)
+            self._cache = kept  # the next turn extends this turn's sequences
+            return out
         for start in range(0, len(prompts), self.max_batch_size):
             out.extend(self._generate(prompts[start:start + self.max_batch_size], params))
         return out
@@ -69,11 +130,102 @@ class HFBackend:
                 if t in stop:
                     n = j + 1
                     break
-            token_ids = row[:n]
-            shown = token_ids[:-1] if token_ids and token_ids[-1] == tok.eos_token_id else token_ids
-            results.append(Generation(
-                text=tok.decode(shown, skip_special_tokens=False),
-                token_ids=token_ids,
-                logprobs=logp[i, :n].tolist(),
-            ))
+            results.append(self._generation(row[:n], logp[i, :n].tolist()))
         return results
+
+    def _generation(self, token_ids: list[int], logprobs: list[float]) -> Generation:
+        eos = self.tokenizer.eos_token_id
+        shown = token_ids[:-1] if token_ids and token_ids[-1] == eos else token_ids
+        return Generation(text=self.tokenizer.decode(shown, skip_special_tokens=False), token_ids=token_ids,
+                          logprobs=logprobs)
+
+    # -- the prefix-cached path ----------------------------------------------------------------------
+    def _lookup(self, prompt: list[int]) -> _Cached | None:
+        """The longest cached sequence that ``prompt`` strictly extends."""
+        for n in sorted(self._cache, reverse=True):
+            if n < len(prompt):
+                for c in self._cache[n]:
+                    if prompt[:n] == c.ids:
+                        return c
+        return None
+
+    def _generate_cached(self, prompts: list[list[int]], found: list[_Cached | None],
+                         params: SamplingParams) -> tuple[list[Generation], list[_Cached]]:
+        """Sample responses, feeding each prompt's uncached tail on top of its cached keys/values.
+
+        Layout of row i (left padding in both parts): ``[pad | cached c_i][pad | new m_i]``, then one column
+        per generated token; the attention mask hides the pads and position ids count real tokens only, so
+        each row computes what it would alone.
+        """
+        tok, device = self.tokenizer, self.device
+        cached = [len(c.ids) if c is not None else 0 for c in found]
+        new = [p[n:] for p, n in zip(prompts, cached)]
+        b, width_c, width_n = len(prompts), max(cached), max(len(t) for t in new)
+        ids = torch.full((b, width_n), tok.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((b, width_c + width_n), dtype=torch.long)
+        pos = torch.zeros((b, width_n), dtype=torch.long)
+        for i, (c, t) in enumerate(zip(cached, new)):
+            ids[i, width_n - len(t):] = torch.tensor(t, dtype=torch.long)
+            mask[i, width_c - c: width_c] = 1
+            mask[i, width_c + width_n - len(t):] = 1
+            pos[i, width_n - len(t):] = torch.arange(c, c + len(t))
+        # keys/values of every layer, preallocated for the cached part, the new tokens and the generated ones
+        config = self.model.config.get_text_config(decoder=True)
+        heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        dtype = next(self.model.parameters()).dtype
+        capacity = width_c + width_n + params.max_new_tokens
+        layers = []
+        for layer in range(config.num_hidden_layers):
+            keys = torch.zeros((b, heads, capacity, head_dim), dtype=dtype, device=device)
+            values = torch.zeros_like(keys)
+            for i, c in enumerate(found):
+                if c is not None:
+                    keys[i, :, width_c - cached[i]: width_c] = c.kv[layer][0]
+                    values[i, :, width_c - cached[i]: width_c] = c.kv[layer][1]
+            layers.append(_Preallocated(keys, values, width_c))
+        past = Cache(layers=layers)
+        ids, mask, pos = ids.to(device), mask.to(device), pos.to(device)
+        stop = torch.tensor([tok.eos_token_id, *params.stop_token_ids], device=device)
+        was_training = self.model.training
+        self.model.eval()
+        tokens, logps = [], []
+        done = torch.zeros(b, dtype=torch.bool, device=device)
+        length = torch.zeros(b, dtype=torch.long, device=device)  # tokens generated per row
+        for step in range(params.max_new_tokens):
+            out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=past,
+                             use_cache=True, logits_to_keep=1)
+            logits = out.logits[:, -1].float()
+            nxt = _sample(logits, params)
+            tokens.append(nxt)
+            logps.append(torch.log_softmax(logits, -1).gather(-1, nxt[:, None])[:, 0])
+            length += (~done).long()
+            done |= torch.isin(nxt, stop)
+            if bool(done.all()) or step == params.max_new_tokens - 1:
+                break
+            ids, pos = nxt[:, None], pos[:, -1:] + 1  # feed the sampled tokens (finished rows: masked)
+            mask = torch.cat([mask, (~done).long()[:, None]], dim=1)
+        if was_training:
+            self.model.train()
+        tokens_t, logps_t = torch.stack(tokens, 1).tolist(), torch.stack(logps, 1).tolist()
+        gens, keep = [], []
+        for i in range(b):
+            n = int(length[i])
+            gens.append(self._generation(tokens_t[i][:n], logps_t[i][:n]))
+            real = mask[i].nonzero()[:, 0]  # this row's tokens: cached, new, and the generated ones fed back
+            kv = [(layer.keys[i][:, real], layer.values[i][:, real]) for layer in past.layers]
+            keep.append(_Cached(prompts[i] + tokens_t[i][:n - 1], kv))
+        return gens, keep
+
+
+def _sample(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+    """One token per row: greedy at temperature 0, else from softmax(logits / T) within the top-p nucleus."""
+    if params.temperature <= 0:
+        return logits.argmax(-1)
+    scaled = logits / params.temperature
+    if params.top_p < 1.0:  # drop the tokens outside the smallest set with mass >= top_p (keep at least one)
+        sorted_logits, order = scaled.sort(-1, descending=True)
+        mass_before = sorted_logits.softmax(-1).cumsum(-1) - sorted_logits.softmax(-1)
+        sorted_logits = sorted_logits.masked_fill(mass_before >= params.top_p, float("-inf"))
+        scaled = torch.full_like(scaled, float("-inf")).scatter(-1, order, sorted_logits)
+    return torch.multinomial(scaled.softmax(-1), 1)[:, 0]
