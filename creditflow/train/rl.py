@@ -31,6 +31,7 @@ from creditflow.rollout.seeding import rng_state, set_rng_state
 from creditflow.rollout.trajectory import Trajectory
 from creditflow.train.checkpoint import save_checkpoint
 from creditflow.train.loss import agg_loss, entropy_term, kl_term, ppo_clip_objective, token_logprobs
+from creditflow.train.mismatch import check_mismatch
 
 
 @dataclass
@@ -43,6 +44,7 @@ class Sample:
     advantage: float
     ref_logprobs: list[float] | None = None
     traj_weight: float = 1.0  # 1 / (decisions in its trajectory), used by loss_agg="traj-mean"
+    is_weights: list[float] | None = None  # per-token TIS weights (rl.tis_cap), folded into the advantage
 
     def __len__(self) -> int:
         return len(self.prompt_ids) + len(self.response_ids)
@@ -95,7 +97,7 @@ def _collate(batch: list[Sample], pad_id: int, device) -> dict[str, torch.Tensor
         lo, hi = len(s.prompt_ids) - 1, len(seq) - 1  # logits at t predict token t+1
         mask[i, lo:hi] = 1.0
         old[i, lo:hi] = torch.tensor(s.old_logprobs, dtype=torch.float32)
-        adv[i, lo:hi] = s.advantage
+        adv[i, lo:hi] = s.advantage if s.is_weights is None else s.advantage * torch.tensor(s.is_weights)
         if s.ref_logprobs is not None:
             ref[i, lo:hi] = torch.tensor(s.ref_logprobs, dtype=torch.float32)
     return {k: v.to(device) for k, v in
@@ -232,12 +234,16 @@ class RLTrainer:
         metrics.update(self.estimator(trajs, self.credit_knobs))
         metrics["time/credit_ms"] = (time.perf_counter() - t1) * 1000
         samples = samples_from(trajs)
+        if samples:  # train/rollout_logprob_gap; with rl.tis_cap, TIS (train/mismatch.py)
+            metrics.update(check_mismatch(self.model, samples, self.tok.pad_token_id, cfg.rl.token_budget,
+                                          cfg.rl.tis_cap))
         if self.ref_model is not None:
             fill_ref_logprobs(self.ref_model, samples, self.tok.pad_token_id, cfg.rl.token_budget)
         t2 = time.perf_counter()
         if samples:
             metrics.update(policy_update(self.model, self.optimizer, samples, cfg, self.tok.pad_token_id,
                                          self.update_rng))
+            self.train_engine.backend.sync_weights(self.model)  # a vLLM engine gets the new weights
         advs = [s.advantage for s in samples]
         self.env_steps += sum(len(t) for t in trajs)
         metrics.update({

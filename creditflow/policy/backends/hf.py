@@ -17,6 +17,9 @@ class HFBackend:
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
 
+    def sync_weights(self, model) -> None:
+        """Nothing to push: this backend generates with the trained module itself."""
+
     @property
     def device(self):
         return next(self.model.parameters()).device
