@@ -22,7 +22,7 @@ from rich.console import Console
 
 from creditflow.config import RunConfig, dump_config
 from creditflow.errors import UserError
-from creditflow.policy.model import load_policy
+from creditflow.policy.model import load_policy, load_tokenizer
 from creditflow.process.collect import PreferenceCollector
 from creditflow.process.preferences import PreferenceWriter, read_preferences
 from creditflow.recipes import common
@@ -59,16 +59,27 @@ def sft_model_path(cfg: RunConfig, out: Path, train_factory, log: Callable[[str]
     return target
 
 
+def served_model_dir(cfg: RunConfig, out: Path) -> Path:
+    """``policy.backend=openai``: the local directory with the served model's tokenizer (``policy.model``,
+    else ``policy.model_name`` when it is a directory, as ``vllm serve DIR`` names it, else ``out/sft_model``)."""
+    for candidate in (cfg.policy.model, cfg.policy.model_name, out / "sft_model"):
+        if candidate and (Path(candidate) / "config.json").exists():
+            return Path(candidate)
+    raise UserError("policy.backend=openai: give --model DIR, a local copy of the served model (its tokenizer "
+                    "builds the token-id prompts)")
+
+
 def collection_settings(cfg: RunConfig, model_path: Path) -> dict:
     """What the collected data depends on (a restart must match it), plus resumable knobs."""
     r = cfg.rro
+    served = {"served_model": cfg.policy.model_name} if cfg.policy.backend == "openai" else {}
     return {
         "exploration": r.exploration, "candidates": r.candidates, "mc_rollouts": r.mc_rollouts,
         "seed": cfg.seed, "seed_offset": r.seed_offset, "tasks": r.tasks, "env": cfg.env.name,
         "env_kwargs": dict(cfg.env.kwargs), "model": str(model_path), "temperature": cfg.generation.temperature,
         "top_p": cfg.generation.top_p, "max_new_tokens": cfg.generation.max_new_tokens,
         "history_length": cfg.rollout.history_length, "max_steps": cfg.rollout.max_steps,
-        "executor": r.executor, "ray_address": r.ray_address, "ray_workers": r.ray_workers,
+        "executor": r.executor, "ray_address": r.ray_address, "ray_workers": r.ray_workers, **served,
     }
 
 
@@ -77,18 +88,24 @@ def run_collect(cfg: RunConfig, log: Callable[[str], None] | None = None, model_
     log = log or _console().print
     out = _prepare(cfg)
     train_factory = common.env_factory(cfg, "train")
-    model_path = model_path or sft_model_path(cfg, out, train_factory, log)
+    if model_path is None:
+        model_path = (served_model_dir(cfg, out) if cfg.policy.backend == "openai"
+                      else sft_model_path(cfg, out, train_factory, log))
     writer = PreferenceWriter(data_dir(cfg), collection_settings(cfg, model_path))
     seeds = [cfg.rro.seed_offset + i for i in range(cfg.rro.tasks)]
     if writer.resumed:
         log(f"resuming the collection in {writer.dir}: {len(writer.records)} task(s) already done")
     if all(writer.done(f"{cfg.env.name}/{s}") for s in seeds):
         return writer.write_summary()
-    model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.dtype)
+    if cfg.policy.backend == "openai":  # the server generates; only the tokenizer is needed here
+        model, tok = None, load_tokenizer(model_path)
+    else:
+        model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.dtype)
+    backend = common.make_backend(cfg, model, tok, model_path)
     executor = make_env_executor(cfg.rro.executor, train_factory, num_workers=cfg.rro.ray_workers,
                                  address=cfg.rro.ray_address)
     try:
-        engine = common.make_engine(cfg, model, tok, train_factory, env_executor=executor)
+        engine = common.make_engine(cfg, model, tok, train_factory, env_executor=executor, backend=backend)
         collector = PreferenceCollector(engine, exploration=cfg.rro.exploration,
                                         candidates=cfg.rro.candidates, mc_rollouts=cfg.rro.mc_rollouts,
                                         seed=cfg.seed, env_name=cfg.env.name)
@@ -100,6 +117,7 @@ def run_collect(cfg: RunConfig, log: Callable[[str], None] | None = None, model_
         summary = collector.collect(seeds, writer, progress)
     finally:
         executor.close()
+        common.close_backend(backend)
     log(f"collected: {summary['samples_per_step']:.2f} samples/step over {summary['steps']} steps, "
         f"{summary['pairs']} pairs, {summary['rollouts']} rollouts -> {writer.dir}")
     return summary
@@ -143,6 +161,9 @@ def evaluate_policy(cfg: RunConfig, model_path: Path, episodes: int) -> dict:
 def run_rro(cfg: RunConfig, log: Callable[[str], None] | None = None) -> dict:
     """The whole pipeline: π_SFT (given or trained) → collect → DPO → held-out eval of both."""
     log = log or _console().print
+    if cfg.policy.backend == "openai":
+        raise UserError("rro run trains and evaluates π_DPO in this process; with a server use "
+                        "`rro collect --backend openai ...`, then `rro train`")
     out = _prepare(cfg)
     t0 = time.perf_counter()
     sft_path = sft_model_path(cfg, out, common.env_factory(cfg, "train"), log)

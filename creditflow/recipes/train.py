@@ -79,6 +79,9 @@ def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[s
     console = _console()
     log = log or console.print
     credit.validate_knobs(cfg.rl.algo, cfg.rl.credit)  # validate before any work (SFT can take minutes)
+    if cfg.policy.backend == "openai":
+        raise UserError("policy.backend=openai serves fixed policies (eval, rro collect); RL training needs a "
+                        "backend that follows the weights: hf or vllm")
     train_factory = common.env_factory(cfg, "train")
     eval_factory = common.env_factory(cfg, "test")
     seed_everything(cfg.seed)
@@ -86,20 +89,25 @@ def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[s
         out = Path(cfg.out_dir)
         ckpt = latest_checkpoint(out)
         model, tok = load_policy(ckpt, cfg.policy.device, cfg.policy.dtype)
+        model_path = ckpt
         ref_path = Path(cfg.policy.model) if cfg.policy.model else out / "sft_model"
         ref_model = load_policy(ref_path, cfg.policy.device, cfg.policy.dtype)[0] if cfg.rl.kl_coef > 0 else None
     else:
         out = prepare_run_dir(cfg)
         if cfg.policy.model:
             model, tok = load_policy(cfg.policy.model, cfg.policy.device, cfg.policy.dtype)
+            model_path = Path(cfg.policy.model)
         else:
             model, tok, _ = sft_policy(cfg, out, train_factory, log)
             seed_everything(cfg.seed)
+            model_path = out / "sft_model"
         ref_model = None
     if hooks is None:  # curriculum (CRPS / ExpReplay) or diagnostics only, from cfg.curriculum
         hooks = build_hooks(cfg, train_factory, warm_start=not resume)
-    train_engine = common.make_engine(cfg, model, tok, train_factory)
-    eval_engine = common.make_engine(cfg, model, tok, eval_factory)
+    # hf: each engine generates with the trained module; vllm: one engine serves both, synced every step
+    backend = common.make_backend(cfg, model, tok, model_path) if cfg.policy.backend != "hf" else None
+    train_engine = common.make_engine(cfg, model, tok, train_factory, backend=backend)
+    eval_engine = common.make_engine(cfg, model, tok, eval_factory, backend=backend)
     logger = MetricsLogger(out, cfg.tensorboard, resume_step=None)
     trainer = RLTrainer(cfg, model, tok, train_engine, eval_engine, out, logger, hooks=hooks, ref_model=ref_model,
                         eval_sampling=common.sampling_params(cfg, tok, evaluation=True))
@@ -124,7 +132,10 @@ def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[s
                 log(f"step {step}/{cfg.rl.steps}: {info}")
 
         trainer.progress = progress
-        last = trainer.fit()
+        try:
+            last = trainer.fit()
+        finally:
+            common.close_backend(backend)
     logger.close()
     return out, trainer, last
 

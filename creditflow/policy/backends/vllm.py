@@ -34,7 +34,7 @@ class VLLMBackend:
     """
 
     def __init__(self, model_path: str, tokenizer, *, dtype: str = "auto", device: str = "auto", seed: int = 0,
-                 max_model_len: int = 2048, gpu_memory_utilization: float = 0.3,
+                 max_model_len: int | None = None, gpu_memory_utilization: float = 0.3,
                  kv_cache_gib: float | None = None, enforce_eager: bool = True):
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # engine core + worker in this process
         try:
