@@ -49,12 +49,14 @@ test: install vllm
 bench: install
 	$(PY) benchmarks/rollout_throughput.py
 
+# pip itself is not locked; torch is written without its +cpu tag (the same version, CPU or CUDA build)
+UNPIN := grep -v '^pip==' | sed 's/^torch==2.13.0+cpu$$/torch==2.13.0/'
+
 lock: install vllm
 	{ echo "# The main environment (make install), every package pinned: pip freeze of .venv (make lock)."; \
-	  $(PY) -m pip freeze --exclude-editable | sed 's/^torch==2.13.0+cpu$$/torch==2.13.0/'; } > constraints.txt
+	  $(PY) -m pip freeze --all --exclude-editable | $(UNPIN); } > constraints.txt
 	{ echo "# .venv-vllm (make vllm), every package pinned and installed with --no-deps: pip freeze (make lock)."; \
-	  $(VLLM_PY) -m pip freeze --exclude-editable | sed 's/^torch==2.13.0+cpu$$/torch==2.13.0/'; } \
-	  > requirements-vllm.lock
+	  $(VLLM_PY) -m pip freeze --all --exclude-editable | $(UNPIN); } > requirements-vllm.lock
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) runs
