@@ -50,6 +50,7 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=16)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "rollout_throughput_vllm"))
+    ap.add_argument("--note", default="", help="A line for the results (e.g. what else ran on the machine).")
     args = ap.parse_args()
     torch.manual_seed(0)
     load_before = os.getloadavg()
@@ -89,6 +90,8 @@ def main() -> None:
         "vllm_vs_hf_env_steps": results["vllm"]["env_steps_per_s"] / results["hf"]["env_steps_per_s"],
         "vllm_vs_hf_generate_tokens": results["vllm"]["generate_tokens_per_s"] / results["hf"]["generate_tokens_per_s"],
         "load_average_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
+        "torch_threads": os.environ.get("OMP_NUM_THREADS", "default"),
+        "note": args.note,
         "machine": machine_info(),
     }
     out = Path(args.out)
@@ -99,7 +102,9 @@ def main() -> None:
         "# Rollout throughput: HF generate vs colocated vLLM, same lockstep engine and tasks", "",
         f"Machine: {m['cpu']} ({m['cores']} cores), {m.get('gpu') or 'no GPU'}, torch {m.get('torch')}, {m['date']}; "
         f"device {result['settings']['device']}, {result['settings']['dtype']}; 1-min load average "
-        f"{result['load_average_before_after'][0]} before, {result['load_average_before_after'][1]} after.", "",
+        f"{result['load_average_before_after'][0]} before, {result['load_average_before_after'][1]} after; "
+        f"OMP_NUM_THREADS={result['torch_threads']}.", "",
+        *([args.note, ""] if args.note else []),
         f"{args.tasks} tasks x {args.group} rollouts, up to {args.max_new_tokens} tokens per turn, "
         f"{result['settings']['model']}.", "",
         "| backend | env steps | generated tokens | seconds | env-steps/s | tokens/s | generation tokens/s | "

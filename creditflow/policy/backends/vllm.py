@@ -37,6 +37,7 @@ class VLLMBackend:
                  max_model_len: int | None = None, gpu_memory_utilization: float = 0.3,
                  kv_cache_gib: float | None = None, enforce_eager: bool = True):
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # engine core + worker in this process
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # no per-request INFO lines in our logs
         try:
             import vllm  # optional dependency (make vllm / pip install vllm)
         except ImportError as exc:
