@@ -96,8 +96,7 @@ def train_one(out: Path, overrides: list[str], seed: int, curves: tuple[str, ...
 
 
 def _config_key(cfg) -> dict:
-    key = cfg.model_dump()
-    key.pop("out_dir", None)
+    key = cfg.model_dump(exclude={"out_dir", "resumes"})
     return json.loads(json.dumps(key))  # JSON-normal (tuples -> lists) so a stored key compares equal
 
 
@@ -136,9 +135,9 @@ def finished_run(out: Path, cfg) -> bool:
         rows = read_metrics(out / "metrics.jsonl")
     except Exception:  # missing or unreadable: not finished
         return False
-    want = cfg.model_dump()
-    saved.pop("out_dir", None)
-    want.pop("out_dir", None)
+    want = cfg.model_dump(exclude={"out_dir", "resumes"})  # where a run lives and its resume log don't matter
+    for key in ("out_dir", "resumes"):
+        saved.pop(key, None)
     return saved == want and bool(rows) and rows[-1].get("step") == cfg.rl.steps
 
 
