@@ -53,7 +53,8 @@ class PolicyConfig(_Section):
     template: Literal["paper", "compact"] = "paper"
     """Prompt template: ``paper`` (the papers' wording: role, task, step count, history, observation,
     admissible actions, a reasoning instruction; for real HF models) or ``compact`` (the same facts in a
-    few words, about half the tokens; for the tiny from-scratch policy). docs/formats.md "Prompts"."""
+    few words, 30-50% fewer tokens; for the tiny from-scratch policy). docs/formats.md "Prompts and
+    multi-turn layouts"."""
 
     @field_validator("device")
     @classmethod

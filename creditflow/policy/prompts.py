@@ -7,8 +7,9 @@ Templates (``policy.template``):
   task instruction, (ii) the step count, (iii) the last H observation / action pairs (H = 2 default), (iv)
   the current observation and (v) the admissible actions, and it asks for
   ``<think>...</think><action>...</action>``.
-* ``compact`` holds the same facts in a few words (no role-play preamble, one-line instruction): about
-  half the tokens of ``paper`` per turn, sized for the tiny from-scratch policy.
+* ``compact`` holds the same facts in a few words (no role-play preamble, one-line instruction), sized
+  for the tiny from-scratch policy: a Sokoban prompt at step 15 is 327 tokens instead of 455, a
+  conversation turn half of ``paper``'s.
 
 Layouts (``rollout.history``):
 

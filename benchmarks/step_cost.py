@@ -1,0 +1,341 @@
+"""RL step cost: one step of the demo setting (16 tasks x 4 rollouts), ``window`` + ``paper`` vs the fast layout.
+
+    python benchmarks/step_cost.py [--steps 5] [--models DIR] [--threads N] [--no-levers]
+
+Layouts: ``window`` + ``paper`` (the papers' default: a fresh prompt with the last 2 observation/action pairs
+each turn, one training row per decision) and ``conversation`` + ``compact`` (one growing chat per episode,
+generation reuses the keys/values of earlier turns, one training row per trajectory). Each gets its own
+pi_SFT, fine-tuned exactly as ``creditflow demo`` does it (384 expert demos x 2 epochs) but in its own
+layout and template; the models are cached under ``--models`` (default ``runs/step_cost_models``).
+
+Both trainers then take ``--steps`` RL steps of the demo setting (GRPO on success, traj-mean, no KL, 2
+mini-batches, 16 new tokens), interleaved step by step so that load from other jobs hits both alike, with
+the same task draws and the same torch seed per step. Each step is split into rollout (generation with
+its behaviour log-probs, and the env steps), reference log-probs (none: the demo has no KL term, and the
+behaviour log-probs come from generation, so there is no separate old-log-prob pass), credit and
+update; the medians are compared, and the cost per decision (the two pi_SFT do not take equally long
+episodes). ``--no-levers`` skips the lever measurements taken on the first step's batch: LM head at the
+trained positions only, ``inference_mode`` for reference log-probs, padding and packing, the prefix
+cache, the generation loop, threads.
+Writes ``benchmarks/results/step_cost.{json,md}`` with machine info and the machine's load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import io
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.machine import machine_info  # noqa: E402
+from creditflow.config import build_config  # noqa: E402
+from creditflow.curriculum.hooks import build_hooks  # noqa: E402
+from creditflow.policy.model import load_policy  # noqa: E402
+from creditflow.recipes import common  # noqa: E402
+from creditflow.recipes.demo import DEMO_DEFAULTS, DEMO_ENV_KWARGS  # noqa: E402
+from creditflow.recipes.train import run_sft_command  # noqa: E402
+from creditflow.train import rl  # noqa: E402
+from creditflow.train.loss import token_logprobs  # noqa: E402
+from creditflow.train.rl import RLTrainer  # noqa: E402
+
+LAYOUTS = {"window+paper": ["rollout.history=window", "policy.template=paper"],
+           "conversation+compact": ["rollout.history=conversation", "policy.template=compact"]}
+BASELINE, FAST = LAYOUTS
+ENV = [f"env.kwargs.{k}={str(v).lower()}" for k, v in DEMO_ENV_KWARGS["sokoban"].items()]
+PHASES = ("rollout_s", "ref_s", "credit_s", "update_s", "step_s")
+
+
+def demo_config(layout: str, out: Path, extra: list[str] = ()):
+    return build_config(None, [f"out_dir={out}", *ENV, *LAYOUTS[layout], "tensorboard=false", *extra],
+                        base=copy.deepcopy(DEMO_DEFAULTS), where="step_cost config")
+
+
+def sft_model(layout: str, models: Path) -> Path:
+    """The layout's pi_SFT, trained as ``creditflow demo`` trains it (cached)."""
+    out = models / layout
+    if not (out / "sft_model" / "config.json").exists():
+        with contextlib.redirect_stderr(io.StringIO()):
+            run_sft_command(demo_config(layout, out))
+    return out / "sft_model"
+
+
+class Trainer:
+    """One layout's RL trainer, its rollouts captured for the counts."""
+
+    def __init__(self, layout: str, model_dir: Path, out: Path):
+        self.layout = layout
+        self.cfg = demo_config(layout, out)
+        factory = common.env_factory(self.cfg)
+        self.model, self.tok = load_policy(model_dir, "cpu")
+        engine = common.make_engine(self.cfg, self.model, self.tok, factory)
+        self.trainer = RLTrainer(self.cfg, self.model, self.tok, engine, engine, out, logger=None,
+                                 hooks=build_hooks(self.cfg, factory))
+        self.trajs: list = []
+        rollout = engine.rollout
+
+        def captured(*args, **kwargs):
+            self.trajs = rollout(*args, **kwargs)
+            return self.trajs
+
+        engine.rollout = captured
+
+    def step(self, seed: int) -> dict:
+        torch.manual_seed(seed)
+        engine = self.trainer.train_engine
+        engine.stats.__init__()
+        m = self.trainer.train_step()
+        rows = rl.rows_from(self.trajs, self.cfg.rollout.history)
+        trained = [r for r in rows if any(s.advantage != 0 for s in r.samples)]
+        return {
+            "rollout_s": m["time/rollout_s"], "ref_s": m["time/ref_s"], "credit_s": m["time/credit_ms"] / 1000,
+            "update_s": m["time/update_s"], "step_s": m["time/step_s"],
+            "episodes": len(self.trajs), "decisions": m["train/samples"], "success": m["train/success_rate"],
+            "generate_calls": engine.stats.generate_calls, "generated_tokens": engine.stats.generated_tokens,
+            "prefill_tokens": prefill_tokens(self.trajs, self.cfg.rollout.history),
+            "train_rows": len(trained), "train_row_tokens": sum(len(r) for r in trained),
+            "trained_tokens": sum(len(s.response_ids) for r in trained for s in r.samples),
+            "trained_decisions": sum(len(r.samples) for r in trained),
+            "rollout_ms_per_decision": 1000 * m["time/rollout_s"] / max(1, m["train/samples"]),
+            "update_ms_per_trained_decision": 1000 * m["time/update_s"] / max(1, sum(len(r.samples) for r in trained)),
+        }
+
+
+def prefill_tokens(trajs, history: str) -> int:
+    """Prompt tokens generation had to encode: every prompt in ``window``; in ``conversation`` (prefix
+    cache) only what each prompt adds to the previous turn's sequence (its last sampled token + env turn)."""
+    if history == "window":
+        return sum(len(s.prompt_ids) for t in trajs for s in t.steps)
+    total = 0
+    for t in trajs:
+        prev = None
+        for s in t.steps:
+            total += len(s.prompt_ids) if prev is None else len(s.prompt_ids) - len(prev) + 1
+            prev = s.prompt_ids + s.response_ids
+    return total
+
+
+def timed(fn, repeat: int = 1) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def update_pass(model, rows, pad_id: int, budget: int, all_positions: bool = False, pad: bool = True) -> None:
+    """One forward + backward of the PPO loss's log-probs over ``rows`` (the update's compute)."""
+    for micro in rl.pack_microbatches(rows, budget, pad):
+        b = rl._collate(micro, pad_id, "cpu")
+        if all_positions:  # the LM head over every position, as before
+            logits = model(input_ids=b["ids"], attention_mask=b["attn"]).logits[:, :-1]
+            logp = token_logprobs(logits, b["ids"][:, 1:])
+        else:
+            logits, targets = rl._trained_logits(model, b)
+            logp = rl._spread(token_logprobs(logits, targets), b["mask"])
+        (logp * b["mask"] * b["adv"]).sum().backward()
+    model.zero_grad(set_to_none=True)
+
+
+def levers(base: Trainer, fast: Trainer, base_trajs, fast_trajs) -> list[dict]:
+    """Each lever measured on the first step's batch: before / after, seconds of one pass."""
+    out = []
+    pad = base.tok.pad_token_id
+    budget = base.cfg.rl.token_budget
+    rng = np.random.default_rng(0)
+    win_rows = [r for r in rl.rows_from(base_trajs, "window") if any(s.advantage for s in r.samples)]
+    win_rows = [win_rows[i] for i in sorted(rng.choice(len(win_rows), min(48, len(win_rows)), replace=False))]
+    conv_rows = [r for r in rl.rows_from(fast_trajs, "conversation") if any(s.advantage for s in r.samples)]
+
+    def lever(name, on, before, after, labels):
+        out.append({"lever": name, "on": on, "before": before, "after": after,
+                    "before_label": labels[0], "after_label": labels[1]})
+        print(out[-1], flush=True)
+
+    lever("LM head at the trained positions only (update fwd+bwd)", f"{len(win_rows)} window rows",
+          timed(lambda: update_pass(base.model, win_rows, pad, budget, all_positions=True), 2),
+          timed(lambda: update_pass(base.model, win_rows, pad, budget), 2), ("every position", "trained only"))
+
+    ref = copy.deepcopy(base.model).eval()
+    plain = rl.fill_ref_logprobs.__wrapped__
+
+    def no_grad():
+        with torch.no_grad():
+            plain(ref, win_rows, pad, budget)
+
+    lever("reference log-probs under inference_mode", f"{len(win_rows)} window rows", timed(no_grad, 2),
+          timed(lambda: rl.fill_ref_logprobs(ref, win_rows, pad, budget), 2), ("no_grad", "inference_mode"))
+
+    lever("conversation rows without padding (equal lengths only per micro-batch)",
+          f"{len(conv_rows)} conversation rows (fwd+bwd)",
+          timed(lambda: update_pass(fast.model, conv_rows, pad, budget, pad=True)),
+          timed(lambda: update_pass(fast.model, conv_rows, pad, budget, pad=False)), ("padded", "unpadded"))
+    lever("window rows without padding", f"{len(win_rows)} window rows (fwd+bwd)",
+          timed(lambda: update_pass(base.model, win_rows, pad, budget, pad=True), 2),
+          timed(lambda: update_pass(base.model, win_rows, pad, budget, pad=False), 2), ("padded", "unpadded"))
+    for tokens in (4096, 65536):
+        lever(f"micro-batch token budget {tokens} (default {budget})", f"{len(win_rows)} window rows (fwd+bwd)",
+              None, timed(lambda: update_pass(base.model, win_rows, pad, tokens), 2), ("", f"budget {tokens}"))
+
+    def rollout(trainer, backend, cached: bool):
+        engine = trainer.trainer.train_engine
+        own = engine.backend
+        engine.backend = backend
+        torch.manual_seed(0)
+        with backend.prefix_cache() if cached else contextlib.nullcontext():
+            engine.rollout(specs, trainer.cfg.rollout.group_size)
+        engine.backend = own
+
+    class FullPrompts:  # the backend without prefix_cache: transformers' generate on every full prompt
+        def __init__(self, backend):
+            self.backend = backend
+
+        def generate(self, prompts, params):
+            return self.backend.generate(prompts, params)
+
+    specs = base.trainer.fresh_specs(0)[:4]  # the same 4 tasks for both layouts
+    conv_backend = fast.trainer.train_engine.backend
+    lever("conversation generation reuses earlier turns' keys/values (prefix cache)", "conversation rollout 4 x 4",
+          timed(lambda: rollout(fast, FullPrompts(conv_backend), False)), timed(lambda: rollout(fast, conv_backend, False)),
+          ("generate, full prompts", "prefix cache"))
+    win_backend = base.trainer.train_engine.backend
+    lever("window generation through the prefix-cached loop (no reuse: preallocated cache only)",
+          "window rollout 4 x 4", timed(lambda: rollout(base, win_backend, False)),
+          timed(lambda: rollout(base, win_backend, True)), ("transformers generate", "own loop"))
+
+    threads = torch.get_num_threads()
+    for n in sorted({1, 2, os.cpu_count() or 1}):
+        torch.set_num_threads(n)
+        lever(f"torch threads = {n}", f"{len(win_rows)} window rows (fwd+bwd)", None,
+              timed(lambda: update_pass(base.model, win_rows, pad, budget), 2), ("", f"{n} thread(s)"))
+    torch.set_num_threads(threads)
+    return out
+
+
+def load_snapshot() -> dict:
+    """The machine's load and its busiest other processes (``top -bn1``)."""
+    snap = {"loadavg": [round(x, 2) for x in os.getloadavg()]}
+    try:
+        top = subprocess.run(["top", "-bn1", "-o", "%CPU"], capture_output=True, text=True, timeout=10).stdout
+        lines = top.splitlines()
+        head = next(i for i, line in enumerate(lines) if line.lstrip().startswith("PID"))
+        snap["top"] = [" ".join(line.split()[8:9] + line.split()[11:]) for line in lines[head + 1: head + 6]]
+    except (OSError, StopIteration, subprocess.SubprocessError):
+        pass
+    return snap
+
+
+def markdown(result: dict) -> str:
+    m, s = result["machine"], result["settings"]
+    med = result["median"]
+    lines = [
+        "# RL step cost: window + paper vs conversation + compact", "",
+        f"Machine: {m['cpu']} ({m['cores']} cores), torch {m['torch']}, {s['torch_threads']} torch thread(s), "
+        f"{m['date']}. Load average at start {result['load']['start']['loadavg']}, at end "
+        f"{result['load']['end']['loadavg']} ({result['load']['note']}).", "",
+        f"One RL step of the demo setting: {s['tasks']} tasks x {s['group']} rollouts of {s['env']}, GRPO on "
+        f"success, traj-mean, no KL, {s['minibatches']} mini-batches, {s['max_new_tokens']} new tokens; each "
+        f"layout from its own pi_SFT ({s['sft']}). Median over {s['steps']} steps, interleaved, same seeds.", "",
+        "| layout | rollout s | ref log-probs s | credit s | update s | **step s** |",
+        "|---|---|---|---|---|---|",
+    ]
+    for layout in LAYOUTS:
+        r = med[layout]
+        lines.append(f"| {layout} | {r['rollout_s']:.2f} | {r['ref_s']:.2f} | {r['credit_s']:.3f} | "
+                     f"{r['update_s']:.2f} | **{r['step_s']:.2f}** |")
+    lines += ["", f"Speed-up of the median step: **{result['speedup']['step_s']:.1f}x** (rollout "
+                  f"{result['speedup']['rollout_s']:.1f}x, update {result['speedup']['update_s']:.1f}x).", "",
+              "Work per step (medians):", "",
+              "| layout | episodes | decisions | success | prefill tokens | generated tokens | trained rows | "
+              "trained decisions | row tokens | rollout ms / decision | update ms / trained decision |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for layout in LAYOUTS:
+        r = med[layout]
+        lines.append(f"| {layout} | {r['episodes']:.0f} | {r['decisions']:.0f} | {r['success']:.2f} | "
+                     f"{r['prefill_tokens']:.0f} | {r['generated_tokens']:.0f} | {r['train_rows']:.0f} | "
+                     f"{r['trained_decisions']:.0f} | {r['train_row_tokens']:.0f} | "
+                     f"{r['rollout_ms_per_decision']:.1f} | {r['update_ms_per_trained_decision']:.1f} |")
+    if result.get("levers"):
+        lines += ["", "Levers, each measured on the first step's batch (seconds, one pass):", "",
+                  "| lever | on | before | after |", "|---|---|---|---|"]
+        for lv in result["levers"]:
+            before = f"{lv['before']:.2f} ({lv['before_label']})" if lv["before"] is not None else ""
+            lines.append(f"| {lv['lever']} | {lv['on']} | {before} | {lv['after']:.2f} ({lv['after_label']}) |")
+    lines += ["", result["notes"], ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--models", default="runs/step_cost_models", help="where the two pi_SFT are cached")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
+    ap.add_argument("--no-levers", action="store_true")
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "step_cost"))
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    models = Path(args.models)
+    t_start = time.perf_counter()
+    sft = {layout: sft_model(layout, models) for layout in LAYOUTS}
+    trainers = {layout: Trainer(layout, sft[layout], models / layout / "rl") for layout in LAYOUTS}
+    load_start = load_snapshot()
+    steps: dict[str, list[dict]] = {layout: [] for layout in LAYOUTS}
+    first: dict[str, list] = {}
+    for k in range(args.steps):
+        for layout, trainer in trainers.items():
+            steps[layout].append(trainer.step(seed=1000 + k))
+            print(layout, {key: round(v, 3) for key, v in steps[layout][-1].items()}, flush=True)
+            first.setdefault(layout, trainer.trajs)
+    lever_rows = [] if args.no_levers else levers(trainers[BASELINE], trainers[FAST], first[BASELINE], first[FAST])
+    load_end = load_snapshot()
+    median = {layout: {key: statistics.median(r[key] for r in rows) for key in rows[0]}
+              for layout, rows in steps.items()}
+    busy = max(load_start["loadavg"][0], load_end["loadavg"][0]) > 1.5 * (torch.get_num_threads() or 1)
+    cfg = trainers[BASELINE].cfg
+    result = {
+        "benchmark": "step_cost",
+        "settings": {"tasks": cfg.rollout.tasks_per_step, "group": cfg.rollout.group_size,
+                     "env": "sokoban 6x6, 1 box, describe_positions, max 15 steps",
+                     "minibatches": cfg.rl.minibatches, "max_new_tokens": cfg.generation.max_new_tokens,
+                     "steps": args.steps, "torch_threads": torch.get_num_threads(),
+                     "sft": f"{cfg.sft.demos} expert demos x {cfg.sft.epochs:g} epochs, as creditflow demo",
+                     "layouts": LAYOUTS},
+        "steps": steps,
+        "median": median,
+        "speedup": {key: median[BASELINE][key] / max(median[FAST][key], 1e-9)
+                    for key in ("rollout_s", "update_s", "step_s")},
+        "levers": lever_rows,
+        "load": {"start": load_start, "end": load_end,
+                 "note": "other jobs were running on the cores" if busy else "no other heavy jobs"},
+        "benchmark_minutes": round((time.perf_counter() - t_start) / 60, 1),
+        "machine": machine_info(),
+        "notes": ("Reference log-probs are 0 s in both layouts because the demo has no KL term; the lever table "
+                  "times the pass a KL run adds. Old (behaviour) log-probs come with generation in both "
+                  "layouts: no step runs a separate forward for them. Layouts differ in what the docs say they "
+                  "change (docs/formats.md, 'Multi-turn layouts'): the prompt text, the context the policy "
+                  "conditions on (the whole episode instead of the last 2 pairs), and mini-batches that split "
+                  "trajectories instead of decisions; on one batch the loss is the same "
+                  "(tests/train/test_rl.py)."),
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(result, indent=2))
+    out.with_suffix(".md").write_text(markdown(result))
+    print(markdown(result))
+
+
+if __name__ == "__main__":
+    main()
