@@ -208,7 +208,7 @@ def credit_command(
     # unknown estimator, bad knob or unusable --out => one line before reading anything
     values = credit.validate_knobs(estimator, parse_key_values(knobs or []), strings=True)
     _check_input(input_path)
-    _check_output(output_path)
+    _check_output_file(output_path, "--out")
     lines = read_jsonl_lines(input_path)
     if not lines:
         raise UserError(f"--in {str(input_path)!r}: no trajectories")
@@ -232,7 +232,7 @@ def graph_command(
     if output_path.suffix.lower() not in FORMATS:
         raise GraphError(f"unsupported output {output_path.name!r}: use one of {', '.join(FORMATS)}")
     _check_input(input_path)
-    _check_output(output_path)
+    _check_output_file(output_path, "--out")
     graph = group_graph(read_jsonl(input_path), group, values)
     _write(output_path, lambda: write_graph(graph, output_path))
     typer.echo(f"group {graph.group_id}: {len(graph.labels)} nodes, {len(graph.edges)} edges -> {output_path}",
@@ -245,19 +245,6 @@ def _check_input(path: Path) -> None:
         raise UserError(f"--in {str(path)!r}: is a directory, not a JSONL file")
     if not path.exists():
         raise UserError(f"--in {str(path)!r}: no such file")
-
-
-def _check_output(path: Path) -> None:
-    """``--out`` can be written: not a directory, and its nearest existing folder is a writable folder."""
-    if path.is_dir():
-        raise UserError(f"--out {str(path)!r}: is a directory; give a file path")
-    folder = path.absolute().parent
-    while not folder.exists():
-        folder = folder.parent
-    if not folder.is_dir():
-        raise UserError(f"--out {str(path)!r}: {str(folder)!r} is not a directory")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise UserError(f"--out {str(path)!r}: cannot write in {str(folder)!r} (permission denied)")
 
 
 def _write(path: Path, write):
