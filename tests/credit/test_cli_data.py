@@ -143,7 +143,7 @@ def test_unusable_output_is_one_line(command, tmp_path, capsys):
     code, err = run([command, *extra, "--in", str(src), "--out", str(folder)], capsys)
     one_line_error(code, err, "--out", "is a directory")
     code, err = run([command, *extra, "--in", str(src), "--out", str(src / "x.png")], capsys)
-    one_line_error(code, err, "--out", "is not a directory")
+    one_line_error(code, err, "--out", "not a directory")
 
 
 def test_summary_prints_counts_as_integers(tmp_path, capsys):
