@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 from creditflow.credit import compute, score, score_arrays, score_lines, validate_knobs  # noqa: E402
 from creditflow.credit.rewardflow import build_flow  # noqa: E402
 from creditflow.envs.sokoban import ACTION_NAMES, SokobanEnv  # noqa: E402
-from creditflow.jsonl import JsonLine, decode_with_closes  # noqa: E402
+from creditflow.jsonl import json_line  # noqa: E402
 from creditflow.rollout.trajectory import Step, Trajectory  # noqa: E402
 
 ESTIMATORS = ("grpo", "rloo", "gigpo", "rewardflow")
@@ -186,12 +186,12 @@ def path_runners(trajs: list[Trajectory], out_dir: Path) -> dict:
                    step_index=[i for _, i, _ in rows], state_keys=[s.state for _, _, s in rows],
                    rewards=[s.reward for _, _, s in rows], success=[t.success for t, _, _ in rows],
                    valid=[s.valid for _, _, s in rows])
-    texts = [json.dumps(d, ensure_ascii=False) for d in dicts]
+    raws = [(json.dumps(d, ensure_ascii=False) + "\n").encode("utf-8") for d in dicts]
     knobs = validate_knobs("rewardflow", {})
     out = out_dir / "scored.jsonl"
 
-    def read():  # what the command reads (not timed): each line's value, text and step positions
-        return [JsonLine(f"in.jsonl:{k + 1}", *_value_text_closes(text)) for k, text in enumerate(texts)]
+    def read():  # what the command reads (not timed): each line's value, bytes and step positions
+        return [json_line(raw, "steps", f"in.jsonl:{k + 1}", ValueError) for k, raw in enumerate(raws)]
 
     return {
         "score(dicts)": (lambda: dicts, lambda d: score(d, estimator="rewardflow")),
@@ -199,11 +199,6 @@ def path_runners(trajs: list[Trajectory], out_dir: Path) -> dict:
         "score_arrays": (lambda: columns, lambda c: score_arrays("rewardflow", **c)),
         "credit command": (read, lambda lines: score_lines(lines, "rewardflow", knobs, out)),
     }
-
-
-def _value_text_closes(text: str) -> tuple:
-    value, closes = decode_with_closes(text, "steps")
-    return value, text, closes
 
 
 def timed_path(prepare, run, repeats: int) -> tuple[list[float], list[float]]:
