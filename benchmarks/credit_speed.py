@@ -6,7 +6,8 @@ Two tables. *Estimators*: ``creditflow.credit.compute`` (in place on Trajectory 
 path) for each estimator. *Public paths* (RewardFlow, as a new user calls it, measured in the same run as
 the reference): ``score`` on JSONL-schema dicts, ``score`` on Trajectory objects, ``score_arrays`` on
 one-row-per-step columns, and ``creditflow credit`` minus reading its input: from the parsed lines to the
-scored file written (``score_lines``, what the command runs after reading).
+scored file written (``score_lines``, what the command runs after reading), to a new ``--out`` file (over
+an existing one, ext4 adds a forced write-back of the new data at the rename, which is I/O wait).
 
 Batch: 16 tasks x 8 rollouts x at most 25 steps of text Sokoban (7x7, one box, optimal plan >= 8
 moves), about 2900 transitions (solved episodes stop early), played by a noisy scripted policy
@@ -190,7 +191,8 @@ def path_runners(trajs: list[Trajectory], out_dir: Path) -> dict:
     knobs = validate_knobs("rewardflow", {})
     out = out_dir / "scored.jsonl"
 
-    def read():  # what the command reads (not timed): each line's value, bytes and step positions
+    def read():  # not timed: what the command reads (each line's value, bytes, step positions); --out is new
+        out.unlink(missing_ok=True)
         return [json_line(raw, "steps", f"in.jsonl:{k + 1}", ValueError) for k, raw in enumerate(raws)]
 
     return {
@@ -320,7 +322,8 @@ def write(result: dict, out_dir: Path, note: str = "") -> None:
         "",
         "`score(dicts)`: `credit.score` on JSONL-schema dicts; `score(trajectories)`: on Trajectory objects",
         "(returns copies); `score_arrays`: one row per step; `credit command`: `creditflow credit` after",
-        "reading its input (`score_lines`: score the parsed lines, write the scored JSONL atomically).",
+        "reading its input (`score_lines`: score the parsed lines, write the scored JSONL atomically to a",
+        "new file; replacing an existing one adds ext4's forced write-back at the rename, I/O wait).",
         "",
         "| batch | transitions | reference | " + " | ".join(PATHS) + " | ms per 1k transitions |",
         "|---|---:|---:|" + "---:|" * len(PATHS) + "---|",

@@ -346,10 +346,10 @@ def _inserts(names: list[str], values: Mapping[str, np.ndarray]) -> list[bytes]:
         bits, inverse = np.unique(values[name].view(np.int64), return_inverse=True)
         texts.append(repr(bits.view(np.float64).tolist())[1:-1].split(", "))
         codes = codes * bits.size + inverse.reshape(-1)
-    rows, first, inverse = np.unique(codes, return_index=True, return_inverse=True)  # distinct rows of values
+    rows, inverse = np.unique(codes, return_inverse=True)  # distinct rows of values
     template = "".join(f', "{name}": {{}}' for name in names)
-    per_column = [[column[i] for i in _digits(rows, [len(t) for t in texts], k)] for k, column in enumerate(texts)]
-    formatted = [text.encode("utf-8") for text in map(template.format, *per_column)]
+    per_column = [map(column.__getitem__, _digits(rows, [len(t) for t in texts], k)) for k, column in enumerate(texts)]
+    formatted = list(map(str.encode, map(template.format, *per_column)))
     return list(map(formatted.__getitem__, inverse.reshape(-1).tolist()))
 
 
