@@ -32,6 +32,7 @@ import json
 import os
 import platform
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -292,6 +293,7 @@ def run(factors, repeats, ref_full_max: int, ref_sweeps: int, path_max: int) -> 
         rows.append(row)
         print(json.dumps(row), flush=True)
         del trajs, flow, groups, values
+    shutil.rmtree(scratch, ignore_errors=True)
     machine = machine_info()
     machine["load_avg_at_start"], machine["load_avg_at_end"] = load_at_start, os.getloadavg()
     return {"machine": machine, "batch": "16 tasks x 8 rollouts x <=25 steps (text Sokoban 7x7, 1 box, scripted noisy policy)",
