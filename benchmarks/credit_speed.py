@@ -6,7 +6,8 @@ Two tables. *Estimators*: ``creditflow.credit.compute`` (in place on Trajectory 
 path) for each estimator. *Public paths* (RewardFlow, as a new user calls it, measured in the same run as
 the reference): ``score`` on JSONL-schema dicts, ``score`` on Trajectory objects, ``score_arrays`` on
 one-row-per-step columns, and ``creditflow credit`` minus reading its input: from the parsed lines to the
-scored file written (``score_lines``, what the command runs after reading).
+scored file written (``score_lines``, what the command runs after reading), to a new ``--out`` file (over
+an existing one, ext4 adds a forced write-back of the new data at the rename, which is I/O wait).
 
 Batch: 16 tasks x 8 rollouts x at most 25 steps of text Sokoban (7x7, one box, optimal plan >= 8
 moves), about 2900 transitions (solved episodes stop early), played by a noisy scripted policy
@@ -31,6 +32,7 @@ import json
 import os
 import platform
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -45,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 from creditflow.credit import compute, score, score_arrays, score_lines, validate_knobs  # noqa: E402
 from creditflow.credit.rewardflow import build_flow  # noqa: E402
 from creditflow.envs.sokoban import ACTION_NAMES, SokobanEnv  # noqa: E402
-from creditflow.jsonl import JsonLine, decode_with_closes  # noqa: E402
+from creditflow.jsonl import json_line  # noqa: E402
 from creditflow.rollout.trajectory import Step, Trajectory  # noqa: E402
 
 ESTIMATORS = ("grpo", "rloo", "gigpo", "rewardflow")
@@ -186,12 +188,13 @@ def path_runners(trajs: list[Trajectory], out_dir: Path) -> dict:
                    step_index=[i for _, i, _ in rows], state_keys=[s.state for _, _, s in rows],
                    rewards=[s.reward for _, _, s in rows], success=[t.success for t, _, _ in rows],
                    valid=[s.valid for _, _, s in rows])
-    texts = [json.dumps(d, ensure_ascii=False) for d in dicts]
+    raws = [(json.dumps(d, ensure_ascii=False) + "\n").encode("utf-8") for d in dicts]
     knobs = validate_knobs("rewardflow", {})
     out = out_dir / "scored.jsonl"
 
-    def read():  # what the command reads (not timed): each line's value, text and step positions
-        return [JsonLine(f"in.jsonl:{k + 1}", *_value_text_closes(text)) for k, text in enumerate(texts)]
+    def read():  # not timed: what the command reads (each line's value, bytes, step positions); --out is new
+        out.unlink(missing_ok=True)
+        return [json_line(raw, "steps", f"in.jsonl:{k + 1}", ValueError) for k, raw in enumerate(raws)]
 
     return {
         "score(dicts)": (lambda: dicts, lambda d: score(d, estimator="rewardflow")),
@@ -199,11 +202,6 @@ def path_runners(trajs: list[Trajectory], out_dir: Path) -> dict:
         "score_arrays": (lambda: columns, lambda c: score_arrays("rewardflow", **c)),
         "credit command": (read, lambda lines: score_lines(lines, "rewardflow", knobs, out)),
     }
-
-
-def _value_text_closes(text: str) -> tuple:
-    value, closes = decode_with_closes(text, "steps")
-    return value, text, closes
 
 
 def timed_path(prepare, run, repeats: int) -> tuple[list[float], list[float]]:
@@ -295,6 +293,7 @@ def run(factors, repeats, ref_full_max: int, ref_sweeps: int, path_max: int) -> 
         rows.append(row)
         print(json.dumps(row), flush=True)
         del trajs, flow, groups, values
+    shutil.rmtree(scratch, ignore_errors=True)
     machine = machine_info()
     machine["load_avg_at_start"], machine["load_avg_at_end"] = load_at_start, os.getloadavg()
     return {"machine": machine, "batch": "16 tasks x 8 rollouts x <=25 steps (text Sokoban 7x7, 1 box, scripted noisy policy)",
@@ -325,7 +324,8 @@ def write(result: dict, out_dir: Path, note: str = "") -> None:
         "",
         "`score(dicts)`: `credit.score` on JSONL-schema dicts; `score(trajectories)`: on Trajectory objects",
         "(returns copies); `score_arrays`: one row per step; `credit command`: `creditflow credit` after",
-        "reading its input (`score_lines`: score the parsed lines, write the scored JSONL atomically).",
+        "reading its input (`score_lines`: score the parsed lines, write the scored JSONL atomically to a",
+        "new file; replacing an existing one adds ext4's forced write-back at the rename, I/O wait).",
         "",
         "| batch | transitions | reference | " + " | ".join(PATHS) + " | ms per 1k transitions |",
         "|---|---:|---:|" + "---:|" * len(PATHS) + "---|",

@@ -3,15 +3,16 @@
 Every problem is one ``error`` naming the file, and the line where there is one: a missing file, a
 directory, an unreadable file, a line that is not UTF-8 (a binary or Latin-1 file), invalid JSON.
 
-:func:`iter_json_texts` also keeps each line's text and, for one array key of the top-level object (a
-trajectory's ``"steps"``), where each object element closes, so a writer can add fields to those objects
-and leave every other byte of the line as it was (``creditflow credit``).
+:func:`iter_json_texts` also keeps each line's bytes and, for one array key of the top-level object (a
+trajectory's ``"steps"``), the byte where each object element closes, so a writer can add fields to those
+objects and leave every other byte of the line as it was (``creditflow credit``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Iterator
@@ -20,17 +21,19 @@ _DECODER = json.JSONDecoder()
 _SCAN = _DECODER.scan_once  # json's C scanner: (value, end) of the JSON value at an index
 _SCANSTRING = json.decoder.scanstring
 _WS = json.decoder.WHITESPACE.match
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+_BOM = b"\xef\xbb\xbf"
 
 
 @dataclass
 class JsonLine:
-    """One JSONL line: its ``file:line``, value, text (without the newline) and, where the value is an object
-    whose ``array_key`` holds a list, the index in ``text`` of the closing brace of each object element
-    (-1 for an element that is no object; ``None`` when there is no such list)."""
+    """One JSONL line: its ``file:line``, value, bytes (without the newline or a byte-order mark) and, where
+    the value is an object whose ``array_key`` holds a list, the index in ``raw`` of the closing brace of
+    each object element (-1 for an element that is no object; ``None`` when there is no such list)."""
 
     where: str
     value: Any
-    text: str
+    raw: bytes
     closes: list[int] | None
 
 
@@ -47,21 +50,50 @@ def iter_json_lines(path: str | os.PathLike, error: type[Exception],
 def iter_json_texts(path: str | os.PathLike, error: type[Exception], array_key: str,
                     prefix: str = "") -> Iterator[JsonLine]:
     """Like :func:`iter_json_lines`, yielding :class:`JsonLine` records (see the module docstring)."""
-    for where, text in _texts(Path(path), error, prefix):
-        try:
-            value, closes = decode_with_closes(text, array_key)
-        except json.JSONDecodeError as exc:
-            raise error(f"{prefix}{where}: invalid JSON ({exc.msg}, column {exc.colno})") from None
-        yield JsonLine(where, value, text, closes)
+    for _, where, raw in _raw_lines(Path(path), error, prefix):
+        yield json_line(raw, array_key, where, error, prefix)
+
+
+def json_line(raw: bytes, array_key: str, where: str, error: type[Exception], prefix: str = "") -> JsonLine:
+    """One :class:`JsonLine` from a line's bytes (newline and a byte-order mark are dropped)."""
+    raw = raw.rstrip(b"\r\n").removeprefix(_BOM)
+    text = _utf8(raw, False, f"{prefix}{where}", error)
+    try:
+        value, closes = decode_with_closes(text, array_key)
+    except json.JSONDecodeError as exc:
+        raise error(f"{prefix}{where}: invalid JSON ({exc.msg}, column {exc.colno})") from None
+    return JsonLine(where, value, raw, None if closes is None else byte_offsets(text, raw, closes))
+
+
+def byte_offsets(text: str, raw: bytes, indices: list[int]) -> list[int]:
+    """Indices into ``text`` as offsets into its UTF-8 bytes ``raw`` (each non-ASCII character before an
+    index adds its extra bytes)."""
+    if len(raw) == len(text):
+        return indices
+    shift, positions, extra = 0, [], []
+    for match in _NON_ASCII.finditer(text):
+        shift += len(match.group().encode("utf-8")) - 1
+        positions.append(match.start())
+        extra.append(shift)
+    out = []
+    k = 0
+    for i in indices:
+        while k < len(positions) and positions[k] < i:
+            k += 1
+        out.append(i + (extra[k - 1] if k else 0) if i >= 0 else i)
+    return out
+
+
+def _raw_lines(path: Path, error: type[Exception], prefix: str) -> Iterator[tuple[int, str, bytes]]:
+    with _open_binary(path, error, prefix) as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if raw.strip():
+                yield lineno, f"{path}:{lineno}", raw
 
 
 def _texts(path: Path, error: type[Exception], prefix: str) -> Iterator[tuple[str, str]]:
-    with _open_binary(path, error, prefix) as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            if not raw.strip():
-                continue
-            where = f"{path}:{lineno}"
-            yield where, _utf8(raw, lineno == 1, f"{prefix}{where}", error).rstrip("\r\n")
+    for lineno, where, raw in _raw_lines(path, error, prefix):
+        yield where, _utf8(raw, lineno == 1, f"{prefix}{where}", error).rstrip("\r\n")
 
 
 def decode_with_closes(text: str, array_key: str) -> tuple[Any, list[int] | None]:

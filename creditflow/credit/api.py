@@ -99,7 +99,8 @@ def score_records(records: Sequence[dict], estimator: str, knobs: Knobs,
     return credit, batch
 
 
-def score_lines(lines: Sequence[JsonLine], estimator: str, knobs: Knobs, out: str | os.PathLike) -> tuple[Credit, StepBatch]:
+def score_lines(lines: Sequence[JsonLine], estimator: str, knobs: Knobs,
+                out: str | os.PathLike) -> tuple[Credit, StepBatch]:
     """``creditflow credit`` after reading: score the lines of :func:`read_jsonl_lines` and write them to
     ``out`` with the credit fields added to every step and every other byte as read."""
     batch = batch_from_dicts([line.value for line in lines], [line.where for line in lines])

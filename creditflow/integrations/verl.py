@@ -108,7 +108,8 @@ def layout_columns(non_tensor_batch: Mapping[str, np.ndarray], estimator: str = 
                               dtype=np.float64),
         "success": np.asarray(non_tensor_batch[success_key]).astype(bool),
         "valid": None if get("is_action_valid") is None else np.asarray(get("is_action_valid")).astype(bool),
-        "active": np.ones(n, dtype=bool) if get("active_masks") is None else np.asarray(get("active_masks")).astype(bool),
+        "active": (np.ones(n, dtype=bool) if get("active_masks") is None
+                   else np.asarray(get("active_masks")).astype(bool)),
         "scores": None if get("score") is None else np.asarray(get("score"), dtype=np.float64),
     }
 
@@ -191,17 +192,27 @@ def row_advantages(estimator: str, cols: dict, config: Any = None) -> tuple[np.n
     keep = np.flatnonzero(active)
     # rows repeated to pad the batch (same trajectory and step): compute once, copy
     first_of, inverse = _first_occurrence(traj[keep], steps[keep])
-    rows = keep[first_of]
-    pick = (lambda col: None if col is None else [col[i] for i in rows.tolist()])
-    result = credit_arrays(
-        ESTIMATORS[estimator], group_ids=pick(cols["group_ids"]), traj_ids=pick(cols["traj_ids"]),
-        step_index=steps[rows], state_keys=pick(cols["state_keys"]), rewards=np.asarray(cols["rewards"])[rows],
-        success=np.asarray(cols["success"])[rows], valid=None if cols.get("valid") is None else np.asarray(cols["valid"])[rows],
-        observations=pick(cols.get("observations")), scores=None if cols.get("scores") is None else np.asarray(cols["scores"])[rows],
-        next_state_keys=pick(cols.get("next_state_keys")), check_outcome=False, **estimator_knobs(estimator, config))
+    rows = keep[first_of].tolist()
+    picked = {name: _pick(cols.get(name), rows) for name in _ARRAY_COLUMNS}
+    picked["step_index"] = steps[rows]
+    result = credit_arrays(ESTIMATORS[estimator], check_outcome=False, **picked, **estimator_knobs(estimator, config))
     advantage = np.zeros(n, dtype=np.float64)
     advantage[keep] = result.advantage[inverse]
     return advantage, result.metrics
+
+
+# the columns credit_arrays takes, by their names there
+_ARRAY_COLUMNS = ("group_ids", "traj_ids", "state_keys", "rewards", "success", "valid", "observations", "scores",
+                  "next_state_keys")
+
+
+def _pick(column, rows: list[int]):
+    """``column`` at ``rows`` (an array stays an array; None stays None)."""
+    if column is None:
+        return None
+    if isinstance(column, np.ndarray):
+        return column[rows]
+    return [column[i] for i in rows]
 
 
 def _first_occurrence(traj: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -312,9 +312,8 @@ def write_scored_jsonl(path: str | os.PathLike, lines: Sequence[JsonLine], colum
     step dicts and is written as ``json.dumps`` of its value."""
     names = list(columns)
     values = {name: np.asarray(columns[name], dtype=np.float64) for name in names}
-    template = "".join(f', "{name}": {{}}' for name in names)
-    inserts = list(map(template.format, *(_reprs(values[name]) for name in names)))
-    out = []
+    inserts = _inserts(names, values)
+    pieces: list[bytes] = []
     start = 0
     for line in lines:
         steps = line.value["steps"]
@@ -322,31 +321,41 @@ def write_scored_jsonl(path: str | os.PathLike, lines: Sequence[JsonLine], colum
             for name in names:
                 for step, value in zip(steps, values[name][start:start + len(steps)].tolist()):
                     step[name] = value
-            out.append(json.dumps(line.value, ensure_ascii=False))
+            pieces.append(json.dumps(line.value, ensure_ascii=False).encode("utf-8"))
         else:
-            out.append(_spliced(line.text, line.closes, inserts[start:start + len(steps)]))
+            bounds = [0, *line.closes, len(line.raw)]
+            segments = list(map(line.raw.__getitem__, map(slice, bounds, bounds[1:])))
+            pieces.extend(itertools.chain.from_iterable(zip(segments, inserts[start:start + len(steps)])))
+            pieces.append(segments[-1])
+        pieces.append(b"\n")
         start += len(steps)
-    out.append("")
     path = Path(path)
     with atomic_open(path, "wb") as fh:
-        fh.write("\n".join(out).encode("utf-8"))
+        fh.write(b"".join(pieces))
     return path
 
 
-def _reprs(values: np.ndarray) -> list[str]:
-    """``repr`` of each float, as JSON writes it. Formatting a float is the slow part of writing, and values
-    repeat (R(s) = gamma ** d, a trajectory's shared term): each distinct bit pattern is formatted once,
-    all of them in one C call (the list's own repr)."""
-    bits, inverse = np.unique(values.view(np.int64), return_inverse=True)
-    texts = repr(bits.view(np.float64).tolist())[1:-1].split(", ") if bits.size else []
-    return list(map(texts.__getitem__, inverse.reshape(-1).tolist()))
+def _inserts(names: list[str], values: Mapping[str, np.ndarray]) -> list[bytes]:
+    """``b', "name": value'`` for every step, as JSON writes the floats. Formatting is the slow part of
+    writing and steps repeat their values (R(s) = gamma ** d, a trajectory's shared term): each distinct
+    row of values is formatted once, all floats of a column in one C call (the list's own repr)."""
+    if not names or not len(values[names[0]]):
+        return []
+    texts, codes = [], np.zeros(len(values[names[0]]), dtype=np.int64)
+    for name in names:  # per column: the distinct bit patterns (-0.0 stays itself), formatted once
+        bits, inverse = np.unique(values[name].view(np.int64), return_inverse=True)
+        texts.append(repr(bits.view(np.float64).tolist())[1:-1].split(", "))
+        codes = codes * bits.size + inverse.reshape(-1)
+    rows, inverse = np.unique(codes, return_inverse=True)  # distinct rows of values
+    template = "".join(f', "{name}": {{}}' for name in names)
+    per_column = [map(column.__getitem__, _digits(rows, [len(t) for t in texts], k)) for k, column in enumerate(texts)]
+    formatted = list(map(str.encode, map(template.format, *per_column)))
+    return list(map(formatted.__getitem__, inverse.reshape(-1).tolist()))
 
 
-def _spliced(text: str, closes: Sequence[int], inserts: Sequence[str]) -> str:
-    """``text`` with ``inserts[i]`` put before the closing brace at ``closes[i]``."""
-    bounds = [0, *closes, len(text)]
-    pieces = [text[a:b] for a, b in zip(bounds, bounds[1:])]
-    return "".join(itertools.chain.from_iterable(zip(pieces, [*inserts, ""])))
+def _digits(codes: np.ndarray, radices: list[int], k: int) -> list[int]:
+    """Digit ``k`` of mixed-radix ``codes`` (most significant first)."""
+    return ((codes // int(np.prod(radices[k + 1:], dtype=np.int64))) % radices[k]).tolist()
 
 
 def write_jsonl(path: str | os.PathLike, trajectories: Iterable[Trajectory | dict],

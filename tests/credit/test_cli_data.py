@@ -13,7 +13,7 @@ import pytest
 from tests.credit.credit_testlib import traj
 
 from creditflow.cli import _number, main
-from creditflow.jsonl import decode_with_closes, iter_json_lines
+from creditflow.jsonl import byte_offsets, decode_with_closes, iter_json_lines
 from creditflow.rollout.trajectory import TrajectoryFormatError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -207,6 +207,7 @@ def test_sigterm_during_the_credit_command(tmp_path):
 def test_credit_changes_no_byte_but_the_added_fields(tmp_path, capsys):
     rows = [traj(["A", "B", "S"], success=True, traj_id="w").to_dict(), traj(["A", "C"], traj_id="l").to_dict()]
     rows[0]["note"] = "écrit à la main"
+    rows[0]["steps"][0]["observation"] = "box on target: √, 😀 ok"  # 3- and 4-byte characters before a splice
     text = json.dumps(rows[0], ensure_ascii=False, indent=None, separators=(",", ":")) + "\r\n"  # compact, CRLF
     text += '  { "task_id" : "g", "traj_id": "l", "steps" : [ {"state": "A", "action": "a0", "reward": 1e0} ,\t' \
             '{"state":"C","action":"a1"} ] , "x": [ ] }\n'
@@ -248,6 +249,14 @@ def test_decode_with_closes_agrees_with_json_loads(text):
         assert all(text[c] == "}" for c, s in zip(closes, steps) if isinstance(s, dict))
     else:
         assert closes is None
+
+
+def test_byte_offsets_count_multibyte_characters():
+    text = '{"steps": [{"o": "é√😀"}, {"o": "x"}]}'
+    _, closes = decode_with_closes(text, "steps")
+    raw = text.encode("utf-8")
+    assert [raw[i:i + 1] for i in byte_offsets(text, raw, closes)] == [b"}", b"}"]
+    assert byte_offsets("abc", b"abc", [1, -1]) == [1, -1]
 
 
 @pytest.mark.parametrize("text", ['{"a": 1,}', '{"steps": [1,]}', '{"a" 1}', '{"a": 1} x', '{"steps": [{"a": }]}'])
