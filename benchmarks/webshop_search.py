@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -93,6 +94,7 @@ def main() -> None:
         "expert": [expert_scores(n, split, args.expert_goals)
                    for n in (1000, args.products) for split in ("train", "test")],
         "machine": machine_info(),
+        "load_average_at_end": list(os.getloadavg()),  # whether other jobs shared the cores
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -100,7 +102,8 @@ def main() -> None:
     m = result["machine"]
     md = [
         "# WebShop env: search latency and expert score", "",
-        f"Machine: {m['cpu']} ({m['cores']} cores), Python {m['python']}, {m['date']}. "
+        f"Machine: {m['cpu']} ({m['cores']} cores), Python {m['python']}, {m['date']}; load average at the end "
+        f"{', '.join(f'{x:.2f}' for x in result['load_average_at_end'])} (above ~1: other jobs shared the cores). "
         f"Engine: {result['settings']['engine']}, {result['settings']['bm25']}, top {SEARCH_RETURN_N}, over "
         f"{result['settings']['fields']}.", "",
         f"Catalog of {args.products:,} products: generated in {catalog_s:.2f} s (index included); "
