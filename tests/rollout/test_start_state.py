@@ -20,7 +20,7 @@ class Scripted:
         self.prompts.extend(prompts)
         out = []
         for p in prompts:
-            turn = bytes(p).decode().count("\nAction ")  # actions already in the history window... or more
+            turn = bytes(p).decode().count("\nAction ")  # past actions in the prompt (history_length=9: all)
             out.append(Generation(f"<action>{self.plan[min(turn, len(self.plan) - 1)]}</action>", [1], [-0.5]))
         return out
 
