@@ -127,16 +127,36 @@ def sft_command(
     run_sft_command(build_config(config, extra))
 
 
+# generation backend options shared by ``eval`` and ``rro collect``
+_BACKEND = typer.Option(None, "--backend", help="Generation backend (policy.backend): hf, vllm or openai.")
+_BASE_URL = typer.Option(None, "--base-url", help="backend openai: server API root, e.g. http://127.0.0.1:8000/v1.")
+_MODEL_NAME = typer.Option(None, "--model-name", help="backend openai: the model's name on the server.")
+
+
+def _backend_settings(backend: Optional[str], base_url: Optional[str],
+                      model_name: Optional[str]) -> dict[str, Optional[str]]:
+    """The backend options as config keys (None: not given, the config's value stays)."""
+    return {"policy.backend": backend, "policy.base_url": base_url, "policy.model_name": model_name}
+
+
 @app.command("eval")
 def eval_command(
-    model: str = typer.Option(..., "--model", help="Local HF model directory to evaluate."),
+    model: Optional[str] = typer.Option(None, "--model", help="Local HF model directory to evaluate (backend "
+                                        "openai: its tokenizer; default --model-name when that is a directory)."),
     env: str = typer.Option("sokoban", "--env", help="Environment name."),
     episodes: int = typer.Option(64, "--episodes", min=1, help="Held-out tasks (one episode each)."),
     overrides: Optional[list[str]] = typer.Argument(None, help=_OVERRIDES_HELP, show_default=False),
     out: Optional[Path] = typer.Option(None, "--out", help="Write the trajectories here (JSONL)."),
+    backend: Optional[str] = _BACKEND,
+    base_url: Optional[str] = _BASE_URL,
+    model_name: Optional[str] = _MODEL_NAME,
 ) -> None:
     """Evaluate a policy on held-out tasks: success rate, score, steps."""
-    cfg = build_config(None, [f"env.name={env}", f"policy.model={model}", *(overrides or [])])
+    model = model or (model_name if backend == "openai" else None)
+    if model is None:
+        raise UserError("eval: give --model DIR (with --backend openai, a local copy of the served model)")
+    extra = [f"{k}={v}" for k, v in _backend_settings(backend, base_url, model_name).items() if v is not None]
+    cfg = build_config(None, [f"env.name={env}", f"policy.model={model}", *extra, *(overrides or [])])
     if out is not None:
         _check_output_file(out, "--out")
     try:
@@ -307,11 +327,15 @@ def rro_collect_command(
     tasks: Optional[int] = _TASKS,
     executor: Optional[str] = _EXECUTOR,
     ray_address: Optional[str] = _RAY_ADDRESS,
+    backend: Optional[str] = _BACKEND,
+    base_url: Optional[str] = _BASE_URL,
+    model_name: Optional[str] = _MODEL_NAME,
 ) -> None:
     """Collect process-supervised preference pairs (resumes an interrupted collection in the same dir)."""
     cfg = _rro_config(overrides, config, {
         "env.name": env, "policy.model": model, "out_dir": out, "rro.data_dir": data,
-        **_collection_settings(exploration, candidates, mc_rollouts, tasks, executor, ray_address)})
+        **_collection_settings(exploration, candidates, mc_rollouts, tasks, executor, ray_address),
+        **_backend_settings(backend, base_url, model_name)})
     summary = run_collect(cfg)
     typer.echo(json.dumps({k: summary[k] for k in ("samples_per_step", "steps", "pairs", "rollouts",
                                                    "generated_tokens", "wall_seconds")}, indent=2))

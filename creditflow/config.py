@@ -55,6 +55,24 @@ class PolicyConfig(_Section):
     admissible actions, a reasoning instruction; for real HF models) or ``compact`` (the same facts in a
     few words, 30-50% fewer tokens; for the tiny from-scratch policy). docs/formats.md "Prompts and
     multi-turn layouts"."""
+    backend: Literal["hf", "vllm", "openai"] = "hf"
+    """Generation backend: ``hf`` (transformers ``generate`` on the trained model), ``vllm`` (a colocated
+    vLLM engine, weights pushed after every update; ``make vllm``) or ``openai`` (an OpenAI-compatible server,
+    for fixed policies: ``eval``, ``rro collect``). See docs/scaling.md."""
+    base_url: Optional[str] = None
+    """``backend=openai``: the server's API root, e.g. ``http://127.0.0.1:8000/v1`` (API key: ``OPENAI_API_KEY``)."""
+    model_name: Optional[str] = None
+    """``backend=openai``: the model's name on the server (``vllm serve DIR`` names it ``DIR``)."""
+    request_timeout: float = Field(120.0, gt=0)
+    """``backend=openai``: seconds before a request counts as failed."""
+    request_retries: int = Field(3, ge=0)
+    """``backend=openai``: tries after a failed request, with exponential backoff from 1 s; then exit 2."""
+    vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1)
+    """``backend=vllm`` on GPU: share of GPU memory for vLLM (weights + KV cache); the rest trains."""
+    vllm_kv_cache_gib: Optional[float] = Field(None, gt=0)
+    """``backend=vllm``: KV-cache size in GiB (None: 1 GiB of RAM on CPU, ``vllm_gpu_memory_utilization`` on GPU)."""
+    vllm_max_model_len: Optional[int] = Field(None, ge=16)
+    """``backend=vllm``: longest prompt + response (None: the model's own limit)."""
 
     @field_validator("device")
     @classmethod
@@ -119,6 +137,12 @@ class RLConfig(_Section):
     """Weight of the k3 KL penalty to the reference policy (pi_SFT); papers: 0.01."""
     entropy_coef: float = Field(0.0, ge=0)
     """Entropy bonus weight (0 = entropy only logged)."""
+    tis_cap: Optional[float] = Field(None, gt=0)
+    """Truncated importance sampling (verl's ``tis_imp_ratio_cap``; Yao et al. 2025, "Your efficient RL
+    framework secretly brings you off-policy RL training"): with a cap C, the PPO ratio is taken against the
+    trainer's own log-probs of the rollout tokens, and each token's loss is weighted by
+    min(pi_train(a) / pi_rollout(a), C), which corrects the remaining mismatch between the generation backend
+    and the trainer. None: off, the ratio is taken against the rollout log-probs (usual PPO). Typical C: 2."""
     max_grad_norm: float = Field(1.0, gt=0)
     """Gradient clipping norm."""
     token_budget: int = Field(16384, ge=64)

@@ -34,3 +34,22 @@ def tiny_model_dir(tmp_path_factory):
                       hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
                       num_key_value_heads=1)
     return out
+
+
+@pytest.fixture(scope="session")
+def tiny_vllm_model_dir(tmp_path_factory):
+    """Like ``tiny_model_dir``, with one 32-wide attention head: vLLM's CPU attention needs head_dim >= 32."""
+    from creditflow.config import RunConfig
+    from creditflow.policy.model import build_tiny_policy
+    from creditflow.recipes import common
+    from creditflow.rollout.expert import expert_corpus
+
+    cfg = RunConfig()
+    factory = common.env_factory(cfg)
+    env = factory()
+    corpus = expert_corpus(factory, common.prompt_builder(cfg, env), list(range(40)))
+    out = tmp_path_factory.mktemp("tiny_vllm") / "model"
+    build_tiny_policy(out, corpus, vocab_size=400, seed=0, isolate_chars=env.tokenizer_isolate_chars,
+                      hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=1,
+                      num_key_value_heads=1)
+    return out

@@ -4,6 +4,7 @@ the checks every recipe runs before any work."""
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 from functools import partial
 from pathlib import Path
@@ -12,8 +13,10 @@ from typing import Iterator
 from creditflow import credit, envs
 from creditflow.config import RunConfig, dump_config
 from creditflow.errors import UserError
-from creditflow.policy.backends.base import SamplingParams
+from creditflow.policy.backends.base import Backend, SamplingParams
 from creditflow.policy.backends.hf import HFBackend
+from creditflow.policy.backends.openai import OpenAIBackend
+from creditflow.policy.backends.vllm import VLLMBackend
 from creditflow.policy.model import build_tiny_policy, check_device_and_dtype, check_model_dir, load_policy
 from creditflow.policy.prompts import ChatTemplate, PromptBuilder, environment_description
 from creditflow.recipes.progress import RunProgress, WatchedEngine
@@ -134,14 +137,48 @@ def sampling_params(cfg: RunConfig, tokenizer, evaluation: bool = False) -> Samp
     )
 
 
-def make_engine(cfg: RunConfig, model, tokenizer, factory, env_executor=None, *, progress: RunProgress | None = None,
-                watch: str | None = None) -> RolloutEngine:
+def make_backend(cfg: RunConfig, model, tokenizer, model_path: str | Path | None = None) -> Backend:
+    """The generation backend of ``cfg.policy.backend``.
+
+    ``hf`` generates with ``model``. ``vllm`` starts a colocated engine from ``model_path`` (the directory
+    ``model`` was loaded from) and pushes ``model``'s weights into it, so it starts in step with the trainer.
+    ``openai`` talks to ``policy.base_url``; ``model`` is not used (it may be None).
+    """
+    p = cfg.policy
+    if p.backend == "hf":
+        return HFBackend(model, tokenizer)
+    if p.backend == "openai":
+        if not p.base_url or not p.model_name:
+            raise UserError("policy.backend=openai needs policy.base_url and policy.model_name "
+                            "(--base-url, --model-name)")
+        return OpenAIBackend(p.base_url, p.model_name, tokenizer, api_key=os.environ.get("OPENAI_API_KEY"),
+                             timeout=p.request_timeout, retries=p.request_retries)
+    if model_path is None:
+        raise UserError("policy.backend=vllm needs the policy's model directory")
+    backend = VLLMBackend(str(model_path), tokenizer, dtype=p.dtype, device=p.device, seed=cfg.seed,
+                          max_model_len=p.vllm_max_model_len, gpu_memory_utilization=p.vllm_gpu_memory_utilization,
+                          kv_cache_gib=p.vllm_kv_cache_gib)
+    if model is not None:
+        backend.sync_weights(model)
+    return backend
+
+
+def close_backend(backend: Backend) -> None:
+    """Shut down a backend that holds an engine (vLLM); a no-op for the others."""
+    close = getattr(backend, "close", None)
+    if close is not None:
+        close()
+
+
+def make_engine(cfg: RunConfig, model, tokenizer, factory, env_executor=None, *, backend: Backend | None = None,
+                progress: RunProgress | None = None, watch: str | None = None) -> RolloutEngine:
     """``env_executor``: where env work runs (``creditflow.rollout.executors``; default in-process).
+    ``backend``: the generation backend (default: ``hf`` on ``model``; see :func:`make_backend`).
     ``watch``: show every rollout as a ``progress`` bar with this description (turns, episodes running)."""
     env = factory()
     prompts = prompt_builder(cfg, env)
     engine = WatchedEngine(
-        backend=HFBackend(model, tokenizer),
+        backend=backend if backend is not None else HFBackend(model, tokenizer),
         encode=chat_encoder(tokenizer),
         env_factory=factory,
         prompt_builder=prompts,

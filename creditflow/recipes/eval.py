@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from creditflow.config import RunConfig
-from creditflow.policy.model import load_policy
+from creditflow.policy.model import load_policy, load_tokenizer
 from creditflow.recipes import common
 from creditflow.recipes.progress import RunProgress
 from creditflow.rollout.evaluate import evaluate
@@ -16,13 +16,23 @@ from creditflow.rollout.trajectory import Trajectory
 def evaluate_policy(cfg: RunConfig, model_path: str | Path, episodes: int,
                     progress: RunProgress | None = None) -> tuple[dict, list[Trajectory]]:
     """One episode on each of the first ``episodes`` held-out seeds (``generation.eval_temperature``), under
-    a bar of turns."""
+    a bar of turns.
+
+    With ``policy.backend=openai`` the server generates and ``model_path`` only provides the tokenizer.
+    """
     common.check_run(cfg, model=model_path)
     seed_everything(cfg.seed)
     factory = common.env_factory(cfg, "test")
-    model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.dtype)
-    engine = common.make_engine(cfg, model, tok, factory, progress=progress or RunProgress(),
-                                watch=f"eval {Path(model_path).name}")
-    engine.keep_bar = True
-    seeds = [cfg.env.eval_seed_offset + i for i in range(episodes)]
-    return evaluate(engine, seeds, common.sampling_params(cfg, tok, evaluation=True), cfg.env.name)
+    if cfg.policy.backend == "openai":
+        model, tok = None, load_tokenizer(model_path)
+    else:
+        model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.dtype)
+    backend = common.make_backend(cfg, model, tok, model_path)
+    try:
+        engine = common.make_engine(cfg, model, tok, factory, backend=backend, progress=progress or RunProgress(),
+                                    watch=f"eval {Path(model_path).name}")
+        engine.keep_bar = True
+        seeds = [cfg.env.eval_seed_offset + i for i in range(episodes)]
+        return evaluate(engine, seeds, common.sampling_params(cfg, tok, evaluation=True), cfg.env.name)
+    finally:
+        common.close_backend(backend)

@@ -20,7 +20,7 @@ from typing import Callable
 
 from creditflow.config import RunConfig
 from creditflow.errors import RERUN, Interrupted, UserError
-from creditflow.policy.model import load_policy
+from creditflow.policy.model import load_policy, load_tokenizer
 from creditflow.process.collect import PreferenceCollector
 from creditflow.process.preferences import PreferenceWriter, check_collection, read_preferences
 from creditflow.recipes import common
@@ -56,16 +56,27 @@ def sft_model_path(cfg: RunConfig, out: Path, train_factory, log: Callable[[str]
     return target
 
 
+def served_model_dir(cfg: RunConfig, out: Path) -> Path:
+    """``policy.backend=openai``: the local directory with the served model's tokenizer (``policy.model``,
+    else ``policy.model_name`` when it is a directory, as ``vllm serve DIR`` names it, else ``out/sft_model``)."""
+    for candidate in (cfg.policy.model, cfg.policy.model_name, out / "sft_model"):
+        if candidate and (Path(candidate) / "config.json").exists():
+            return Path(candidate)
+    raise UserError("policy.backend=openai: give --model DIR, a local copy of the served model (its tokenizer "
+                    "builds the token-id prompts)")
+
+
 def collection_settings(cfg: RunConfig, model_path: Path) -> dict:
     """What the collected data depends on (a restart must match it), plus resumable knobs."""
     r = cfg.rro
+    served = {"served_model": cfg.policy.model_name} if cfg.policy.backend == "openai" else {}
     return {
         "exploration": r.exploration, "candidates": r.candidates, "mc_rollouts": r.mc_rollouts,
         "seed": cfg.seed, "seed_offset": r.seed_offset, "tasks": r.tasks, "env": cfg.env.name,
         "env_kwargs": dict(cfg.env.kwargs), "model": str(model_path), "temperature": cfg.generation.temperature,
         "top_p": cfg.generation.top_p, "max_new_tokens": cfg.generation.max_new_tokens,
         "history_length": cfg.rollout.history_length, "max_steps": cfg.rollout.max_steps,
-        "executor": r.executor, "ray_address": r.ray_address, "ray_workers": r.ray_workers,
+        "executor": r.executor, "ray_address": r.ray_address, "ray_workers": r.ray_workers, **served,
     }
 
 
@@ -73,8 +84,14 @@ def _check_collect(cfg: RunConfig, model_path: Path | None):
     """The checks of ``rro collect`` before any work; returns the training env factory."""
     common.check_run(cfg, model=model_path)
     train_factory = common.env_factory(cfg, "train")
-    check_collection(data_dir(cfg), collection_settings(cfg, model_path or _sft_target(cfg)))
+    check_collection(data_dir(cfg), collection_settings(cfg, model_path or _collect_model(cfg)))
     return train_factory
+
+
+def _collect_model(cfg: RunConfig) -> Path:
+    """The policy ``rro collect`` samples from when none is given: the served model's local copy
+    (``policy.backend=openai``), else π_SFT."""
+    return served_model_dir(cfg, Path(cfg.out_dir)) if cfg.policy.backend == "openai" else _sft_target(cfg)
 
 
 def run_collect(cfg: RunConfig, log: Callable[[str], None] | None = None, model_path: Path | None = None,
@@ -84,19 +101,25 @@ def run_collect(cfg: RunConfig, log: Callable[[str], None] | None = None, model_
     log = log or progress.log
     train_factory = _check_collect(cfg, model_path)
     with common.new_run_dir(cfg) as out:
-        model_path = model_path or sft_model_path(cfg, out, train_factory, log, progress)
+        if model_path is None:
+            model_path = (served_model_dir(cfg, out) if cfg.policy.backend == "openai"
+                          else sft_model_path(cfg, out, train_factory, log, progress))
     writer = PreferenceWriter(data_dir(cfg), collection_settings(cfg, model_path))
     seeds = [cfg.rro.seed_offset + i for i in range(cfg.rro.tasks)]
     if writer.resumed:
         log(f"resuming the collection in {writer.dir}: {len(writer.records)} task(s) already done")
     if all(writer.done(f"{cfg.env.name}/{s}") for s in seeds):
         return writer.write_summary()
-    model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.dtype)
+    if cfg.policy.backend == "openai":  # the server generates; only the tokenizer is needed here
+        model, tok = None, load_tokenizer(model_path)
+    else:
+        model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.dtype)
+    backend = common.make_backend(cfg, model, tok, model_path)
     executor = make_env_executor(cfg.rro.executor, train_factory, num_workers=cfg.rro.ray_workers,
                                  address=cfg.rro.ray_address)
     done0 = sum(1 for s in seeds if writer.done(f"{cfg.env.name}/{s}"))
     try:
-        engine = common.make_engine(cfg, model, tok, train_factory, env_executor=executor)
+        engine = common.make_engine(cfg, model, tok, train_factory, env_executor=executor, backend=backend)
         collector = PreferenceCollector(engine, exploration=cfg.rro.exploration,
                                         candidates=cfg.rro.candidates, mc_rollouts=cfg.rro.mc_rollouts,
                                         seed=cfg.seed, env_name=cfg.env.name)
@@ -113,6 +136,7 @@ def run_collect(cfg: RunConfig, log: Callable[[str], None] | None = None, model_
                           "(the task under way is redone)", RERUN) from None
     finally:
         executor.close()
+        common.close_backend(backend)
     log(f"collected: {summary['samples_per_step']:.2f} samples/step over {summary['steps']} steps, "
         f"{summary['pairs']} pairs, {summary['rollouts']} rollouts -> {writer.dir}")
     return summary
@@ -168,6 +192,9 @@ def evaluate_policy(cfg: RunConfig, model_path: Path, episodes: int, progress: R
 
 def run_rro(cfg: RunConfig, log: Callable[[str], None] | None = None, progress: RunProgress | None = None) -> dict:
     """The whole pipeline: π_SFT (given or trained) → collect → DPO → held-out eval of both."""
+    if cfg.policy.backend == "openai":
+        raise UserError("rro run trains and evaluates π_DPO in this process; with a server use "
+                        "`rro collect --backend openai ...`, then `rro train`")
     progress = progress or RunProgress()
     log = log or progress.log
     train_factory = _check_collect(cfg, Path(cfg.policy.model) if cfg.policy.model else None)

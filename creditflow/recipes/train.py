@@ -111,6 +111,9 @@ def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[s
     log = log or progress.log
     # everything that can be checked, before any work (SFT and model building take minutes)
     common.check_run(cfg, knobs=True)
+    if cfg.policy.backend == "openai":
+        raise UserError("policy.backend=openai serves fixed policies (eval, rro collect); RL training needs a "
+                        "backend that follows the weights: hf or vllm")
     train_factory = common.env_factory(cfg, "train")
     eval_factory = common.env_factory(cfg, "test")
     out = Path(cfg.out_dir)
@@ -128,7 +131,7 @@ def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[s
         if resume:
             model, tok = load_policy(ckpt, cfg.policy.device, cfg.policy.dtype)
             ref_model = load_policy(ref_path, cfg.policy.device, cfg.policy.dtype)[0] if cfg.rl.kl_coef > 0 else None
-            trainer = _trainer(cfg, out, model, tok, train_factory, eval_factory, hooks, ref_model, progress,
+            trainer = _trainer(cfg, out, model, tok, ckpt, train_factory, eval_factory, hooks, ref_model, progress,
                                resume=True)
             load_trainer_state(trainer, ckpt)
             trainer.logger.close()
@@ -139,28 +142,37 @@ def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[s
             with common.new_run_dir(cfg):
                 if cfg.policy.model:
                     model, tok = load_policy(cfg.policy.model, cfg.policy.device, cfg.policy.dtype)
+                    model_path = Path(cfg.policy.model)
                 else:
                     model, tok, _ = sft_policy(cfg, out, train_factory, log, progress)
                     seed_everything(cfg.seed)
-                trainer = _trainer(cfg, out, model, tok, train_factory, eval_factory, hooks, None, progress,
-                                   resume=False)
+                    model_path = out / "sft_model"
+                trainer = _trainer(cfg, out, model, tok, model_path, train_factory, eval_factory, hooks, None,
+                                   progress, resume=False)
         last = _fit(cfg, trainer, progress, log)
     except KeyboardInterrupt:
         raise _interrupted(out, trainer, cfg) from None
     finally:
         if trainer is not None:
             trainer.logger.close()
+            common.close_backend(trainer.train_engine.backend)
     if not last:  # no training step ran (rl.steps=0): report the step-0 evaluation
         last = read_metrics(out / "metrics.jsonl")[-1]
     return out, trainer, last
 
 
-def _trainer(cfg: RunConfig, out: Path, model, tok, train_factory, eval_factory, hooks, ref_model,
+def _trainer(cfg: RunConfig, out: Path, model, tok, model_path: Path, train_factory, eval_factory, hooks, ref_model,
              progress: RunProgress, resume: bool) -> RLTrainer:
+    """The trainer and its engines; ``model_path``: the directory ``model`` was loaded from (a vLLM engine
+    starts from it)."""
     if hooks is None:  # curriculum (CRPS / ExpReplay) or diagnostics only, from cfg.curriculum
         hooks = build_hooks(cfg, train_factory, warm_start=not resume)
-    train_engine = common.make_engine(cfg, model, tok, train_factory, progress=progress, watch="  rollout")
-    eval_engine = common.make_engine(cfg, model, tok, eval_factory, progress=progress, watch="  eval")
+    # hf: each engine generates with the trained module; vllm: one engine serves both, synced every step
+    backend = common.make_backend(cfg, model, tok, model_path) if cfg.policy.backend != "hf" else None
+    train_engine = common.make_engine(cfg, model, tok, train_factory, backend=backend, progress=progress,
+                                      watch="  rollout")
+    eval_engine = common.make_engine(cfg, model, tok, eval_factory, backend=backend, progress=progress,
+                                     watch="  eval")
     logger = MetricsLogger(out, cfg.tensorboard, resume_step=None)
     return RLTrainer(cfg, model, tok, train_engine, eval_engine, out, logger, hooks=hooks, ref_model=ref_model,
                      eval_sampling=common.sampling_params(cfg, tok, evaluation=True))

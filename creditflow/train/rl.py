@@ -33,6 +33,7 @@ from creditflow.rollout.trajectory import Trajectory
 from creditflow.train.checkpoint import save_checkpoint
 from creditflow.train.loss import (agg_loss, entropy_from_logits, entropy_term, kl_term, ppo_clip_objective,
                                    token_logprobs)
+from creditflow.train.mismatch import check_mismatch
 
 
 @dataclass
@@ -45,6 +46,7 @@ class Sample:
     advantage: float
     ref_logprobs: list[float] | None = None
     traj_weight: float = 1.0  # 1 / (decisions in its trajectory), used by loss_agg="traj-mean"
+    is_weights: list[float] | None = None  # per-token TIS weights (rl.tis_cap), folded into the advantage
 
     def __len__(self) -> int:
         return len(self.prompt_ids) + len(self.response_ids)
@@ -153,7 +155,7 @@ def _collate(batch: list[Row], pad_id: int, device) -> dict[str, torch.Tensor]:
             hi = lo + len(s.response_ids)
             mask[i, lo:hi] = 1.0
             old[i, lo:hi] = torch.tensor(s.old_logprobs, dtype=torch.float32)
-            adv[i, lo:hi] = s.advantage
+            adv[i, lo:hi] = s.advantage if s.is_weights is None else s.advantage * torch.tensor(s.is_weights)
             row_w[i, lo:hi] = s.traj_weight / len(s.response_ids)
             seq_len[i, lo:hi] = len(s.response_ids)
             if s.ref_logprobs is not None:
@@ -195,18 +197,41 @@ def _spread(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def fill_ref_logprobs(ref_model, rows: list[Row], pad_id: int, token_budget: int, pad: bool = True) -> None:
-    """Reference log-probs of every decision's sampled tokens (``pad``: see :func:`pack_microbatches`)."""
-    device = next(ref_model.parameters()).device
+def decision_logprobs(model, rows: list[Row], pad_id: int, token_budget: int, pad: bool = True) -> list[list[float]]:
+    """log pi(a|s) of every decision's sampled tokens under ``model`` as it is, in the order of
+    ``[s for row in rows for s in row.samples]`` (``pad``: see :func:`pack_microbatches`)."""
+    device = next(model.parameters()).device
+    found: dict[int, list[float]] = {}  # by id() of the sample: the micro-batches hold the rows by length
     for batch in pack_microbatches(rows, token_budget, pad):
         b = _collate(batch, pad_id, device)
-        logits, targets = _trained_logits(ref_model, b)
+        logits, targets = _trained_logits(model, b)
         lp = token_logprobs(logits, targets).tolist()  # row-major: rows in order, their decisions in order
         at = 0
         for row in batch:
             for s in row.samples:
-                s.ref_logprobs = lp[at: at + len(s.response_ids)]
+                found[id(s)] = lp[at: at + len(s.response_ids)]
                 at += len(s.response_ids)
+    return [found[id(s)] for row in rows for s in row.samples]
+
+
+def fill_ref_logprobs(ref_model, rows: list[Row], pad_id: int, token_budget: int, pad: bool = True) -> None:
+    """Reference log-probs of every decision's sampled tokens (``pad``: see :func:`pack_microbatches`)."""
+    samples = [s for row in rows for s in row.samples]
+    for s, lp in zip(samples, decision_logprobs(ref_model, rows, pad_id, token_budget, pad)):
+        s.ref_logprobs = lp
+
+
+def rollout_mismatch(model, rows: list[Row], pad_id: int, token_budget: int, pad: bool,
+                     tis_cap: float | None) -> dict:
+    """``train/rollout_logprob_gap`` between the backend's behaviour log-probs and the trainer's (``model``
+    in eval mode, as the backends generate), and with ``tis_cap`` truncated IS (:mod:`creditflow.train.mismatch`)."""
+    training = model.training
+    model.eval()
+    try:
+        train = decision_logprobs(model, rows, pad_id, token_budget, pad)
+    finally:
+        model.train(training)
+    return check_mismatch([s for row in rows for s in row.samples], train, tis_cap)
 
 
 def policy_update(model, optimizer, rows: list[Row], cfg: RunConfig, pad_id: int,
@@ -329,6 +354,10 @@ class RLTrainer:
         rows = rows_from(trajs, cfg.rollout.history)
         samples = [s for row in rows for s in row.samples]
         t_ref = time.perf_counter()
+        if rows:  # train/rollout_logprob_gap; with rl.tis_cap, TIS (train/mismatch.py)
+            metrics.update(rollout_mismatch(self.model, rows, self.tok.pad_token_id, cfg.rl.token_budget,
+                                            pad=cfg.rollout.history == "window", tis_cap=cfg.rl.tis_cap))
+        t_mismatch = time.perf_counter()
         if self.ref_model is not None:
             fill_ref_logprobs(self.ref_model, rows, self.tok.pad_token_id, cfg.rl.token_budget,
                               pad=cfg.rollout.history == "window")
@@ -336,6 +365,7 @@ class RLTrainer:
         if rows:
             metrics.update(policy_update(self.model, self.optimizer, rows, cfg, self.tok.pad_token_id,
                                          self.update_rng))
+            self.train_engine.backend.sync_weights(self.model)  # a vLLM engine gets the new weights
         advs = [s.advantage for s in samples]
         self.env_steps += sum(len(t) for t in trajs)
         metrics.update({
@@ -346,7 +376,8 @@ class RLTrainer:
             "train/adv_std": float(np.std(advs)) if advs else 0.0,
             "train/response_tokens": float(np.mean([len(s.response_ids) for s in samples])) if samples else 0.0,
             "time/rollout_s": t_roll,
-            "time/ref_s": t2 - t_ref,
+            "time/mismatch_s": t_mismatch - t_ref,
+            "time/ref_s": t2 - t_mismatch,
             "time/update_s": time.perf_counter() - t2,
             "time/step_s": time.perf_counter() - t0,
         })

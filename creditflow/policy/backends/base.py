@@ -23,3 +23,9 @@ class Generation:
 
 class Backend(Protocol):
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]: ...
+
+
+class TrainableBackend(Backend, Protocol):
+    """A backend that RL training can use: it follows the policy's weights after every update."""
+
+    def sync_weights(self, model) -> None: ...

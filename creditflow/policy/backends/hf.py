@@ -57,6 +57,9 @@ class HFBackend:
         self.max_batch_size = max_batch_size
         self._cache: dict[int, list[_Cached]] | None = None  # by length, inside prefix_cache()
 
+    def sync_weights(self, model) -> None:
+        """Nothing to push: this backend generates with the trained module itself."""
+
     @property
     def device(self):
         return next(self.model.parameters()).device
