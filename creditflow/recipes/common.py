@@ -13,10 +13,10 @@ from typing import Iterator
 from creditflow import credit, envs
 from creditflow.config import RunConfig, dump_config
 from creditflow.errors import UserError
+from creditflow.policy.backends import openai as openai_backend
+from creditflow.policy.backends import vllm as vllm_backend
 from creditflow.policy.backends.base import Backend, SamplingParams
 from creditflow.policy.backends.hf import HFBackend
-from creditflow.policy.backends.openai import OpenAIBackend
-from creditflow.policy.backends.vllm import VLLMBackend
 from creditflow.policy.model import build_tiny_policy, check_device_and_dtype, check_model_dir, load_policy
 from creditflow.policy.prompts import ChatTemplate, PromptBuilder, environment_description
 from creditflow.recipes.progress import RunProgress, WatchedEngine
@@ -39,6 +39,23 @@ def check_run(cfg: RunConfig, *, knobs: bool = False, model: str | Path | None =
     model = model if model is not None else cfg.policy.model
     if model:
         check_model_dir(model)
+
+
+def check_backend(cfg: RunConfig, trains: bool = False) -> None:
+    """``policy.backend`` usable as set, checked before any work: ``openai`` serves a fixed policy (not for
+    a run that ``trains``) and needs ``policy.base_url`` and ``policy.model_name``; ``vllm`` and ``openai``
+    need their optional package."""
+    p = cfg.policy
+    if p.backend == "openai":
+        if trains:
+            raise UserError("policy.backend=openai serves fixed policies (eval, rro collect); RL training needs a "
+                            "backend that follows the weights: hf or vllm")
+        if not p.base_url or not p.model_name:
+            raise UserError("policy.backend=openai needs policy.base_url and policy.model_name "
+                            "(--base-url, --model-name)")
+        openai_backend.check_installed()
+    elif p.backend == "vllm":
+        vllm_backend.check_installed()
 
 
 def env_factory(cfg: RunConfig, split: str = "train"):
@@ -144,20 +161,19 @@ def make_backend(cfg: RunConfig, model, tokenizer, model_path: str | Path | None
     ``model`` was loaded from) and pushes ``model``'s weights into it, so it starts in step with the trainer.
     ``openai`` talks to ``policy.base_url``; ``model`` is not used (it may be None).
     """
+    check_backend(cfg)
     p = cfg.policy
     if p.backend == "hf":
         return HFBackend(model, tokenizer)
     if p.backend == "openai":
-        if not p.base_url or not p.model_name:
-            raise UserError("policy.backend=openai needs policy.base_url and policy.model_name "
-                            "(--base-url, --model-name)")
-        return OpenAIBackend(p.base_url, p.model_name, tokenizer, api_key=os.environ.get("OPENAI_API_KEY"),
-                             timeout=p.request_timeout, retries=p.request_retries)
+        return openai_backend.OpenAIBackend(p.base_url, p.model_name, tokenizer,
+                                            api_key=os.environ.get("OPENAI_API_KEY"), timeout=p.request_timeout,
+                                            retries=p.request_retries)
     if model_path is None:
         raise UserError("policy.backend=vllm needs the policy's model directory")
-    backend = VLLMBackend(str(model_path), tokenizer, dtype=p.dtype, device=p.device, seed=cfg.seed,
-                          max_model_len=p.vllm_max_model_len, gpu_memory_utilization=p.vllm_gpu_memory_utilization,
-                          kv_cache_gib=p.vllm_kv_cache_gib)
+    backend = vllm_backend.VLLMBackend(str(model_path), tokenizer, dtype=p.dtype, device=p.device, seed=cfg.seed,
+                                       max_model_len=p.vllm_max_model_len, kv_cache_gib=p.vllm_kv_cache_gib,
+                                       gpu_memory_utilization=p.vllm_gpu_memory_utilization)
     if model is not None:
         backend.sync_weights(model)
     return backend

@@ -21,6 +21,7 @@ def evaluate_policy(cfg: RunConfig, model_path: str | Path, episodes: int,
     With ``policy.backend=openai`` the server generates and ``model_path`` only provides the tokenizer.
     """
     common.check_run(cfg, model=model_path)
+    common.check_backend(cfg)
     seed_everything(cfg.seed)
     factory = common.env_factory(cfg, "test")
     if cfg.policy.backend == "openai":

@@ -83,6 +83,7 @@ def collection_settings(cfg: RunConfig, model_path: Path) -> dict:
 def _check_collect(cfg: RunConfig, model_path: Path | None):
     """The checks of ``rro collect`` before any work; returns the training env factory."""
     common.check_run(cfg, model=model_path)
+    common.check_backend(cfg)
     train_factory = common.env_factory(cfg, "train")
     check_collection(data_dir(cfg), collection_settings(cfg, model_path or _collect_model(cfg)))
     return train_factory

@@ -111,9 +111,7 @@ def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[s
     log = log or progress.log
     # everything that can be checked, before any work (SFT and model building take minutes)
     common.check_run(cfg, knobs=True)
-    if cfg.policy.backend == "openai":
-        raise UserError("policy.backend=openai serves fixed policies (eval, rro collect); RL training needs a "
-                        "backend that follows the weights: hf or vllm")
+    common.check_backend(cfg, trains=True)
     train_factory = common.env_factory(cfg, "train")
     eval_factory = common.env_factory(cfg, "test")
     out = Path(cfg.out_dir)

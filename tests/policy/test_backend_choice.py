@@ -42,3 +42,19 @@ def test_vllm_backend_without_vllm_says_how_to_install_it(tiny_model_dir, tmp_pa
     line = one_line_exit_2(["eval", "--backend", "vllm", "--model", str(tiny_model_dir), "--episodes", "1",
                             "policy.device=cpu", f"out_dir={tmp_path}"], capsys)
     assert "make vllm" in line
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed here")
+def test_training_without_vllm_fails_before_any_work(tmp_path, capsys):
+    """No policy.model: the run would build and SFT the tiny policy (minutes) before the engine starts."""
+    run = tmp_path / "run"
+    line = one_line_exit_2(["train", "policy.backend=vllm", f"out_dir={run}"], capsys)
+    assert "make vllm" in line
+    assert not run.exists()
+
+
+def test_rro_collect_without_a_server_fails_before_any_work(tmp_path, capsys):
+    run = tmp_path / "run"
+    line = one_line_exit_2(["rro", "collect", "--backend", "openai", "--out", str(run)], capsys)
+    assert "policy.base_url and policy.model_name" in line
+    assert not run.exists()

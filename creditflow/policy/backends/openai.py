@@ -15,12 +15,22 @@ is built, so this module imports without it.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import time
 from typing import Callable
 
 from creditflow.errors import UserError
 from creditflow.policy.backends.base import Generation, SamplingParams
+
+MISSING = "policy.backend=openai needs the openai package{}: pip install 'creditflow[openai]'"
+
+
+def check_installed() -> None:
+    """A one-line UserError where the openai package is not installed (found without importing it), so that a
+    run fails before any work."""
+    if importlib.util.find_spec("openai") is None:
+        raise UserError(MISSING.format(""))
 
 
 class BackendUnavailable(UserError):
@@ -44,8 +54,7 @@ class OpenAIBackend:
         try:
             import openai  # optional dependency (pip install creditflow[openai])
         except ImportError as exc:
-            raise UserError(f"policy.backend=openai needs the openai package ({exc}): "
-                            "pip install 'creditflow[openai]'") from None
+            raise UserError(MISSING.format(f" ({exc})")) from None
         self._openai = openai
         self.base_url = base_url
         self.model_name = model_name

@@ -16,6 +16,7 @@ is built, so this module imports without it.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from typing import Iterable
 
@@ -23,6 +24,16 @@ import torch
 
 from creditflow.errors import UserError
 from creditflow.policy.backends.base import Generation, SamplingParams
+
+MISSING = ("policy.backend=vllm needs the vllm package{}; build the environment with `make vllm` (CPU) or "
+           "`pip install vllm` (GPU)")
+
+
+def check_installed() -> None:
+    """A one-line UserError where vllm is not installed, found without importing it (which takes seconds), so
+    that a run fails before any work."""
+    if importlib.util.find_spec("vllm") is None:
+        raise UserError(MISSING.format(""))
 
 
 class VLLMBackend:
@@ -41,8 +52,7 @@ class VLLMBackend:
         try:
             import vllm  # optional dependency (make vllm / pip install vllm)
         except ImportError as exc:
-            raise UserError(f"policy.backend=vllm needs the vllm package ({exc}); build the environment with "
-                            "`make vllm` (CPU) or `pip install vllm` (GPU)") from None
+            raise UserError(MISSING.format(f" ({exc})")) from None
         self._vllm = vllm
         self.tokenizer = tokenizer
         on_cpu = not torch.cuda.is_available() or device == "cpu"
