@@ -143,6 +143,10 @@ class RLConfig(_Section):
     trainer's own log-probs of the rollout tokens, and each token's loss is weighted by
     min(pi_train(a) / pi_rollout(a), C), which corrects the remaining mismatch between the generation backend
     and the trainer. None: off, the ratio is taken against the rollout log-probs (usual PPO). Typical C: 2."""
+    logprob_gap: Optional[bool] = None
+    """Log ``train/rollout_logprob_gap`` (one extra forward pass without gradient, ~15% of a tiny-policy
+    step). None: on for the ``vllm`` and ``openai`` backends and whenever ``tis_cap`` is set; off for ``hf``,
+    which samples with the trained weights themselves, so the gap is float noise by construction."""
     max_grad_norm: float = Field(1.0, gt=0)
     """Gradient clipping norm."""
     token_budget: int = Field(16384, ge=64)

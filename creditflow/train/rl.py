@@ -354,7 +354,9 @@ class RLTrainer:
         rows = rows_from(trajs, cfg.rollout.history)
         samples = [s for row in rows for s in row.samples]
         t_ref = time.perf_counter()
-        if rows:  # train/rollout_logprob_gap; with rl.tis_cap, TIS (train/mismatch.py)
+        gap = cfg.rl.logprob_gap if cfg.rl.logprob_gap is not None else (
+            cfg.policy.backend != "hf" or cfg.rl.tis_cap is not None)
+        if rows and (gap or cfg.rl.tis_cap is not None):  # rollout_logprob_gap; rl.tis_cap: TIS (mismatch.py)
             metrics.update(rollout_mismatch(self.model, rows, self.tok.pad_token_id, cfg.rl.token_budget,
                                             pad=cfg.rollout.history == "window", tis_cap=cfg.rl.tis_cap))
         t_mismatch = time.perf_counter()

@@ -123,3 +123,11 @@ def test_interrupted_sft_says_nothing_was_saved(tmp_path, tiny_model_dir, monkey
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         f"interrupted during SFT; nothing saved yet ({out}/sft_model is written when SFT ends)")
     assert not (out / "sft_tmp").exists()
+
+
+def test_logprob_gap_is_measured_on_request_and_skipped_for_hf_by_default(tmp_path, tiny_model_dir):
+    """hf samples with the trained weights, so its gap is float noise: no extra forward pass unless asked."""
+    out, _, _ = run(tmp_path, "default", 1, ["rl.eval_every=0"], model=tiny_model_dir)
+    assert "train/rollout_logprob_gap" not in read_metrics(out / "metrics.jsonl")[-1]
+    out, _, _ = run(tmp_path, "asked", 1, ["rl.eval_every=0", "rl.logprob_gap=true"], model=tiny_model_dir)
+    assert read_metrics(out / "metrics.jsonl")[-1]["train/rollout_logprob_gap"] < 1e-4
