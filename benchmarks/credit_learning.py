@@ -90,6 +90,8 @@ def markdown(result: dict) -> str:
     lines += ["", "Mean over seeds with its 95% stratified-bootstrap interval (per-seed values in brackets; "
               "IQM and its interval are in the JSON). Curves (mean over seeds, against env steps and steps) are in "
               "the JSON and the PNG next to this file.", ""]
+    if result.get("note"):
+        lines += [result["note"], ""]
     return "\n".join(lines)
 
 
@@ -105,15 +107,18 @@ def main() -> None:
     budget = SMOKE if args.smoke else FULL
     steps = 2 if args.smoke else args.steps
     t0 = time.perf_counter()
-    model = Path(args.model) if args.model else build_sft(work / "sft", args.smoke, ENV)
+    model = Path(args.model) if args.model or args.only_recorded else build_sft(work / "sft", args.smoke, ENV)
     print(f"pi_SFT: {model}", flush=True)
     runs: dict[str, list[dict]] = {}
     for seed in args.seeds:  # seed-major: an interrupted run still has every method on the first seeds
         for method in args.methods:
             overrides = [f"policy.model={model}", f"rl.steps={steps}", f"rl.algo={method}", *ENV, *budget,
                          *args.extra]
-            r = learning.train_one(work / f"{method}_s{seed}", overrides, seed, CURVES,
-                                   record=args.records / f"{method}_s{seed}.json")
+            record = args.records / f"{method}_s{seed}.json"
+            if args.only_recorded and not learning.recorded(overrides, work / f"{method}_s{seed}", seed, record):
+                print(f"{method} seed {seed}: no record, skipped (--only-recorded)", flush=True)
+                continue
+            r = learning.train_one(work / f"{method}_s{seed}", overrides, seed, CURVES, record=record)
             runs.setdefault(method, []).append(r)
             print(f"{method} seed {seed}: held-out success {r['initial_eval_success']:.3f} -> "
                   f"{r['final_eval_success']:.3f}, mean train success {r['mean_train_success']:.3f} "
@@ -123,17 +128,18 @@ def main() -> None:
         "benchmark": "credit_learning",
         "settings": {"setting": args.setting, "steps": steps, "B": cfg.rollout.tasks_per_step, "G": cfg.rollout.group_size,
                      "lr": cfg.rl.lr, "kl_coef": cfg.rl.kl_coef, "loss_agg": cfg.rl.loss_agg,
-                     "eval_episodes": cfg.rl.eval_episodes, "seeds": args.seeds, "model": str(model),
+                     "eval_episodes": cfg.rl.eval_episodes, "seeds": sorted({r["seed"] for rs in runs.values() for r in rs}), "model": str(model),
                      "smoke": args.smoke, "overrides": [*ENV, *budget, *args.extra], "extra": args.extra},
         "summary": {m: learning.summarize(rs, CURVES) for m, rs in runs.items()},
         "runs": runs,
         "minutes": (time.perf_counter() - t0) / 60,
-        "machine": machine_info(),
+        "note": args.note,
+        "machine": learning.machine_of(args, machine_info()),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(result, indent=2))
     out.with_suffix(".md").write_text(markdown(result))
-    n = len(args.seeds)
+    n = len(result["settings"]["seeds"])
     learning.plot(result["summary"], PANELS,
                   f"{args.setting} setting: mean ± std over {n} seed{'s' if n > 1 else ''}"
                   + (" (SMOKE: meaningless numbers)" if args.smoke else ""), out.with_suffix(".png"))

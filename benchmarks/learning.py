@@ -50,6 +50,11 @@ def parse_args(doc: str, name: str, methods, default_steps: int, add=None) -> tu
     ap.add_argument("--smoke", action="store_true", help="seconds-long budget to check the pipeline")
     ap.add_argument("--threads", type=int, default=None,
                     help="torch intra-op threads (1 is much faster for the tiny model on a busy machine)")
+    ap.add_argument("--only-recorded", action="store_true",
+                    help="train nothing: aggregate the runs that have a record (e.g. runs made on another machine)")
+    ap.add_argument("--machine-from", default=None,
+                    help="take the machine block from this results JSON (the machine the records were made on)")
+    ap.add_argument("--note", default="", help="a paragraph for the results (hardware, load, what was seen)")
     if add is not None:
         add(ap)
     ap.add_argument("extra", nargs="*", help="extra key=value overrides for every RL run")
@@ -76,7 +81,7 @@ def train_one(out: Path, overrides: list[str], seed: int, curves: tuple[str, ...
     want = _config_key(cfg)
     if record is not None and record.exists():
         stored = json.loads(record.read_text())
-        if stored.get("config") == want:
+        if same_config(stored.get("config"), want):
             return {**stored["record"], "reused": True}
     t0 = time.perf_counter()
     reused = finished_run(out, cfg)
@@ -93,6 +98,38 @@ def train_one(out: Path, overrides: list[str], seed: int, curves: tuple[str, ...
         tmp.write_text(json.dumps({"config": want, "record": result}, indent=1))
         tmp.replace(record)
     return result
+
+
+def recorded(overrides: list[str], out: Path, seed: int, record: Path) -> bool:
+    """True when ``record`` holds a finished run of exactly this config (what ``train_one`` would reuse)."""
+    if not record.exists():
+        return False
+    cfg = build_config(None, [f"out_dir={out}", f"seed={seed}", *overrides])
+    return same_config(json.loads(record.read_text()).get("config"), _config_key(cfg))
+
+
+def machine_of(args, default: dict) -> dict:
+    """The machine block of the results: ``default`` (this machine) unless ``--machine-from`` names a results
+    JSON whose runs these are."""
+    if not args.machine_from:
+        return default
+    return json.loads(Path(args.machine_from).read_text())["machine"]
+
+
+def same_config(stored: dict | None, want: dict) -> bool:
+    """``stored`` (a record's config) is the run ``want`` asks for. A setting that a later version added
+    (absent from ``stored``) matches when ``want`` leaves it at its default, so records stay valid when new
+    options appear."""
+    if stored is None:
+        return False
+    return _same(stored, want, _config_key(build_config(None, [])))
+
+
+def _same(stored, want, default) -> bool:
+    if isinstance(stored, dict) and isinstance(want, dict):
+        return all(_same(stored[k], want[k], (default or {}).get(k)) if k in stored else want[k] == (default or {}).get(k)
+                   for k in want) and set(stored) <= set(want)
+    return stored == want
 
 
 def _config_key(cfg) -> dict:

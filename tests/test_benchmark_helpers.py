@@ -54,3 +54,17 @@ def test_bootstrap_intervals():
     assert learning.separated({"ci95": [0.5, 0.6]}, {"ci95": [0.3, 0.45]})
     assert not learning.separated({"ci95": [0.5, 0.6]}, {"ci95": [0.3, 0.55]})
     assert learning.interval_estimates([0.3])["ci95"] is None
+
+
+def test_record_from_an_older_version_matches_while_new_options_stay_default():
+    """A setting added after a record was made (absent from it) matches only at its default."""
+    from benchmarks import learning
+
+    want = learning._config_key(build_config(None, ["rl.lr=3e-4"]))
+    old = {**want, "policy": {k: v for k, v in want["policy"].items() if k != "backend"}}
+    assert learning.same_config(old, want)
+    assert not learning.same_config(old, learning._config_key(build_config(None, ["rl.lr=3e-4",
+                                                                                    "policy.backend=vllm"])))
+    assert not learning.same_config(old, learning._config_key(build_config(None, ["rl.lr=1e-3"])))
+    assert not learning.same_config({**old, "gone": 1}, want)  # a setting this version lacks
+    assert not learning.same_config(None, want)
