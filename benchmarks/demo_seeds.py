@@ -1,0 +1,92 @@
+"""The main job's bar: ``creditflow demo`` with its defaults, held-out greedy success before and after RL.
+
+    python benchmarks/demo_seeds.py [--seeds 0 1 2] [--eval-levels 512] [--name demo_seeds] [key=value ...]
+
+Each seed is one full ``creditflow demo`` run in its own process, exactly as a user starts it (tiny policy
+built, pi_SFT fine-tuned, RL, report), with ``seed=<seed>`` and the held-out evaluation widened to
+``--eval-levels`` levels at step 0 (pi_SFT) and at the end; ``key=value`` overrides go to every run (a
+sweep arm gets its own ``--name``). Wall time is the whole command, SFT and evaluations included.
+
+Writes ``benchmarks/results/<name>.json`` in the issue's format::
+
+    {"eval_levels": 512, "runs": [{"seed": 0, "sft_success": ..., "final_success": ..., "minutes": ...}, ...]}
+
+plus the mean gain, machine info and the load average of each run (timings are only comparable on an idle
+machine). Resumable: each finished seed is kept in ``<name>_runs/s<seed>.json`` (commit it as it lands); a
+rerun with the same overrides skips it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.machine import machine_info  # noqa: E402
+from creditflow.train.metrics import read_metrics  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def run_seed(seed: int, levels: int, overrides: list[str], work: Path) -> dict:
+    """One ``creditflow demo`` run; its held-out success at step 0 and at the end, and its wall time."""
+    out = work / f"s{seed}"
+    cmd = [sys.executable, "-m", "creditflow", "demo", f"out_dir={out}", f"seed={seed}",
+           f"rl.eval_episodes={levels}", *overrides]
+    load = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    with open(work / f"s{seed}.log", "w") as log:
+        subprocess.run(cmd, check=True, stdout=log, stderr=subprocess.STDOUT)
+    minutes = (time.perf_counter() - t0) / 60
+    rows = read_metrics(out / "metrics.jsonl")
+    evals = [(r["step"], r["eval/success_rate"]) for r in rows if "eval/success_rate" in r]
+    return {"seed": seed, "sft_success": evals[0][1], "final_success": evals[-1][1], "minutes": round(minutes, 2),
+            "curve": evals, "train_success": [r["train/success_rate"] for r in rows if "train/success_rate" in r],
+            "load_average_before_after": [round(load, 2), round(os.getloadavg()[0], 2)]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--eval-levels", type=int, default=512)
+    ap.add_argument("--name", default="demo_seeds", help="results file name (a sweep arm gets its own)")
+    ap.add_argument("--work", default="runs/demo_seeds")
+    ap.add_argument("extra", nargs="*", help="key=value overrides for every run (none: the demo's defaults)")
+    args = ap.parse_args()
+    records = RESULTS / f"{args.name}_runs"
+    work = Path(args.work) / args.name
+    work.mkdir(parents=True, exist_ok=True)
+    runs = []
+    for seed in args.seeds:
+        path = records / f"s{seed}.json"
+        key = {"overrides": args.extra, "eval_levels": args.eval_levels}
+        if path.exists() and json.loads(path.read_text())["key"] == key:
+            runs.append(json.loads(path.read_text())["run"])
+            print(f"seed {seed}: recorded", flush=True)
+            continue
+        run = run_seed(seed, args.eval_levels, args.extra, work)
+        records.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"key": key, "run": run, "machine": machine_info()}, indent=1))
+        runs.append(run)
+        print(f"seed {seed}: {run['sft_success']:.3f} -> {run['final_success']:.3f} ({run['minutes']:.1f} min)",
+              flush=True)
+    gains = [r["final_success"] - r["sft_success"] for r in runs]
+    result = {"eval_levels": args.eval_levels, "overrides": args.extra,
+              "runs": [{k: r[k] for k in ("seed", "sft_success", "final_success", "minutes")} for r in runs],
+              "mean_gain": float(np.mean(gains)), "gains": gains,
+              "max_minutes": max(r["minutes"] for r in runs),
+              "details": runs, "machine": machine_info()}
+    (RESULTS / f"{args.name}.json").write_text(json.dumps(result, indent=2))
+    print(f"mean gain {result['mean_gain']:+.3f} over {len(runs)} seeds -> {RESULTS / (args.name + '.json')}")
+
+
+if __name__ == "__main__":
+    main()
