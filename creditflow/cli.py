@@ -4,6 +4,9 @@ User errors (:class:`creditflow.errors.UserError`) and usage errors (unknown opt
 one line on stderr and exit code 2; commands write their outputs atomically so a failed run leaves nothing
 half-written. Ctrl-C or SIGTERM ends a command with one line, what was saved and how to continue (exit
 130, or 143 for SIGTERM). Warnings from third-party libraries that a user cannot act on are not shown.
+
+Launched as N processes (``accelerate launch``, ``torchrun``), ``train``, ``sft`` and ``rro train`` are data
+parallel and rank 0 prints their results; every other command refuses in one line (it would run N copies).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from creditflow.recipes.eval import evaluate_policy
 from creditflow.recipes.rro import run_collect, run_dpo_training, run_rro
 from creditflow.recipes.train import config_for_resume, run_sft_command, run_train
 from creditflow.rollout.trajectory import read_jsonl, read_jsonl_lines, write_jsonl
+from creditflow.train import distributed
 
 try:  # typer >= 0.20 ships its own copy of click as typer._click; older typer runs on click itself
     from typer._click import exceptions as click_errors
@@ -49,9 +53,19 @@ app = typer.Typer(
 )
 
 
+DATA_PARALLEL = {"train", "sft", "rro train"}
+"""The commands that run as N launched processes (data parallel); the others refuse to."""
+
+
+def _refuse_copies(command: Optional[str]) -> None:
+    if command is not None and command not in DATA_PARALLEL and command != "rro":  # rro: its subcommand decides
+        distributed.refuse_copies(command)
+
+
 @app.callback()
-def _root() -> None:
+def _root(ctx: typer.Context) -> None:
     """creditflow: credit assignment for multi-turn LLM agents (RewardFlow, CRPS, RRO, baselines)."""
+    _refuse_copies(ctx.invoked_subcommand)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -107,8 +121,9 @@ def train_command(
     else:
         cfg = build_config(config, extra)
     run_dir, trainer, last = run_train(cfg, resume=resume is not None)
-    typer.echo(f"done: step {trainer.step}, eval success {last.get('eval/success_rate', float('nan')):.3f} "
-               f"-> {run_dir}")
+    if trainer.world.main:
+        typer.echo(f"done: step {trainer.step}, eval success {last.get('eval/success_rate', float('nan')):.3f} "
+                   f"-> {run_dir}")
 
 
 @app.command("sft")
@@ -290,6 +305,13 @@ rro_app = typer.Typer(no_args_is_help=True, help="RRO: MC process rewards, rewar
 app.add_typer(rro_app, name="rro")
 
 
+@rro_app.callback()
+def _rro_root(ctx: typer.Context) -> None:
+    """RRO: MC process rewards, reward-rising sampling, DPO."""
+    if ctx.invoked_subcommand is not None:
+        _refuse_copies(f"rro {ctx.invoked_subcommand}")
+
+
 def _rro_config(overrides, config, pairs: dict):
     extra = list(overrides or [])
     for key, value in pairs.items():
@@ -354,8 +376,9 @@ def rro_train_command(
     cfg = _rro_config(overrides, config, {"env.name": env, "policy.model": model, "out_dir": out,
                                           "rro.data_dir": data})
     target, metrics = run_dpo_training(cfg)
-    typer.echo(f"DPO: {metrics['dpo/pairs']} pairs, {metrics['dpo/steps']} steps, loss "
-               f"{metrics['dpo/train_loss']:.4f} -> {target}")
+    if distributed.current().main:
+        typer.echo(f"DPO: {metrics['dpo/pairs']} pairs, {metrics['dpo/steps']} steps, loss "
+                   f"{metrics['dpo/train_loss']:.4f} -> {target}")
 
 
 @rro_app.command("run")
@@ -442,7 +465,8 @@ def _run(argv: list[str]) -> int:
         typer.echo(f"error: {exc}", err=True)
         return 2
     except Interrupted as exc:
-        typer.echo(_interrupt_line(exc, argv), err=True)
+        if distributed.current().main:  # every process stops; rank 0 says what was saved
+            typer.echo(_interrupt_line(exc, argv), err=True)
         return 130
     if code == 130:  # an interrupt outside a run: typer turns KeyboardInterrupt into exit code 130
         typer.echo("interrupted; nothing saved", err=True)
@@ -460,6 +484,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     try:
         code = _run(argv)
     finally:
+        distributed.shutdown()
         if in_main_thread:
             signal.signal(signal.SIGTERM, previous)
     sys.exit(128 + signal.SIGTERM if code == 130 and _SIGNALS else code)

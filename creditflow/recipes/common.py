@@ -1,5 +1,5 @@
-"""Wiring shared by the recipes (train, SFT, evaluation, demo, RRO): envs, policy, engine, success rule, and
-the checks every recipe runs before any work."""
+"""Wiring shared by the recipes (train, SFT, evaluation, demo, RRO): envs, policy, engine, success rule, the
+checks every recipe runs before any work, and the launched processes of a data-parallel command."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from functools import partial
 from pathlib import Path
 from typing import Iterator
 
+from rich.console import Console
+
 from creditflow import credit, envs
 from creditflow.config import RunConfig, dump_config
 from creditflow.errors import UserError
@@ -17,12 +19,15 @@ from creditflow.policy.backends import openai as openai_backend
 from creditflow.policy.backends import vllm as vllm_backend
 from creditflow.policy.backends.base import Backend, SamplingParams
 from creditflow.policy.backends.hf import HFBackend
-from creditflow.policy.model import build_tiny_policy, check_device_and_dtype, check_model_dir, load_policy
+from creditflow.policy.model import build_tiny_policy, check_device_and_dtype, check_model_dir, load_policy, \
+    resolve_device
 from creditflow.policy.prompts import ChatTemplate, PromptBuilder, environment_description
 from creditflow.recipes.progress import RunProgress, WatchedEngine
 from creditflow.rollout.engine import RolloutEngine
 from creditflow.rollout.expert import expert_corpus
 from creditflow.rollout.trajectory import SuccessRule
+from creditflow.train import distributed
+from creditflow.train.distributed import World
 
 
 def check_run(cfg: RunConfig, *, knobs: bool = False, model: str | Path | None = None) -> None:
@@ -58,6 +63,37 @@ def check_backend(cfg: RunConfig, trains: bool = False) -> None:
         vllm_backend.check_installed()
 
 
+def check_data_parallel(cfg: RunConfig) -> None:
+    """What ``creditflow train`` under N launched processes needs, checked before any work: B tasks split
+    evenly (a task's group stays on one process), the ``hf`` backend, and a replicated policy (DDP): an
+    FSDP or DeepSpeed launch config shards the model, which RL generation here does not do."""
+    n = distributed.launched_size()
+    if n == 1:
+        return
+    sharded = distributed.sharded_launch()
+    if sharded:
+        raise UserError(f"creditflow train keeps a whole policy on each process (data parallel); the {sharded} "
+                        "launch config shards it: use configs/accelerate/ddp.yaml (FSDP / ZeRO-3 serve sft and "
+                        "rro train)")
+    if cfg.rollout.tasks_per_step % n:
+        raise UserError(f"rollout.tasks_per_step={cfg.rollout.tasks_per_step} must be divisible by the {n} launched "
+                        f"processes (each rolls out the same number of tasks)")
+    if cfg.policy.backend != "hf":
+        raise UserError(f"policy.backend={cfg.policy.backend} under {n} processes is not supported; use "
+                        "policy.backend=hf, or one process")
+
+
+def start_world(cfg: RunConfig) -> World:
+    """Join the launched processes (``accelerate launch``, ``torchrun``; one process without a launcher),
+    over gloo when the policy runs on CPU."""
+    return distributed.start(cpu=resolve_device(cfg.policy.device) == "cpu")
+
+
+def rank_progress(progress: RunProgress, world: World) -> RunProgress:
+    """``progress`` on rank 0; silent bars elsewhere (rank 0 speaks for every process)."""
+    return progress if world.main else RunProgress(Console(stderr=True, quiet=True))
+
+
 def env_factory(cfg: RunConfig, split: str = "train"):
     """Zero-argument factory for train or held-out (``split="test"``) envs; validates options now."""
     kwargs = dict(cfg.env.kwargs)
@@ -76,11 +112,15 @@ def env_factory(cfg: RunConfig, split: str = "train"):
 
 
 @contextlib.contextmanager
-def new_run_dir(cfg: RunConfig) -> Iterator[Path]:
+def new_run_dir(cfg: RunConfig, world: World = World()) -> Iterator[Path]:
     """Create ``out_dir`` and write ``config.yaml`` for a fresh run. A user error inside the block undoes
     that: the directory goes if this run created it, else ``config.yaml`` is put back as it was; an
-    interrupt keeps what was written (the tiny model, π_SFT) for the next attempt."""
+    interrupt keeps what was written (the tiny model, π_SFT) for the next attempt. Under N processes rank 0
+    does this; the others only get the path."""
     out = Path(cfg.out_dir)
+    if not world.main:
+        yield out
+        return
     if out.exists() and not out.is_dir():
         raise UserError(f"out_dir {str(out)!r} is a file, not a directory")
     created = not out.exists()
@@ -113,12 +153,14 @@ def success_rule(cfg: RunConfig) -> SuccessRule:
     return SuccessRule(cfg.env.success_threshold)
 
 
-def load_or_build_policy(cfg: RunConfig, out_dir: Path, factory, log=print, progress: RunProgress | None = None):
-    """Load ``cfg.policy.model``, or build the tiny default into ``out_dir/tiny_model`` (once)."""
+def load_or_build_policy(cfg: RunConfig, out_dir: Path, factory, log=print, progress: RunProgress | None = None,
+                         world: World = World()):
+    """Load ``cfg.policy.model``, or build the tiny default into ``out_dir/tiny_model`` (once; rank 0 builds
+    it, the other processes wait and load it)."""
     if cfg.policy.model:
         return load_policy(cfg.policy.model, cfg.policy.device, cfg.policy.dtype)
     tiny_dir = out_dir / "tiny_model"
-    if not (tiny_dir / "config.json").exists():
+    if world.main and not (tiny_dir / "config.json").exists():
         with (progress or RunProgress()).bar("building the tiny default policy", None, keep=False):
             env = factory()
             prompts = prompt_builder(cfg, env)
@@ -127,6 +169,7 @@ def load_or_build_policy(cfg: RunConfig, out_dir: Path, factory, log=print, prog
                               isolate_chars=getattr(env, "tokenizer_isolate_chars", ""),
                               hidden_size=cfg.policy.tiny_hidden_size, num_hidden_layers=cfg.policy.tiny_layers)
         log(f"built tiny default policy in {tiny_dir}")
+    distributed.barrier(world)
     return load_policy(tiny_dir, cfg.policy.device, cfg.policy.dtype)
 
 

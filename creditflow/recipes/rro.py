@@ -29,6 +29,7 @@ from creditflow.recipes.progress import RunProgress
 from creditflow.recipes.train import sft_policy
 from creditflow.rollout.executors import make_env_executor
 from creditflow.rollout.seeding import seed_everything
+from creditflow.train import distributed
 from creditflow.train.dpo import run_dpo
 
 
@@ -156,13 +157,18 @@ def _dpo_start(cfg: RunConfig, model_path: Path | None) -> Path:
 
 def run_dpo_training(cfg: RunConfig, log: Callable[[str], None] | None = None,
                      model_path: Path | None = None, progress: RunProgress | None = None) -> tuple[Path, dict]:
-    """DPO from π_SFT on ``rro.data_dir`` -> ``<out_dir>/dpo_model``."""
+    """DPO from π_SFT on ``rro.data_dir`` -> ``<out_dir>/dpo_model``. Launched as N processes (``rro train``),
+    TRL trains data parallel and rank 0 writes the results."""
     progress = progress or RunProgress()
     log = log or progress.log
     pairs = read_preferences(data_dir(cfg))
     model_path = _dpo_start(cfg, model_path)
     common.check_run(cfg, model=model_path)
-    with common.new_run_dir(cfg) as out:
+    world = common.start_world(cfg)
+    if not world.main:
+        progress = common.rank_progress(progress, world)
+        log = progress.log
+    with common.new_run_dir(cfg, world) as out:
         seed_everything(cfg.seed)
         model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.dtype)
     target, tmp = out / "dpo_model", out / ".dpo_model.tmp"
@@ -174,14 +180,17 @@ def run_dpo_training(cfg: RunConfig, log: Callable[[str], None] | None = None,
     except KeyboardInterrupt:
         raise Interrupted(f"during DPO; nothing saved yet ({target} is written when DPO ends)", RERUN) from None
     finally:
-        shutil.rmtree(out / "dpo_tmp", ignore_errors=True)  # TRL's scratch dir (nothing is saved there)
-    shutil.rmtree(tmp, ignore_errors=True)
-    trained.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    shutil.rmtree(target, ignore_errors=True)
-    tmp.rename(target)
+        if world.main:
+            shutil.rmtree(out / "dpo_tmp", ignore_errors=True)  # TRL's scratch dir (nothing is saved there)
     metrics["dpo/reference"] = str(model_path)
-    (out / "dpo_metrics.json").write_text(json.dumps(metrics, indent=2))
+    if world.main:
+        shutil.rmtree(tmp, ignore_errors=True)
+        trained.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        shutil.rmtree(target, ignore_errors=True)
+        tmp.rename(target)
+        (out / "dpo_metrics.json").write_text(json.dumps(metrics, indent=2))
+    distributed.barrier(world)
     log(f"DPO done: loss {metrics['dpo/train_loss']:.4f} over {metrics['dpo/steps']} steps -> {target}")
     return target, metrics
 

@@ -6,6 +6,9 @@ A run directory holds ``config.yaml``, ``metrics.jsonl``, ``tb/``, the policy RL
 Everything that can be checked is checked before any work (:func:`creditflow.recipes.common.check_run`, the
 env factories, the checkpoint of a resumed run). Ctrl-C (or SIGTERM) ends a run with an
 :class:`~creditflow.errors.Interrupted` that says what is on disk and how to continue.
+
+Launched as N processes (``accelerate launch``, ``torchrun``), ``train`` and ``sft`` are data parallel
+(docs/scaling.md): every process trains, rank 0 alone writes the run directory and speaks.
 """
 
 from __future__ import annotations
@@ -24,18 +27,23 @@ from creditflow.recipes import common
 from creditflow.recipes.progress import RunProgress
 from creditflow.rollout.expert import expert_trajectories
 from creditflow.rollout.seeding import seed_everything
-from creditflow.train.checkpoint import checkpoint_root, checkpoint_step, latest_checkpoint, load_trainer_state
-from creditflow.train.metrics import MetricsLogger, read_metrics
+from creditflow.train import distributed
+from creditflow.train.checkpoint import (checkpoint_root, checkpoint_step, checkpoint_world_size, latest_checkpoint,
+                                         load_trainer_state)
+from creditflow.train.distributed import World
+from creditflow.train.metrics import MetricsLogger, NullLogger, read_metrics
 from creditflow.train.rl import RLTrainer
 from creditflow.train.sft import check_max_length, demo_examples, prompt_lengths, run_sft
 
 
 def sft_policy(cfg: RunConfig, out: Path, train_factory, log: Callable[[str], None],
-               progress: RunProgress | None = None):
-    """Build (or load) the starting policy and fine-tune it on expert demos -> ``out/sft_model``."""
+               progress: RunProgress | None = None, world: World = World()):
+    """Build (or load) the starting policy and fine-tune it on expert demos -> ``out/sft_model``. Under N
+    processes TRL trains data parallel (each process a share of every batch) and rank 0 saves."""
     progress = progress or RunProgress()
     notes: list[str] = []  # said once the demonstrations pass the length check (else the error is the one line)
-    model, tok = common.load_or_build_policy(cfg, out, train_factory, log=notes.append, progress=progress)
+    model, tok = common.load_or_build_policy(cfg, out, train_factory, log=notes.append, progress=progress,
+                                             world=world)
     env = train_factory()
     seeds = [cfg.sft.seed_offset + i for i in range(cfg.sft.demos)]
     demos = expert_trajectories(train_factory, seeds, common.success_rule(cfg))
@@ -52,27 +60,31 @@ def sft_policy(cfg: RunConfig, out: Path, train_factory, log: Callable[[str], No
             metrics = run_sft(model, tok, examples, out, cfg.sft, seed=cfg.seed,
                               progress=lambda step, total, info: update(step, info, total=total))
     finally:
-        shutil.rmtree(out / "sft_tmp", ignore_errors=True)  # TRL's scratch dir (nothing is saved there)
-    target = out / "sft_model"
-    tmp = out / ".sft_model.tmp"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    model.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    if target.exists():
-        shutil.rmtree(target)
-    tmp.rename(target)
-    (out / "sft_metrics.json").write_text(json.dumps(metrics, indent=2))
+        if world.main:
+            shutil.rmtree(out / "sft_tmp", ignore_errors=True)  # TRL's scratch dir (nothing is saved there)
+    if world.main:
+        target = out / "sft_model"
+        tmp = out / ".sft_model.tmp"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        if target.exists():
+            shutil.rmtree(target)
+        tmp.rename(target)
+        (out / "sft_metrics.json").write_text(json.dumps(metrics, indent=2))
+    distributed.barrier(world)  # sft_model is there for every process
     return model, tok, metrics
 
 
 def run_sft_command(cfg: RunConfig, progress: RunProgress | None = None) -> Path:
-    progress = progress or RunProgress()
     common.check_run(cfg)
     train_factory = common.env_factory(cfg, "train")
-    with common.new_run_dir(cfg) as out:
+    world = common.start_world(cfg)
+    progress = common.rank_progress(progress or RunProgress(), world)
+    with common.new_run_dir(cfg, world) as out:
         try:
-            _, _, metrics = sft_policy(cfg, out, train_factory, progress.log, progress)
+            _, _, metrics = sft_policy(cfg, out, train_factory, progress.log, progress, world)
         except KeyboardInterrupt:
             raise Interrupted(f"during SFT; nothing saved yet ({out / 'sft_model'} is written when SFT ends)"
                               + _kept_tiny(out)) from None
@@ -106,12 +118,16 @@ def _interrupted(out: Path, trainer: RLTrainer | None, cfg: RunConfig) -> Interr
 
 def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[str], None] | None = None,
               progress: RunProgress | None = None):
-    """RL training (``cfg.rl``); starts from ``cfg.policy.model`` or from a freshly SFT-ed tiny model."""
+    """RL training (``cfg.rl``); starts from ``cfg.policy.model`` or from a freshly SFT-ed tiny model.
+
+    Under N launched processes every process runs this (data parallel); rank 0 writes the run directory
+    and logs, and each process seeds its sampling with ``seed + rank``."""
     progress = progress or RunProgress()
     log = log or progress.log
     # everything that can be checked, before any work (SFT and model building take minutes)
     common.check_run(cfg, knobs=True)
     common.check_backend(cfg, trains=True)
+    common.check_data_parallel(cfg)
     train_factory = common.env_factory(cfg, "train")
     eval_factory = common.env_factory(cfg, "test")
     out = Path(cfg.out_dir)
@@ -121,32 +137,38 @@ def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[s
         common.check_run(cfg, model=ckpt)
         if cfg.rl.kl_coef > 0:
             common.check_run(cfg, model=ref_path)
+        _check_processes(ckpt, distributed.launched_size())
     elif (out / "metrics.jsonl").exists():
         raise UserError(f"out_dir {str(out)!r} already holds a run; use --resume {out} or another out_dir")
-    seed_everything(cfg.seed)
+    world = common.start_world(cfg)
+    distributed.barrier(world)  # every process has checked before rank 0 writes anything
+    if not world.main:
+        progress, log = common.rank_progress(progress, world), _silent
+    seed_everything(cfg.seed + world.rank)
     trainer = None
     try:
         if resume:
             model, tok = load_policy(ckpt, cfg.policy.device, cfg.policy.dtype)
             ref_model = load_policy(ref_path, cfg.policy.device, cfg.policy.dtype)[0] if cfg.rl.kl_coef > 0 else None
             trainer = _trainer(cfg, out, model, tok, ckpt, train_factory, eval_factory, hooks, ref_model, progress,
-                               resume=True)
+                               resume=True, world=world)
             load_trainer_state(trainer, ckpt)
             trainer.logger.close()
-            trainer.logger = MetricsLogger(out, cfg.tensorboard, resume_step=trainer.step)
-            dump_config(cfg, out / "config.yaml")  # the settings in force now, with what this resume changed
+            trainer.logger = _logger(cfg, out, world, resume_step=trainer.step)
+            if world.main:
+                dump_config(cfg, out / "config.yaml")  # the settings in force now, with what this resume changed
             log(f"resumed from {ckpt} at step {trainer.step}{_changes(cfg, trainer.step)}")
         else:
-            with common.new_run_dir(cfg):
+            with common.new_run_dir(cfg, world):
                 if cfg.policy.model:
                     model, tok = load_policy(cfg.policy.model, cfg.policy.device, cfg.policy.dtype)
                     model_path = Path(cfg.policy.model)
                 else:
-                    model, tok, _ = sft_policy(cfg, out, train_factory, log, progress)
-                    seed_everything(cfg.seed)
+                    model, tok, _ = sft_policy(cfg, out, train_factory, log, progress, world)
+                    seed_everything(cfg.seed + world.rank)
                     model_path = out / "sft_model"
                 trainer = _trainer(cfg, out, model, tok, model_path, train_factory, eval_factory, hooks, None,
-                                   progress, resume=False)
+                                   progress, resume=False, world=world)
         last = _fit(cfg, trainer, progress, log)
     except KeyboardInterrupt:
         raise _interrupted(out, trainer, cfg) from None
@@ -154,13 +176,31 @@ def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[s
         if trainer is not None:
             trainer.logger.close()
             common.close_backend(trainer.train_engine.backend)
-    if not last:  # no training step ran (rl.steps=0): report the step-0 evaluation
+    if not last and world.main:  # no training step ran (rl.steps=0): report the step-0 evaluation
         last = read_metrics(out / "metrics.jsonl")[-1]
     return out, trainer, last
 
 
+def _silent(_message: str) -> None:
+    """The log of every process but rank 0."""
+
+
+def _check_processes(ckpt: Path, launched: int) -> None:
+    """A resumed run has as many processes as wrote its checkpoint (each process's RNG states are in it)."""
+    saved = checkpoint_world_size(ckpt)
+    if saved != launched:
+        how = f"accelerate launch --num_processes {saved} ..." if saved > 1 else "no launcher (one process)"
+        raise UserError(f"checkpoint {ckpt} was written by {saved} process(es) and {launched} were launched; resume "
+                        f"it with {how}")
+
+
+def _logger(cfg: RunConfig, out: Path, world: World, resume_step: int | None) -> MetricsLogger | NullLogger:
+    """Rank 0 writes metrics.jsonl and TensorBoard (``resume_step``: drop rows logged after it)."""
+    return MetricsLogger(out, cfg.tensorboard, resume_step=resume_step) if world.main else NullLogger()
+
+
 def _trainer(cfg: RunConfig, out: Path, model, tok, model_path: Path, train_factory, eval_factory, hooks, ref_model,
-             progress: RunProgress, resume: bool) -> RLTrainer:
+             progress: RunProgress, resume: bool, world: World) -> RLTrainer:
     """The trainer and its engines; ``model_path``: the directory ``model`` was loaded from (a vLLM engine
     starts from it)."""
     if hooks is None:  # curriculum (CRPS / ExpReplay) or diagnostics only, from cfg.curriculum
@@ -171,9 +211,9 @@ def _trainer(cfg: RunConfig, out: Path, model, tok, model_path: Path, train_fact
                                       watch="  rollout")
     eval_engine = common.make_engine(cfg, model, tok, eval_factory, backend=backend, progress=progress,
                                      watch="  eval")
-    logger = MetricsLogger(out, cfg.tensorboard, resume_step=None)
-    return RLTrainer(cfg, model, tok, train_engine, eval_engine, out, logger, hooks=hooks, ref_model=ref_model,
-                     eval_sampling=common.sampling_params(cfg, tok, evaluation=True))
+    return RLTrainer(cfg, model, tok, train_engine, eval_engine, out, _logger(cfg, out, world, resume_step=None),
+                     hooks=hooks, ref_model=ref_model, eval_sampling=common.sampling_params(cfg, tok, evaluation=True),
+                     world=world)
 
 
 def _fit(cfg: RunConfig, trainer: RLTrainer, progress: RunProgress, log: Callable[[str], None]) -> dict:

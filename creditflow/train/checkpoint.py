@@ -2,7 +2,9 @@
 
 Layout: ``<run>/checkpoints/step_000010/`` with the HF model + tokenizer, ``optimizer.pt`` and
 ``trainer_state.pt``; ``<run>/checkpoints/latest`` names the newest. Written to a temporary directory
-and renamed, so a crash never leaves a half-written checkpoint behind.
+and renamed, so a crash never leaves a half-written checkpoint behind. Under N processes rank 0 writes it
+(the policy and optimizer are the same everywhere; ``trainer_state.pt`` holds every process's RNG states)
+while the others wait, and every process loads it on ``--resume``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 import torch
 
 from creditflow.errors import UserError
+from creditflow.train.distributed import barrier
 
 
 def checkpoint_root(out_dir: str | Path) -> Path:
@@ -20,10 +23,16 @@ def checkpoint_root(out_dir: str | Path) -> Path:
 
 
 def save_checkpoint(trainer, keep: int = 2) -> Path:
+    """Write the trainer's checkpoint; every process calls it (``trainer.world``), rank 0 writes."""
+    world = trainer.world
+    state = trainer.state_dict()  # under N processes a collective: it gathers every process's RNG states
     root = checkpoint_root(trainer.out_dir)
-    root.mkdir(parents=True, exist_ok=True)
     name = f"step_{trainer.step:06d}"
     final = root / name
+    if not world.main:
+        barrier(world)  # until rank 0 has written it
+        return final
+    root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".{name}.tmp"
     if tmp.exists():
         shutil.rmtree(tmp)
@@ -31,7 +40,7 @@ def save_checkpoint(trainer, keep: int = 2) -> Path:
     trainer.model.save_pretrained(tmp)
     trainer.tok.save_pretrained(tmp)
     torch.save(trainer.optimizer.state_dict(), tmp / "optimizer.pt")
-    torch.save(trainer.state_dict(), tmp / "trainer_state.pt")
+    torch.save(state, tmp / "trainer_state.pt")
     if final.exists():
         shutil.rmtree(final)
     tmp.rename(final)
@@ -40,6 +49,7 @@ def save_checkpoint(trainer, keep: int = 2) -> Path:
     latest_tmp.replace(root / "latest")
     for old in sorted(p for p in root.glob("step_*") if p.is_dir())[:-keep]:
         shutil.rmtree(old)
+    barrier(world)
     return final
 
 
@@ -56,8 +66,19 @@ def latest_checkpoint(out_dir: str | Path) -> Path:
 
 def checkpoint_step(path: Path) -> int:
     """The training step a checkpoint was saved at."""
+    return _loop_state(path)["step"]
+
+
+def checkpoint_world_size(path: Path) -> int:
+    """How many processes wrote a checkpoint (1 for checkpoints from before data parallelism)."""
+    return _loop_state(path)["world_size"]
+
+
+def _loop_state(path: Path) -> dict[str, int]:
+    """Step and process count of a checkpoint's ``trainer_state.pt``; unreadable is a one-line UserError."""
     try:
-        return int(torch.load(path / "trainer_state.pt", weights_only=False)["step"])
+        state = torch.load(path / "trainer_state.pt", weights_only=False)
+        return {"step": int(state["step"]), "world_size": int(state.get("world_size", 1))}
     except (OSError, KeyError, RuntimeError, EOFError) as exc:
         first = (str(exc).strip().splitlines() or [""])[0]
         raise UserError(f"checkpoint {str(path)!r} is unreadable ({type(exc).__name__}: {first})") from None

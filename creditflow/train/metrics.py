@@ -42,6 +42,17 @@ class MetricsLogger:
             self._tb.close()
 
 
+class NullLogger:
+    """The metrics sink of every process but rank 0 under data parallelism: rank 0 alone writes the metrics,
+    which are already reduced over the processes."""
+
+    def log(self, metrics: dict) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 def read_metrics(path: str | Path) -> list[dict]:
     p = Path(path)
     if not p.exists():

@@ -8,11 +8,17 @@ One training step:
      policy (pi_SFT), entropy logged; micro-batches packed by token budget; grad clipping; AdamW.
 Evaluation on held-out seeds every ``eval_every`` steps; metrics to JSONL + TensorBoard; checkpoints
 hold model, optimizer, RNG states and step so ``--resume`` continues exactly.
+
+Under N processes (:mod:`creditflow.train.distributed`) every process draws the same B tasks and rolls out
+its B / N of them; curriculum hooks and rollout metrics see every process's trajectories, credit runs on
+each process's own groups, and the update sums gradients over the processes with global normalisers.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
+import pickle
 import time
 import weakref
 from dataclasses import dataclass
@@ -31,6 +37,8 @@ from creditflow.rollout.hooks import Hooks
 from creditflow.rollout.seeding import rng_state, set_rng_state
 from creditflow.rollout.trajectory import Trajectory
 from creditflow.train.checkpoint import save_checkpoint
+from creditflow.train.distributed import (World, all_max, all_reduce_grads, all_sum, broadcast_parameters, gather,
+                                          gather_trajectories, reduce_metrics, shard)
 from creditflow.train.loss import (agg_loss, entropy_from_logits, entropy_term, kl_term, ppo_clip_objective,
                                    token_logprobs)
 from creditflow.train.mismatch import check_mismatch
@@ -235,37 +243,47 @@ def rollout_mismatch(model, rows: list[Row], pad_id: int, token_budget: int, pad
 
 
 def policy_update(model, optimizer, rows: list[Row], cfg: RunConfig, pad_id: int,
-                  rng: np.random.Generator) -> dict:
-    """PPO epochs x mini-batches over ``rows``, one optimizer step per mini-batch; returns mean stats.
+                  rng: np.random.Generator, world: World = World()) -> dict:
+    """PPO epochs x mini-batches over ``rows``, one optimizer step per mini-batch; returns mean stats
+    (none when there is no row).
 
     The objective is :mod:`creditflow.train.loss`'s: PPO-clip + k3 KL - entropy per token, aggregated by
     ``rl.loss_agg`` with the mini-batch's normalisers, so the micro-batch gradients add up to the
     mini-batch gradient. Mini-batches split the rows: decisions in the ``window`` layout, whole
     trajectories in the ``conversation`` layout; within one mini-batch the loss is the same in both.
+
+    Under N processes (``world``) each process passes its own rows and splits them into the same number
+    of mini-batches; mini-batch k is the union of the processes' k-th parts: its normalisers are totals
+    over the processes and the gradients are summed over them before clipping, so every process takes
+    the step one process would take on that union. With ``rl.minibatches=1`` that is the whole step's
+    batch: the update equals the one-process update on all rows (up to float summation order).
     """
     rl = cfg.rl
     device = next(model.parameters()).device
     stats = {"loss": [], "pg_loss": [], "kl": [], "entropy": [], "clip_frac": [], "ratio": [], "grad_norm": []}
+    parts = min(rl.minibatches, all_max(len(rows), world))  # the same on every process; no empty part overall
+    if parts == 0:
+        return {}
     model.train()
     for _ in range(rl.ppo_epochs):
         order = rng.permutation(len(rows))
-        for chunk in np.array_split(order, min(rl.minibatches, len(rows))):
-            mini = [rows[i] for i in chunk]
-            if not mini:
-                continue
-            # agg_loss normalisers of the whole mini-batch (see loss.agg_loss)
+        for chunk in np.array_split(order, parts):
+            mini = [rows[i] for i in chunk]  # may be empty on a process with fewer rows than parts
             decisions = [s for row in mini for s in row.samples]
-            n_tokens = sum(len(s.response_ids) for s in decisions)
-            traj_total = sum(s.traj_weight for s in decisions)
             # With no KL and no entropy term, a zero-advantage sample contributes exactly zero loss and
             # gradient (-min(r*0, clip(r)*0) = 0): skip the forward/backward of a row whose decisions all
-            # have zero advantage. The normalisers above still count them, so the update is identical; only
+            # have zero advantage. The normalisers below still count them, so the update is identical; only
             # the logged ratio/entropy/clip stats cover fewer rows.
             if rl.kl_coef == 0 and rl.entropy_coef == 0:
                 work = [row for row in mini if any(s.advantage != 0.0 for s in row.samples)]
             else:
                 work = mini
-            n_work = max(1, sum(len(s.response_ids) for row in work for s in row.samples))  # stats: token means
+            # agg_loss normalisers of the whole mini-batch, over every process (see loss.agg_loss); work
+            # tokens: the normaliser of the logged token means
+            n_tokens, n_seqs, traj_total, work_tokens = all_sum(
+                [sum(len(s.response_ids) for s in decisions), len(decisions), sum(s.traj_weight for s in decisions),
+                 sum(len(s.response_ids) for row in work for s in row.samples)], world)
+            n_work = max(1, work_tokens)
             optimizer.zero_grad(set_to_none=True)
             acc = {k: 0.0 for k in ("loss", "pg_loss", "kl", "entropy", "clip_frac", "ratio")}
             for micro in pack_microbatches(work, rl.token_budget, pad=cfg.rollout.history == "window"):
@@ -279,7 +297,7 @@ def policy_update(model, optimizer, rows: list[Row], cfg: RunConfig, pad_id: int
                                                   clip_high=rl.clip_eps_high, n_tokens=n_work)
                 kl, kl_stats = kl_term(logp, b["ref"], mask, coef=rl.kl_coef, n_tokens=n_work)
                 ent, ent_stats = entropy_term(entropy, mask, coef=rl.entropy_coef, n_tokens=n_work)
-                loss = agg_loss(pg + kl + ent, mask, rl.loss_agg, n_tokens=n_tokens, n_seqs=len(decisions),
+                loss = agg_loss(pg + kl + ent, mask, rl.loss_agg, n_tokens=n_tokens, n_seqs=n_seqs,
                                 row_weights=b["row_w"], total_weight=traj_total, seq_lengths=b["seq_len"])
                 loss.backward()
                 for k, v in {"loss": loss.detach(), **pg_stats, **kl_stats, **ent_stats}.items():
@@ -288,21 +306,28 @@ def policy_update(model, optimizer, rows: list[Row], cfg: RunConfig, pad_id: int
                 for p in model.parameters():
                     if p.requires_grad:
                         p.grad = torch.zeros_like(p)
+            all_reduce_grads(model.parameters(), world)
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), rl.max_grad_norm)
             optimizer.step()
-            for k, v in acc.items():
+            for k, v in zip(acc, all_sum(list(acc.values()), world)):  # each process holds its share of the sums
                 stats[k].append(v)
             stats["grad_norm"].append(float(grad_norm))
     return {f"train/{k}": float(np.mean(v)) for k, v in stats.items() if v}
 
 
 class RLTrainer:
-    """Owns policy, reference, optimizer, engines and the loop state of one RL run."""
+    """Owns policy, reference, optimizer, engines and the loop state of one RL run.
+
+    ``world``: this process among the launched ones (:mod:`creditflow.train.distributed`); every process
+    runs the same loop, rank 0's ``logger`` writes the metrics and rank 0 writes the checkpoints.
+    """
 
     def __init__(self, cfg: RunConfig, model, tokenizer, train_engine: RolloutEngine, eval_engine: RolloutEngine,
                  out_dir: Path, logger, hooks: Hooks | None = None, progress: Callable | None = None,
-                 ref_model=None, eval_sampling: SamplingParams | None = None):
+                 ref_model=None, eval_sampling: SamplingParams | None = None, world: World = World()):
         self.cfg = cfg
+        self.world = world
+        broadcast_parameters(model, world)  # the copies start equal (as DDP's wrapper makes them)
         self.model = model
         self.tok = tokenizer
         self.train_engine = train_engine
@@ -335,53 +360,76 @@ class RLTrainer:
                 for s in seeds]
 
     def run_eval(self) -> dict:
-        metrics, _ = evaluate(self.eval_engine, self.eval_seeds, self.eval_sampling, self.cfg.env.name)
-        return metrics
+        """Held-out evaluation; under N processes each evaluates its share of the seeds and the metrics are
+        those of all the episodes."""
+        _, trajs = evaluate(self.eval_engine, shard(self.eval_seeds, self.world), self.eval_sampling,
+                            self.cfg.env.name)
+        return rollout_metrics(gather_trajectories(trajs, self.world), "eval")
 
     def train_step(self) -> dict:
         cfg = self.cfg
         step = self.step + 1
         t0 = time.perf_counter()
-        specs = self.hooks.make_specs(step, self.fresh_specs(step))
-        trajs = self.train_engine.rollout(specs, cfg.rollout.group_size)
+        specs = self.hooks.make_specs(step, self.fresh_specs(step))  # the same on every process
+        trajs = self.train_engine.rollout(shard(specs, self.world), cfg.rollout.group_size)
         t_roll = time.perf_counter() - t0
-        hook_metrics = self.hooks.after_rollout(step, specs, trajs)  # may drop groups in place
-        metrics = rollout_metrics(trajs, "train")
+        everyone = gather_trajectories(trajs, self.world)  # `trajs` itself in one process
+        hook_metrics = self.hooks.after_rollout(step, specs, everyone)  # may drop groups in place
+        if everyone is not trajs:  # drop here the groups the hooks dropped from everyone's trajectories
+            kept = {t.group_id for t in everyone}
+            trajs[:] = [t for t in trajs if t.group_id in kept]
+        metrics = rollout_metrics(everyone, "train")
         metrics.update(hook_metrics)
         t1 = time.perf_counter()
-        metrics.update(self.estimator(trajs, self.credit_knobs))
-        metrics["time/credit_ms"] = (time.perf_counter() - t1) * 1000
+        credit_metrics = self.estimator(trajs, self.credit_knobs)  # groups are whole on each process
+        credit_metrics["time/credit_ms"] = (time.perf_counter() - t1) * 1000
         rows = rows_from(trajs, cfg.rollout.history)
         samples = [s for row in rows for s in row.samples]
         t_ref = time.perf_counter()
         gap = cfg.rl.logprob_gap if cfg.rl.logprob_gap is not None else (
             cfg.policy.backend != "hf" or cfg.rl.tis_cap is not None)
+        mismatch = {}
         if rows and (gap or cfg.rl.tis_cap is not None):  # rollout_logprob_gap; rl.tis_cap: TIS (mismatch.py)
-            metrics.update(rollout_mismatch(self.model, rows, self.tok.pad_token_id, cfg.rl.token_budget,
-                                            pad=cfg.rollout.history == "window", tis_cap=cfg.rl.tis_cap))
+            mismatch = rollout_mismatch(self.model, rows, self.tok.pad_token_id, cfg.rl.token_budget,
+                                        pad=cfg.rollout.history == "window", tis_cap=cfg.rl.tis_cap)
         t_mismatch = time.perf_counter()
         if self.ref_model is not None:
             fill_ref_logprobs(self.ref_model, rows, self.tok.pad_token_id, cfg.rl.token_budget,
                               pad=cfg.rollout.history == "window")
         t2 = time.perf_counter()
-        if rows:
-            metrics.update(policy_update(self.model, self.optimizer, rows, cfg, self.tok.pad_token_id,
-                                         self.update_rng))
+        update = policy_update(self.model, self.optimizer, rows, cfg, self.tok.pad_token_id, self.update_rng,
+                               self.world)
+        if update:
+            metrics.update(update)
             self.train_engine.backend.sync_weights(self.model)  # a vLLM engine gets the new weights
-        advs = [s.advantage for s in samples]
-        self.env_steps += sum(len(t) for t in trajs)
-        metrics.update({
-            "step": step,
-            "env_steps": self.env_steps,
-            "train/samples": len(samples),
-            "train/adv_mean": float(np.mean(advs)) if advs else 0.0,
-            "train/adv_std": float(np.std(advs)) if advs else 0.0,
-            "train/response_tokens": float(np.mean([len(s.response_ids) for s in samples])) if samples else 0.0,
+        times = {
             "time/rollout_s": t_roll,
             "time/mismatch_s": t_mismatch - t_ref,
             "time/ref_s": t2 - t_mismatch,
             "time/update_s": time.perf_counter() - t2,
             "time/step_s": time.perf_counter() - t0,
+        }
+        # what each process measured on its own share: credit metrics (per trajectory), the rollout/trainer
+        # gap (per token), advantages and response lengths (exact over all samples), times (the slowest)
+        tokens = sum(len(s.response_ids) for s in samples)
+        parts = gather({"credit": credit_metrics, "trajs": len(trajs), "mismatch": mismatch, "tokens": tokens,
+                        "advs": [s.advantage for s in samples], "lengths": [len(s.response_ids) for s in samples],
+                        "times": times}, self.world)
+        metrics.update(reduce_metrics([(p["credit"], p["trajs"]) for p in parts], sums=("/groups", "/anchor_groups"),
+                                      maxes=("time/", "credit/time_ms")))
+        metrics.update(reduce_metrics([(p["mismatch"], p["tokens"]) for p in parts]))
+        advs = [a for p in parts for a in p["advs"]]
+        lengths = [n for p in parts for n in p["lengths"]]
+        self.env_steps += sum(len(t) for t in everyone)
+        metrics.update({
+            "step": step,
+            "env_steps": self.env_steps,
+            "dist/world_size": self.world.size,
+            "train/samples": len(advs),
+            "train/adv_mean": float(np.mean(advs)) if advs else 0.0,
+            "train/adv_std": float(np.std(advs)) if advs else 0.0,
+            "train/response_tokens": float(np.mean(lengths)) if lengths else 0.0,
+            **reduce_metrics([(p["times"], 1) for p in parts], maxes=("time/",)),
         })
         self.step = step
         return metrics
@@ -392,7 +440,7 @@ class RLTrainer:
         last: dict = {}
         if self.step == 0:
             first = self.run_eval()
-            first.update({"step": 0, "env_steps": 0})
+            first.update({"step": 0, "env_steps": 0, "dist/world_size": self.world.size})
             self.logger.log(first)
         while self.step < cfg.steps:
             metrics = self.train_step()
@@ -407,11 +455,33 @@ class RLTrainer:
         return last
 
     def state_dict(self) -> dict:
-        return {"step": self.step, "env_steps": self.env_steps,
-                "rng": rng_state(self.task_rng, self.update_rng), "hooks": self.hooks.state_dict()}
+        """The loop state. Under N processes (a collective: every process calls it) ``rng`` holds each
+        process's RNG states in rank order (they sample different rollouts and mini-batch orders) and
+        ``hooks_digests`` each process's digest of the curriculum state, which must all be equal."""
+        rng = rng_state(self.task_rng, self.update_rng)
+        hooks = self.hooks.state_dict()
+        state = {"step": self.step, "env_steps": self.env_steps, "rng": rng, "hooks": hooks,
+                 "world_size": self.world.size}
+        if self.world.distributed:
+            state["rng"] = gather(rng, self.world)
+            state["hooks_digests"] = gather(state_digest(hooks), self.world)
+            if len(set(state["hooks_digests"])) != 1:
+                raise RuntimeError(f"step {self.step}: the curriculum state differs between processes "
+                                   f"({state['hooks_digests']}); the run is not data-parallel any more")
+        return state
 
     def load_state_dict(self, state: dict) -> None:
+        """The loop state of :meth:`state_dict`, from a checkpoint of as many processes as this run has."""
+        saved = int(state.get("world_size", 1))
+        if saved != self.world.size:
+            raise ValueError(f"the checkpoint was written by {saved} process(es), this run has {self.world.size}")
         self.step = state["step"]
         self.env_steps = state["env_steps"]
-        set_rng_state(state["rng"], self.task_rng, self.update_rng)
+        rng = state["rng"][self.world.rank] if isinstance(state["rng"], list) else state["rng"]
+        set_rng_state(rng, self.task_rng, self.update_rng)
         self.hooks.load_state_dict(state.get("hooks", {}))
+
+
+def state_digest(state: dict) -> str:
+    """A digest of a (picklable) state dict, to check that processes hold the same state."""
+    return hashlib.sha256(pickle.dumps(state, protocol=4)).hexdigest()

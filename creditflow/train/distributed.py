@@ -1,0 +1,249 @@
+"""Data parallelism across processes (``accelerate launch`` or ``torchrun``): who this process is, and the
+few collectives the RL trainer needs.
+
+A launcher starts N processes with ``WORLD_SIZE=N`` and ``RANK`` / ``LOCAL_RANK`` in their environment.
+:func:`start` joins them through accelerate's ``PartialState`` (gloo on CPU, NCCL on GPUs, one GPU per
+process), which TRL's trainers then share. Every process then holds a full copy of the policy:
+
+* each rolls out its contiguous share of the step's tasks (:func:`shard`), so a task's whole group and its
+  credit stay on one process;
+* what the curriculum and the metrics need from the rollouts (trajectories without their token ids) is
+  gathered to every process (:func:`gather_trajectories`), so curriculum state and rollout metrics are the
+  same everywhere;
+* the loss normalisers are the totals over all processes and the gradients are summed across them
+  (:func:`all_reduce_grads`) before clipping, so every process takes the same optimizer step, the one a
+  single process would take on the union of the rows (docs/scaling.md says exactly when).
+
+Every function takes the :class:`World` it works in; with one process (``World()``) they return at once and
+touch nothing, which keeps the single-process run bit-for-bit what it was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Iterable, Sequence, TypeVar
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from accelerate import PartialState
+
+from creditflow.errors import UserError
+from creditflow.rollout.trajectory import Trajectory
+
+T = TypeVar("T")
+
+BUCKET_BYTES = 64 << 20
+"""Gradients are all-reduced in flat buckets of at most this size (one transient copy of a bucket)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class World:
+    """This process's place among the launched ones: ``rank`` of ``size``; rank 0 writes the run directory."""
+
+    rank: int = 0
+    size: int = 1
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.size > 1
+
+
+def launched_size() -> int:
+    """How many processes the launcher started (``WORLD_SIZE``; 1 without a launcher), read before joining."""
+    try:
+        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
+
+
+def sharded_launch() -> str | None:
+    """The launcher's sharding mode (``accelerate launch`` with an FSDP or DeepSpeed config), or None."""
+    if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true":
+        return "FSDP"
+    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
+        return "DeepSpeed"
+    return None
+
+
+def refuse_copies(command: str) -> None:
+    """A one-line UserError when ``command``, which runs in one process, was launched as several: they would
+    each do the whole job into the same place."""
+    n = launched_size()
+    if n > 1:
+        raise UserError(f"creditflow {command} runs in one process, but {n} were launched (WORLD_SIZE={n}) and "
+                        f"each would redo it into the same place; run it without accelerate launch / torchrun "
+                        f"(data-parallel commands: train, sft, rro train)")
+
+
+def start(cpu: bool) -> World:
+    """Join the launched processes (a no-op without a launcher). ``cpu``: the policy trains on CPU, so the
+    processes talk over gloo; otherwise accelerate picks the GPU backend and gives each process its GPU
+    (``LOCAL_RANK``), which ``policy.device=auto``/``cuda`` then means."""
+    if launched_size() == 1:
+        return World()
+    state = PartialState(cpu=cpu)
+    if not dist.is_initialized():  # accelerate did not recognise the launch: no silent N copies
+        raise UserError(f"WORLD_SIZE={launched_size()} but no process group could be started; launch with "
+                        "accelerate launch --config_file configs/accelerate/ddp.yaml or torchrun")
+    return World(state.process_index, state.num_processes)
+
+
+def current() -> World:
+    """The world of this process as torch.distributed sees it (one process when no group was started)."""
+    if dist.is_available() and dist.is_initialized():
+        return World(dist.get_rank(), dist.get_world_size())
+    return World()
+
+
+def shutdown() -> None:
+    """Leave the process group (at the end of a command), so no backend complains at exit."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def barrier(world: World) -> None:
+    """Wait until every process got here (rank 0 finished writing what the others read next)."""
+    if world.distributed:
+        dist.barrier()
+
+
+def shard(items: Sequence[T], world: World) -> list[T]:
+    """This process's contiguous share of ``items`` (the first ``len % size`` ranks get one more), so the
+    shares concatenated in rank order are ``items`` again."""
+    if not world.distributed:
+        return list(items)
+    base, extra = divmod(len(items), world.size)
+    start = world.rank * base + min(world.rank, extra)
+    return list(items[start: start + base + (world.rank < extra)])
+
+
+def gather(obj: Any, world: World) -> list[Any]:
+    """Every process's ``obj`` (picklable), in rank order, on every process."""
+    if not world.distributed:
+        return [obj]
+    out: list[Any] = [None] * world.size
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def broadcast(obj: T, world: World) -> T:
+    """Rank 0's ``obj`` on every process."""
+    if not world.distributed:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def _device(world: World) -> torch.device:
+    """Where collective tensors live: the process's GPU under NCCL, else the CPU."""
+    return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+
+
+def all_sum(values: list, world: World) -> list:
+    """Element-wise sums over the processes of ``values`` (numbers, float64); ``values`` itself in one
+    process."""
+    if not world.distributed:
+        return values
+    t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=_device(world))
+    dist.all_reduce(t)
+    return t.tolist()
+
+
+def all_max(value: int, world: World) -> int:
+    """The largest ``value`` over the processes."""
+    if not world.distributed:
+        return value
+    t = torch.tensor([value], dtype=torch.int64, device=_device(world))
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return int(t.item())
+
+
+def _buckets(tensors: list[torch.Tensor], limit: int) -> Iterable[list[torch.Tensor]]:
+    """Consecutive runs of same-dtype, same-device tensors of at most ``limit`` bytes (one tensor minimum)."""
+    bucket: list[torch.Tensor] = []
+    size = 0
+    for t in tensors:
+        nbytes = t.numel() * t.element_size()
+        if bucket and (size + nbytes > limit or t.dtype != bucket[0].dtype or t.device != bucket[0].device):
+            yield bucket
+            bucket, size = [], 0
+        bucket.append(t)
+        size += nbytes
+    if bucket:
+        yield bucket
+
+
+def all_reduce_grads(params: Iterable[torch.nn.Parameter], world: World, bucket_bytes: int = BUCKET_BYTES) -> None:
+    """Sum the gradients of ``params`` over the processes, in place (a parameter without a gradient on
+    this process counts as zeros). The loss is normalised by global totals, so the sum is the gradient of
+    the union batch: what DDP computes, with the reduction at the one point where every process has
+    finished its micro-batches, whatever their number."""
+    if not world.distributed:
+        return
+    grads = []
+    for p in params:
+        if p.requires_grad:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            grads.append(p.grad)
+    for bucket in _buckets(grads, bucket_bytes):
+        flat = torch.cat([g.reshape(-1) for g in bucket])
+        dist.all_reduce(flat)
+        for g, part in zip(bucket, flat.split([g.numel() for g in bucket])):
+            g.copy_(part.view_as(g))
+
+
+def broadcast_parameters(model: torch.nn.Module, world: World) -> None:
+    """Rank 0's parameters and buffers on every process (as DDP does when it wraps a model), so the copies
+    start equal even if loading was not deterministic."""
+    if not world.distributed:
+        return
+    with torch.no_grad():
+        for t in [*model.parameters(), *model.buffers()]:
+            dist.broadcast(t.data, src=0)
+
+
+def without_tokens(traj: Trajectory) -> Trajectory:
+    """A copy of ``traj`` without what only training reads (token ids, log-probs) or what stays local (env
+    snapshots): what the curriculum and the rollout metrics need, small enough to send every step."""
+    steps = [dataclasses.replace(s, prompt_ids=None, response_ids=None, logprobs=None) for s in traj.steps]
+    start = dataclasses.replace(traj.start, snapshot=None) if traj.start is not None else None
+    return dataclasses.replace(traj, steps=steps, meta=dict(traj.meta), start=start, end_snapshot=None)
+
+
+def gather_trajectories(trajs: list[Trajectory], world: World) -> list[Trajectory]:
+    """All processes' trajectories (without tokens, :func:`without_tokens`) in rank order, on every process;
+    in one process ``trajs`` itself, so the caller's in-place edits of it keep their meaning."""
+    if not world.distributed:
+        return trajs
+    return [t for part in gather([without_tokens(t) for t in trajs], world) for t in part]
+
+
+def reduce_metrics(parts: list[tuple[dict, float]], sums: Sequence[str] = (), maxes: Sequence[str] = ()) -> dict:
+    """One metrics dict from every process's ``(metrics, weight)``: keys ending in one of ``sums`` are added,
+    keys starting with one of ``maxes`` take the largest value (wall-clock times: the slowest process sets
+    the pace), the others are the ``weight``-weighted mean over the processes that have the key (rates and
+    means; the weight is what the rate is over, e.g. trajectories or tokens). One part: its metrics as
+    they are."""
+    if len(parts) == 1:
+        return dict(parts[0][0])
+    out: dict = {}
+    for key in dict.fromkeys(k for metrics, _ in parts for k in metrics):
+        have = [(m[key], w) for m, w in parts if key in m and isinstance(m[key], (int, float))]
+        if not have:
+            continue
+        if key.endswith(tuple(sums)):
+            out[key] = sum(v for v, _ in have)
+        elif key.startswith(tuple(maxes)):
+            out[key] = max(v for v, _ in have)
+        else:
+            total = sum(w for _, w in have)
+            out[key] = (sum(v * w for v, w in have) / total) if total > 0 else float(np.mean([v for v, _ in have]))
+    return out
