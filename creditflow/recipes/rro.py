@@ -172,11 +172,13 @@ def run_dpo_training(cfg: RunConfig, log: Callable[[str], None] | None = None,
         seed_everything(cfg.seed)
         model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.dtype)
     target, tmp = out / "dpo_model", out / ".dpo_model.tmp"
+    if world.main:
+        shutil.rmtree(tmp, ignore_errors=True)
     log(f"DPO on {len(pairs)} pairs from {model_path}")
     try:
         with progress.bar("DPO", None, unit="steps") as update:
-            trained, metrics = run_dpo(model, tok, pairs, out, cfg.rro.dpo, seed=cfg.seed,
-                                       progress=lambda step, total, info: update(step, info, total=total))
+            _, metrics = run_dpo(model, tok, pairs, out, cfg.rro.dpo, seed=cfg.seed, save_to=tmp,
+                                 progress=lambda step, total, info: update(step, info, total=total))
     except KeyboardInterrupt:
         raise Interrupted(f"during DPO; nothing saved yet ({target} is written when DPO ends)", RERUN) from None
     finally:
@@ -184,9 +186,6 @@ def run_dpo_training(cfg: RunConfig, log: Callable[[str], None] | None = None,
             shutil.rmtree(out / "dpo_tmp", ignore_errors=True)  # TRL's scratch dir (nothing is saved there)
     metrics["dpo/reference"] = str(model_path)
     if world.main:
-        shutil.rmtree(tmp, ignore_errors=True)
-        trained.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
         shutil.rmtree(target, ignore_errors=True)
         tmp.rename(target)
         (out / "dpo_metrics.json").write_text(json.dumps(metrics, indent=2))

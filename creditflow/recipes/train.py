@@ -55,20 +55,17 @@ def sft_policy(cfg: RunConfig, out: Path, train_factory, log: Callable[[str], No
     if dropped:
         log(f"note: sft.max_length={cfg.sft.max_length} drops {dropped} of {len(examples)} steps whose prompt "
             f"alone fills it")
+    target, tmp = out / "sft_model", out / ".sft_model.tmp"
+    if world.main and tmp.exists():
+        shutil.rmtree(tmp)
     try:
         with progress.bar("SFT", None, unit="steps") as update:
-            metrics = run_sft(model, tok, examples, out, cfg.sft, seed=cfg.seed,
+            metrics = run_sft(model, tok, examples, out, cfg.sft, seed=cfg.seed, save_to=tmp,
                               progress=lambda step, total, info: update(step, info, total=total))
     finally:
         if world.main:
             shutil.rmtree(out / "sft_tmp", ignore_errors=True)  # TRL's scratch dir (nothing is saved there)
     if world.main:
-        target = out / "sft_model"
-        tmp = out / ".sft_model.tmp"
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
         if target.exists():
             shutil.rmtree(target)
         tmp.rename(target)

@@ -84,9 +84,14 @@ def refuse_copies(command: str) -> None:
 def start(cpu: bool) -> World:
     """Join the launched processes (a no-op without a launcher). ``cpu``: the policy trains on CPU, so the
     processes talk over gloo; otherwise accelerate picks the GPU backend and gives each process its GPU
-    (``LOCAL_RANK``), which ``policy.device=auto``/``cuda`` then means."""
+    (``LOCAL_RANK``), which ``policy.device=auto``/``cuda`` then means. An FSDP / DeepSpeed launch on CPU
+    is a one-line UserError (accelerate would run it as plain data parallelism)."""
     if launched_size() == 1:
         return World()
+    sharded = sharded_launch()
+    if cpu and sharded:  # accelerate shards GPU processes only: on CPU it would quietly replicate instead
+        raise UserError(f"the {sharded} launch config shards the policy over GPUs, and this one trains on CPU; "
+                        "use configs/accelerate/ddp.yaml there")
     state = PartialState(cpu=cpu)
     if not dist.is_initialized():  # accelerate did not recognise the launch: no silent N copies
         raise UserError(f"WORLD_SIZE={launched_size()} but no process group could be started; launch with "

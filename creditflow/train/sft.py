@@ -59,14 +59,14 @@ def check_max_length(lengths: list[int], max_length: int) -> int:
 
 def run_sft(model, tokenizer, examples: list[dict], out_dir: str | Path, cfg: SFTConfig, *, seed: int = 0,
             log: Callable[[dict], None] | None = None,
-            progress: Callable[[int, int, str], None] | None = None) -> dict:
+            progress: Callable[[int, int, str], None] | None = None, save_to: str | Path | None = None) -> dict:
     """Fine-tune ``model`` in place with TRL's SFTTrainer (loss on completion tokens only), settings ``cfg``
     (``cfg.sft``): cosine schedule after a 5% warmup, no weight decay. ``progress(step, total, info)``
-    after every optimizer step."""
+    after every optimizer step. ``save_to``: write the model and tokenizer there (see ``run_trl``)."""
     if not examples:
         raise UserError("SFT: no demonstrations (the expert won no episode)")
     run = run_trl(trl.SFTTrainer, trl.SFTConfig, model, tokenizer, examples, out_dir, name="sft", seed=seed, log=log,
-                  progress=progress,
+                  progress=progress, save_to=save_to,
                   settings=dict(num_train_epochs=cfg.epochs, learning_rate=cfg.lr,
                                 per_device_train_batch_size=cfg.batch_size, lr_scheduler_type="cosine",
                                 warmup_steps=0.05,  # < 1: a ratio of the total steps (transformers >= 5)

@@ -5,7 +5,8 @@ It owns what every TRL run here does the same way: quiet logging (no progress ba
 transformers errors only), the seed, CPU / bf16 flags taken from the model, a scratch ``output_dir``
 (``<out_dir>/<name>_tmp``; nothing is saved there), no activation checkpointing, a callback that turns
 TRL's log lines into ``<name>/...`` metric rows, and left padding restored for generation afterwards. The
-caller passes only its trainer's own settings.
+caller passes only its trainer's own settings. Launched as N processes, TRL trains data parallel through
+accelerate (each process a share of every batch: the global batch is N x the per-device batch size).
 """
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ def training_args(config_cls: type[TrainingArguments], model, out_dir: str | Pat
         bf16=param.dtype == torch.bfloat16,
         disable_tqdm=True,
         dataloader_num_workers=0,
+        ddp_find_unused_parameters=False,  # launched as N processes: every weight takes part in the forward pass
         **settings,
     )
 
@@ -99,13 +101,16 @@ def training_args(config_cls: type[TrainingArguments], model, out_dir: str | Pat
 def run_trl(trainer_cls: type, config_cls: type[TrainingArguments], model, tokenizer, rows: list[dict],
             out_dir: str | Path, *, name: str, seed: int, settings: dict,
             log_keys: tuple[str, ...] = (), log: Callable[[dict], None] | None = None,
-            progress: Callable[[int, int, str], None] | None = None, **trainer_kwargs) -> TRLRun:
+            progress: Callable[[int, int, str], None] | None = None, save_to: str | Path | None = None,
+            **trainer_kwargs) -> TRLRun:
     """Train ``model`` with ``trainer_cls`` (e.g. ``trl.SFTTrainer``) configured by ``config_cls`` on ``rows``.
 
     ``settings``: the trainer's own arguments (learning rate, epochs, batch size, scheduler, ...), passed to
     ``config_cls`` with the shared ones (:func:`training_args`). ``log_keys``: TRL log keys copied into the
     metric rows besides the loss (``rewards/margins`` -> ``<name>/margins``). ``progress(step, total, info)``
     is called after every optimizer step. ``trainer_kwargs`` go to the trainer (``ref_model``, ``peft_config``).
+    ``save_to``: a directory for the trained model and the tokenizer, written by TRL's ``save_model``, which
+    every launched process calls: under FSDP / ZeRO-3 it gathers the full weights, and rank 0 writes.
     """
     logging.getLogger("transformers").setLevel(logging.ERROR)
     datasets.disable_progress_bars()
@@ -117,5 +122,9 @@ def run_trl(trainer_cls: type, config_cls: type[TrainingArguments], model, token
     trainer.remove_callback(PrinterCallback)
     result = trainer.train()
     tokenizer.padding_side = "left"  # TRL may switch it; generation needs left padding
+    if save_to is not None:
+        trainer.save_model(str(save_to))
+        if trainer.is_world_process_zero():
+            (Path(save_to) / "training_args.bin").unlink(missing_ok=True)  # a model directory, nothing else
     return TRLRun(model=trainer.model, train_loss=float(result.training_loss), steps=int(result.global_step),
                   history=logger.history)
