@@ -462,7 +462,8 @@ def _run(argv: list[str]) -> int:
         typer.echo("error: aborted (end of input)", err=True)
         return 1
     except UserError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        if distributed.reports_errors():
+            typer.echo(f"error: {exc}", err=True)
         return 2
     except Interrupted as exc:
         if distributed.current().main:  # every process stops; rank 0 says what was saved

@@ -187,8 +187,8 @@ def _check_processes(ckpt: Path, launched: int) -> None:
     saved = checkpoint_world_size(ckpt)
     if saved != launched:
         how = f"accelerate launch --num_processes {saved} ..." if saved > 1 else "no launcher (one process)"
-        raise UserError(f"checkpoint {ckpt} was written by {saved} process(es) and {launched} were launched; resume "
-                        f"it with {how}")
+        raise UserError(f"checkpoint {ckpt} was written by {saved} process(es), this run has {launched}; resume it "
+                        f"with {how}")
 
 
 def _logger(cfg: RunConfig, out: Path, world: World, resume_step: int | None) -> MetricsLogger | NullLogger:

@@ -81,6 +81,15 @@ def refuse_copies(command: str) -> None:
                         f"(data-parallel commands: train, sft, rro train)")
 
 
+def reports_errors() -> bool:
+    """Whether this process prints a user error. Before the launched processes join, every one of them
+    runs the same checks and fails alike, so rank 0 alone says it; after, an error may be one process's own,
+    so each says it."""
+    if dist.is_available() and dist.is_initialized():
+        return True
+    return os.environ.get("RANK", "0") == "0"
+
+
 def start(cpu: bool) -> World:
     """Join the launched processes (a no-op without a launcher). ``cpu``: the policy trains on CPU, so the
     processes talk over gloo; otherwise accelerate picks the GPU backend and gives each process its GPU
