@@ -102,9 +102,9 @@ def start(cpu: bool) -> World:
         raise UserError(f"the {sharded} launch config shards the policy over GPUs, and this one trains on CPU; "
                         "use configs/accelerate/ddp.yaml there")
     state = PartialState(cpu=cpu)
-    if not dist.is_initialized():  # accelerate did not recognise the launch: no silent N copies
-        raise UserError(f"WORLD_SIZE={launched_size()} but no process group could be started; launch with "
-                        "accelerate launch --config_file configs/accelerate/ddp.yaml or torchrun")
+    if not dist.is_initialized() or state.num_processes != launched_size():  # no silent N copies
+        raise UserError(f"WORLD_SIZE={launched_size()} but accelerate joined {state.num_processes} process(es); "
+                        "launch with accelerate launch --config_file configs/accelerate/ddp.yaml or torchrun")
     return World(state.process_index, state.num_processes)
 
 
