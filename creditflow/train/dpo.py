@@ -17,30 +17,30 @@ from pathlib import Path
 from typing import Callable
 
 import trl
-from peft import LoraConfig
 
-from creditflow.config import RRODPOConfig
+from creditflow.config import LoRAConfig, RRODPOConfig
 from creditflow.errors import UserError
+from creditflow.policy import lora as policy_lora
 from creditflow.process.preferences import TRL_COLUMNS
 from creditflow.train.trl_runner import run_trl
 
 
 def run_dpo(model, tokenizer, pairs: list[dict], out_dir: str | Path, cfg: RRODPOConfig, *, seed: int = 0,
-            ref_model=None, log: Callable[[dict], None] | None = None,
+            lora: LoRAConfig | None = None, ref_model=None, log: Callable[[dict], None] | None = None,
             progress: Callable[[int, int, str], None] | None = None):
     """Train ``model`` (π_SFT) on preference ``pairs`` with settings ``cfg`` (``cfg.rro.dpo``); returns
     ``(trained_model, metrics)``.
 
-    ``ref_model`` defaults to a frozen copy of ``model`` (or, with LoRA, the adapter-disabled model).
-    With LoRA the adapter is merged into the returned model, so it saves and generates like any other.
+    ``lora`` (``policy.lora``, when enabled): train a LoRA adapter; the reference is then the
+    adapter-disabled model (no copy), and the adapter is merged into the returned model, so it saves and
+    generates like any other. Otherwise ``ref_model`` defaults to a frozen copy of ``model``.
     ``progress(step, total, info)`` after every optimizer step.
     """
     if not pairs:
         raise UserError("DPO: no preference pairs to train on (the collection produced none)")
     peft_config = None
-    if cfg.lora:
-        peft_config = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-                                 target_modules=cfg.lora_target_modules, task_type="CAUSAL_LM")
+    if lora is not None and lora.enabled:
+        peft_config = policy_lora.peft_config(lora)
         ref_model = None  # reference = the model with the adapter disabled (= π_SFT)
     elif ref_model is None:
         ref_model = copy.deepcopy(model).eval()  # π_ref = π_SFT, frozen
@@ -54,7 +54,7 @@ def run_dpo(model, tokenizer, pairs: list[dict], out_dir: str | Path, cfg: RRODP
                                 max_length=cfg.max_length, logging_steps=1),
                   log_keys=("rewards/accuracies", "rewards/margins", "rewards/chosen", "rewards/rejected"),
                   ref_model=ref_model, peft_config=peft_config)
-    trained = run.model.merge_and_unload() if cfg.lora else run.model
+    trained = run.model.merge_and_unload() if peft_config is not None else run.model
     trained.eval()
     metrics = {"dpo/train_loss": run.train_loss, "dpo/pairs": len(pairs), "dpo/steps": run.steps,
                "dpo/history": run.history}
