@@ -3,6 +3,11 @@
 Layout: ``<run>/checkpoints/step_000010/`` with the HF model + tokenizer, ``optimizer.pt`` and
 ``trainer_state.pt``; ``<run>/checkpoints/latest`` names the newest. Written to a temporary directory
 and renamed, so a crash never leaves a half-written checkpoint behind.
+
+A LoRA policy (``policy.lora``) saves as PEFT does: ``adapter_model.safetensors`` and
+``adapter_config.json``, whose ``base_model_name_or_path`` is the absolute path of the base model (π_SFT),
+never changed by training; ``optimizer.pt`` then holds the adapter's parameters' state only. ``--resume``
+puts the adapter back on the base; ``creditflow eval`` and ``creditflow export`` load it merged.
 """
 
 from __future__ import annotations
