@@ -32,6 +32,7 @@ from creditflow.credit.rewardflow import GraphKnobs
 from creditflow.errors import RERUN, Interrupted, UserError
 from creditflow.recipes.demo import run_demo
 from creditflow.recipes.eval import evaluate_policy
+from creditflow.recipes.export import export_policy
 from creditflow.recipes.rro import run_collect, run_dpo_training, run_rro
 from creditflow.recipes.train import config_for_resume, run_sft_command, run_train
 from creditflow.rollout.trajectory import read_jsonl, read_jsonl_lines, write_jsonl
@@ -166,6 +167,19 @@ def eval_command(
     if out is not None:
         write_jsonl(out, trajs)
     typer.echo(json.dumps(metrics, indent=2))
+
+
+@app.command("export")
+def export_command(
+    source: Path = typer.Argument(..., help="A checkpoint (e.g. runs/x/checkpoints/step_000020), a LoRA adapter "
+                                  "or a model directory.", show_default=False, metavar="SOURCE"),
+    out: Path = typer.Option(..., "--out", help="New directory for the plain Hugging Face model."),
+    dtype: str = typer.Option("auto", "--dtype", help="float32, bfloat16 or float16 (auto: float32)."),
+) -> None:
+    """Save a policy as a plain HF model directory: a LoRA checkpoint's adapter merged into its base model (for
+    vllm serve and other tools); a full checkpoint without its optimizer state."""
+    target = export_policy(source, out, dtype)
+    typer.echo(f"exported {source} -> {target}")
 
 
 @app.command("demo")

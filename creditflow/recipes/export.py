@@ -1,0 +1,41 @@
+"""The ``export`` recipe: a saved policy as a plain Hugging Face model directory.
+
+A LoRA run's checkpoints hold an adapter, not a model; vLLM servers, other trainers and most tools want a
+model. ``export`` loads the adapter onto its base model, merges it and saves the result; a full checkpoint
+is saved without its optimizer and trainer state. ``creditflow eval`` needs no export: it merges on load.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from creditflow.errors import UserError
+from creditflow.policy.model import check_device_and_dtype, check_model_dir, load_policy
+
+
+def export_policy(source: str | Path, out: str | Path, dtype: str = "auto") -> Path:
+    """Write the policy in ``source`` (a checkpoint, a LoRA adapter or a model directory) to the new directory
+    ``out`` as a plain HF model + tokenizer, merged on the CPU in ``dtype`` (``auto``: float32)."""
+    target = Path(out)
+    if target.exists():
+        raise UserError(f"--out {str(target)!r} already exists; give a new directory")
+    parent = target.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise UserError(f"--out {str(target)!r}: cannot write in {str(parent)!r}")
+    check_model_dir(source)
+    check_device_and_dtype("cpu", dtype)
+    model, tok = load_policy(source, "cpu", dtype)
+    tmp = target.with_name(f".{target.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise UserError(f"--out {str(target)!r}: cannot write ({exc.strerror or exc})") from None
+    tmp.rename(target)
+    return target
