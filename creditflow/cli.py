@@ -94,7 +94,7 @@ def train_command(
     curriculum: Optional[str] = typer.Option(None, "--curriculum",
                                              help="Start-state curriculum (curriculum.name): none, crps, expreplay."),
 ) -> None:
-    """Multi-turn group RL (PPO-clip + KL) with the chosen credit estimator."""
+    """Multi-turn group RL (PPO-clip + KL) with the chosen credit estimator (policy.lora=true: LoRA adapters only)."""
     extra = list(overrides or [])
     for key, value in (("env.name", env), ("rl.algo", algo), ("policy.model", model), ("out_dir", out),
                        ("curriculum.name", curriculum)):
@@ -120,7 +120,8 @@ def sft_command(
     model: Optional[str] = typer.Option(None, "--model", help="Local HF model dir; default: build the tiny one."),
     out: Optional[str] = typer.Option(None, "--out", help="Run directory; the result goes to OUT/sft_model."),
 ) -> None:
-    """Supervised fine-tuning on the env's expert trajectories (loss on response tokens only)."""
+    """Supervised fine-tuning on the env's expert trajectories (loss on response tokens only; policy.lora=true: a LoRA
+    adapter, merged into the saved model)."""
     extra = list(overrides or [])
     for key, value in (("env.name", env), ("policy.model", model), ("out_dir", out)):
         if value is not None:
@@ -364,7 +365,8 @@ def rro_train_command(
     data: Optional[str] = typer.Option(None, "--data", help="Preference data dir (default OUT/preferences)."),
     env: Optional[str] = typer.Option(None, "--env", help="Environment name (env.name)."),
 ) -> None:
-    """DPO (TRL) from π_SFT on collected preference pairs; reference = π_SFT."""
+    """DPO (TRL) from π_SFT on collected preference pairs; reference = π_SFT (policy.lora=true: a LoRA adapter,
+    merged into the saved model)."""
     cfg = _rro_config(overrides, config, {"env.name": env, "policy.model": model, "out_dir": out,
                                           "rro.data_dir": data})
     target, metrics = run_dpo_training(cfg)

@@ -92,6 +92,10 @@ CASES = [
      "rro.dpo: lora_r moved to policy.lora.r"),
     ("lora switched on in a resume", ["train", "--resume", "{run}", "rl.steps=5", "policy.lora=true"],
      "policy.lora.enabled cannot change in a resumed run"),
+    ("export into an existing directory", ["export", "{tiny}", "--out", "{directory}"], "already exists"),
+    ("export with an unknown dtype", ["export", "{tiny}", "--out", "{out}", "--dtype", "fp8"],
+     "--dtype must be one of auto, float32"),
+    ("export of a broken adapter", ["export", "{bad_adapter}", "--out", "{out}"], "no base_model_name_or_path"),
     ("lora eval on a broken adapter", ["eval", "--model", "{bad_adapter}", "--episodes", "2"],
      "no base_model_name_or_path"),
 ]

@@ -178,8 +178,9 @@ def make_backend(cfg: RunConfig, model, tokenizer, model_path: str | Path | None
                                             retries=p.request_retries)
     if model_path is None:
         raise UserError("policy.backend=vllm needs the policy's model directory")
-    backend = vllm_backend.VLLMBackend(str(weights_dir(model_path)), tokenizer, dtype=p.dtype, device=p.device, seed=cfg.seed,
-                                       max_model_len=p.vllm_max_model_len, kv_cache_gib=p.vllm_kv_cache_gib,
+    backend = vllm_backend.VLLMBackend(str(weights_dir(model_path)), tokenizer, dtype=p.dtype, device=p.device,
+                                       seed=cfg.seed, max_model_len=p.vllm_max_model_len,
+                                       kv_cache_gib=p.vllm_kv_cache_gib,
                                        gpu_memory_utilization=p.vllm_gpu_memory_utilization)
     if model is not None:
         backend.sync_weights(model)

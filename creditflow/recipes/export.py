@@ -10,14 +10,19 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import get_args
 
+from creditflow.config import PolicyConfig
 from creditflow.errors import UserError
-from creditflow.policy.model import check_device_and_dtype, check_model_dir, load_policy
+from creditflow.policy.model import check_model_dir, load_policy
 
 
 def export_policy(source: str | Path, out: str | Path, dtype: str = "auto") -> Path:
     """Write the policy in ``source`` (a checkpoint, a LoRA adapter or a model directory) to the new directory
     ``out`` as a plain HF model + tokenizer, merged on the CPU in ``dtype`` (``auto``: float32)."""
+    dtypes = get_args(PolicyConfig.model_fields["dtype"].annotation)
+    if dtype not in dtypes:
+        raise UserError(f"--dtype must be one of {', '.join(dtypes)}; got {dtype!r}")
     target = Path(out)
     if target.exists():
         raise UserError(f"--out {str(target)!r} already exists; give a new directory")
@@ -27,7 +32,6 @@ def export_policy(source: str | Path, out: str | Path, dtype: str = "auto") -> P
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         raise UserError(f"--out {str(target)!r}: cannot write in {str(parent)!r}")
     check_model_dir(source)
-    check_device_and_dtype("cpu", dtype)
     model, tok = load_policy(source, "cpu", dtype)
     tmp = target.with_name(f".{target.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)

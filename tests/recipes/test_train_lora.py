@@ -18,8 +18,8 @@ from creditflow.train.metrics import read_metrics
 # a gradient, and with it a KL term and an optimizer state worth resuming
 SMALL = ["rollout.tasks_per_step=2", "rollout.group_size=3", "rl.eval_episodes=2", "rl.eval_every=1",
          "generation.max_new_tokens=6", "rollout.max_steps=3", "rl.lr=1e-2", "tensorboard=false", "rl.save_every=1",
-         "rl.minibatches=2", "rl.kl_coef=0.05", "rl.entropy_coef=0.05", "policy.device=cpu", "policy.lora=true", "policy.lora.r=2",
-         "policy.lora.alpha=4"]
+         "rl.minibatches=2", "rl.kl_coef=0.05", "rl.entropy_coef=0.05", "policy.device=cpu", "policy.lora=true",
+         "policy.lora.r=2", "policy.lora.alpha=4"]
 
 
 def run(tmp_path, name, steps, model, extra=()):
@@ -64,6 +64,13 @@ def test_a_lora_run_resumes_exactly(tmp_path, tiny_model_dir):
     want = load_file(full_out / "checkpoints" / "step_000003" / "adapter_model.safetensors")
     got = load_file(part_out / "checkpoints" / "step_000003" / "adapter_model.safetensors")
     assert want.keys() == got.keys() and all(torch.equal(want[k], got[k]) for k in want)
+
+
+def test_a_lora_run_in_the_conversation_layout(tmp_path, tiny_model_dir):
+    """The HF backend's prefix-cached generation runs through the PEFT model too."""
+    out, _, _ = run(tmp_path, "conv", 2, tiny_model_dir, ["rollout.history=conversation", "policy.template=compact"])
+    rows = read_metrics(out / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [0, 1, 2] and rows[2]["train/kl"] > 0
 
 
 def test_a_resume_keeps_the_lora_settings(tmp_path, tiny_model_dir):
