@@ -143,8 +143,9 @@ def _backend_settings(backend: Optional[str], base_url: Optional[str],
 
 @app.command("eval")
 def eval_command(
-    model: Optional[str] = typer.Option(None, "--model", help="Local HF model directory to evaluate (backend "
-                                        "openai: its tokenizer; default --model-name when that is a directory)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Local HF model directory or checkpoint to evaluate "
+                                        "(a run directory: its newest checkpoint; backend openai: its tokenizer; "
+                                        "default --model-name when that is a directory)."),
     env: str = typer.Option("sokoban", "--env", help="Environment name."),
     episodes: int = typer.Option(64, "--episodes", min=1, help="Held-out tasks (one episode each)."),
     overrides: Optional[list[str]] = typer.Argument(None, help=_OVERRIDES_HELP, show_default=False),
@@ -172,8 +173,9 @@ def eval_command(
 
 @app.command("export")
 def export_command(
-    source: Path = typer.Argument(..., help="A checkpoint (e.g. runs/x/checkpoints/step_000020), a LoRA adapter "
-                                  "or a model directory.", show_default=False, metavar="SOURCE"),
+    source: Path = typer.Argument(..., help="A checkpoint (e.g. runs/x/checkpoints/step_000020), a run directory "
+                                  "(its newest checkpoint), a LoRA adapter or a model directory.", show_default=False,
+                                  metavar="SOURCE"),
     out: Path = typer.Option(..., "--out", help="New directory for the plain Hugging Face model."),
     dtype: str = typer.Option("auto", "--dtype", help="float32, bfloat16 or float16 (auto: float32)."),
 ) -> None:

@@ -15,11 +15,13 @@ from typing import get_args
 from creditflow.config import PolicyConfig
 from creditflow.errors import UserError
 from creditflow.policy.model import check_model_dir, load_policy
+from creditflow.train.checkpoint import policy_in
 
 
 def export_policy(source: str | Path, out: str | Path, dtype: str = "auto") -> Path:
-    """Write the policy in ``source`` (a checkpoint, a LoRA adapter or a model directory) to the new directory
-    ``out`` as a plain HF model + tokenizer, merged on the CPU in ``dtype`` (``auto``: float32)."""
+    """Write the policy in ``source`` (a checkpoint, a LoRA adapter, a model directory, or a run directory: its
+    newest checkpoint) to the new directory ``out`` as a plain HF model + tokenizer, merged on the CPU in
+    ``dtype`` (``auto``: float32)."""
     dtypes = get_args(PolicyConfig.model_fields["dtype"].annotation)
     if dtype not in dtypes:
         raise UserError(f"--dtype must be one of {', '.join(dtypes)}; got {dtype!r}")
@@ -31,6 +33,7 @@ def export_policy(source: str | Path, out: str | Path, dtype: str = "auto") -> P
         parent = parent.parent
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         raise UserError(f"--out {str(target)!r}: cannot write in {str(parent)!r}")
+    source = policy_in(source)
     check_model_dir(source)
     model, tok = load_policy(source, "cpu", dtype)
     tmp = target.with_name(f".{target.name}.tmp")

@@ -59,6 +59,16 @@ def latest_checkpoint(out_dir: str | Path) -> Path:
     return path
 
 
+def policy_in(path: str | Path) -> Path:
+    """The policy ``path`` names: ``path`` itself, or for a run directory (no model there, but a
+    ``checkpoints/latest``) its newest checkpoint, so that ``eval --model RUN`` evaluates where the run is."""
+    p = Path(path).expanduser()
+    marker = checkpoint_root(p) / "latest"
+    if marker.is_file() and not (p / "config.json").exists() and not (p / "adapter_config.json").exists():
+        return checkpoint_root(p) / marker.read_text().strip()
+    return p
+
+
 def checkpoint_step(path: Path) -> int:
     """The training step a checkpoint was saved at."""
     try:

@@ -91,13 +91,13 @@ def test_eval_and_export_of_a_lora_checkpoint(tmp_path, tiny_model_dir, capsys):
     assert (merged / "config.json").exists() and not (merged / "adapter_config.json").exists()
     capsys.readouterr()
     shown = {}
-    for model in (ckpt, merged):
+    for model in (ckpt, merged, out):  # a run directory stands for its newest checkpoint
         with pytest.raises(SystemExit) as exc:
             main(["eval", "--model", str(model), "--episodes", "2", "generation.max_new_tokens=6",
                   "rollout.max_steps=3"])
         assert exc.value.code == 0
         shown[model] = json.loads(capsys.readouterr().out)
-    assert shown[ckpt] == shown[merged] and "eval/success_rate" in shown[ckpt]
+    assert shown[ckpt] == shown[merged] == shown[out] and "eval/success_rate" in shown[ckpt]
     with pytest.raises(SystemExit) as exc:
         main(["export", str(ckpt), "--out", str(merged)])
     assert exc.value.code == 2 and "already exists" in capsys.readouterr().err
