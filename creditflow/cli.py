@@ -35,6 +35,7 @@ from creditflow.credit.rewardflow import GraphKnobs
 from creditflow.errors import RERUN, Interrupted, UserError
 from creditflow.recipes.demo import run_demo
 from creditflow.recipes.eval import evaluate_policy
+from creditflow.recipes.export import export_policy
 from creditflow.recipes.rro import run_collect, run_dpo_training, run_rro
 from creditflow.recipes.train import config_for_resume, run_sft_command, run_train
 from creditflow.rollout.trajectory import read_jsonl, read_jsonl_lines, write_jsonl
@@ -107,7 +108,7 @@ def train_command(
     curriculum: Optional[str] = typer.Option(None, "--curriculum",
                                              help="Start-state curriculum (curriculum.name): none, crps, expreplay."),
 ) -> None:
-    """Multi-turn group RL (PPO-clip + KL) with the chosen credit estimator."""
+    """Multi-turn group RL (PPO-clip + KL) with the chosen credit estimator (policy.lora=true: LoRA adapters only)."""
     extra = list(overrides or [])
     for key, value in (("env.name", env), ("rl.algo", algo), ("policy.model", model), ("out_dir", out),
                        ("curriculum.name", curriculum)):
@@ -134,7 +135,8 @@ def sft_command(
     model: Optional[str] = typer.Option(None, "--model", help="Local HF model dir; default: build the tiny one."),
     out: Optional[str] = typer.Option(None, "--out", help="Run directory; the result goes to OUT/sft_model."),
 ) -> None:
-    """Supervised fine-tuning on the env's expert trajectories (loss on response tokens only)."""
+    """Supervised fine-tuning on the env's expert trajectories (loss on response tokens only; policy.lora=true: a LoRA
+    adapter, merged into the saved model)."""
     extra = list(overrides or [])
     for key, value in (("env.name", env), ("policy.model", model), ("out_dir", out)):
         if value is not None:
@@ -156,8 +158,9 @@ def _backend_settings(backend: Optional[str], base_url: Optional[str],
 
 @app.command("eval")
 def eval_command(
-    model: Optional[str] = typer.Option(None, "--model", help="Local HF model directory to evaluate (backend "
-                                        "openai: its tokenizer; default --model-name when that is a directory)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Local HF model directory or checkpoint to evaluate "
+                                        "(a run directory: its newest checkpoint; backend openai: its tokenizer; "
+                                        "default --model-name when that is a directory)."),
     env: str = typer.Option("sokoban", "--env", help="Environment name."),
     episodes: int = typer.Option(64, "--episodes", min=1, help="Held-out tasks (one episode each)."),
     overrides: Optional[list[str]] = typer.Argument(None, help=_OVERRIDES_HELP, show_default=False),
@@ -181,6 +184,20 @@ def eval_command(
     if out is not None:
         write_jsonl(out, trajs)
     typer.echo(json.dumps(metrics, indent=2))
+
+
+@app.command("export")
+def export_command(
+    source: Path = typer.Argument(..., help="A checkpoint (e.g. runs/x/checkpoints/step_000020), a run directory "
+                                  "(its newest checkpoint), a LoRA adapter or a model directory.", show_default=False,
+                                  metavar="SOURCE"),
+    out: Path = typer.Option(..., "--out", help="New directory for the plain Hugging Face model."),
+    dtype: str = typer.Option("auto", "--dtype", help="float32, bfloat16 or float16 (auto: float32)."),
+) -> None:
+    """Save a policy as a plain HF model directory: a LoRA checkpoint's adapter merged into its base model (for
+    vllm serve and other tools); a full checkpoint without its optimizer state."""
+    target = export_policy(source, out, dtype)
+    typer.echo(f"exported {source} -> {target}")
 
 
 @app.command("demo")
@@ -372,7 +389,8 @@ def rro_train_command(
     data: Optional[str] = typer.Option(None, "--data", help="Preference data dir (default OUT/preferences)."),
     env: Optional[str] = typer.Option(None, "--env", help="Environment name (env.name)."),
 ) -> None:
-    """DPO (TRL) from π_SFT on collected preference pairs; reference = π_SFT."""
+    """DPO (TRL) from π_SFT on collected preference pairs; reference = π_SFT (policy.lora=true: a LoRA adapter,
+    merged into the saved model)."""
     cfg = _rro_config(overrides, config, {"env.name": env, "policy.model": model, "out_dir": out,
                                           "rro.data_dir": data})
     target, metrics = run_dpo_training(cfg)

@@ -37,6 +37,37 @@ class EnvConfig(_Section):
     expert, CRPS and RRO alike."""
 
 
+class LoRAConfig(_Section):
+    """LoRA adapters (PEFT) instead of full fine-tuning, for every stage that trains the policy: SFT
+    (``creditflow sft`` and the SFT before ``train``), DPO (``rro train`` / ``rro run``) and RL (``train``).
+    ``policy.lora=true`` is shorthand for ``policy.lora.enabled=true``. docs/scaling.md "LoRA"."""
+
+    enabled: bool = False
+    """Train only the adapters. The reference policy (KL in RL, DPO's pi_ref) is the same model with the
+    adapter disabled, so no second copy of the model is held; RL checkpoints hold the adapter only."""
+    r: int = Field(16, ge=1)
+    """Rank of the adapter matrices."""
+    alpha: float = Field(32.0, gt=0)
+    """Scaling: the adapter's update is multiplied by ``alpha / r``."""
+    dropout: float = Field(0.0, ge=0, lt=1)
+    """Dropout on the adapter's input while training. 0 for RL: with dropout the trainer's log-probs of an
+    unchanged policy differ from the rollout's, so the PPO ratio starts away from 1."""
+    target_modules: Union[str, list[str]] = "all-linear"
+    """Layers that get an adapter: ``all-linear`` (every linear layer but the output head) or module
+    names, e.g. ``[q_proj, k_proj, v_proj, o_proj]`` (matched against the end of each module's name, as PEFT
+    does); every name must exist in the model."""
+
+    @field_validator("target_modules")
+    @classmethod
+    def _targets(cls, value: Union[str, list[str]]) -> Union[str, list[str]]:
+        names = [value] if isinstance(value, str) else value
+        if not names or any(not name.strip() for name in names):
+            raise ValueError("give all-linear or a list of module names, e.g. [q_proj, v_proj]")
+        if isinstance(value, str) and value != "all-linear":
+            return [value]
+        return value
+
+
 class PolicyConfig(_Section):
     model: Optional[str] = None
     """Local HF model directory. None: build the tiny default (Qwen2 architecture) into the run dir."""
@@ -73,6 +104,14 @@ class PolicyConfig(_Section):
     """``backend=vllm``: KV-cache size in GiB (None: 1 GiB of RAM on CPU, ``vllm_gpu_memory_utilization`` on GPU)."""
     vllm_max_model_len: Optional[int] = Field(None, ge=16)
     """``backend=vllm``: longest prompt + response (None: the model's own limit)."""
+    lora: LoRAConfig = Field(default_factory=LoRAConfig)
+    """LoRA adapters instead of full fine-tuning (SFT, DPO, RL); ``policy.lora=true`` turns them on with the
+    defaults."""
+
+    @field_validator("lora", mode="before")
+    @classmethod
+    def _lora_switch(cls, value: Any) -> Any:
+        return {"enabled": value} if isinstance(value, bool) else value
 
     @field_validator("device")
     @classmethod
@@ -247,18 +286,17 @@ class RRODPOConfig(_Section):
     """transformers LR scheduler name (RRO §4.3: constant learning rate after warmup)."""
     max_length: int = Field(1024, ge=16)
     """Longest prompt + response kept (TRL truncates longer pairs)."""
-    lora: bool = False
-    """Train a LoRA adapter (PEFT) instead of all weights; the reference is then the adapter-disabled model.
-    The adapter is merged into the saved model."""
-    lora_r: int = Field(16, ge=1)
-    """LoRA rank."""
-    lora_alpha: int = Field(32, ge=1)
-    """LoRA scaling alpha."""
-    lora_dropout: float = Field(0.05, ge=0, lt=1)
-    """LoRA dropout."""
-    lora_target_modules: Union[str, list[str]] = "all-linear"
-    """Modules that get an adapter (PEFT ``target_modules``): ``all-linear`` or a list of module names,
-    e.g. ``[q_proj, v_proj]``."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lora_moved(cls, data: Any) -> Any:
+        """The LoRA settings that were here (``lora``, ``lora_r``, ...) are ``policy.lora`` now, shared by SFT,
+        DPO and RL: say where one went instead of "unknown option"."""
+        if isinstance(data, dict):
+            for key in sorted(k for k in data if isinstance(k, str) and k.startswith("lora")):
+                new = "enabled" if key == "lora" else key.removeprefix("lora_")
+                raise ValueError(f"{key} moved to policy.lora.{new} (one LoRA config for sft, rro train and train)")
+        return data
 
 
 class RROConfig(_Section):
@@ -327,14 +365,21 @@ def _parse_value(text: str) -> Any:
 
 
 def set_dotted(data: dict, dotted: str, value: Any) -> None:
+    """``data[a][b][c] = value`` for ``a.b.c``. A true/false given for a section is its ``enabled`` switch, so
+    ``policy.lora=true`` and ``policy.lora.r=8`` combine in either order."""
     parts = dotted.split(".")
     cur = data
     for part in parts[:-1]:
         nxt = cur.setdefault(part, {})
+        if isinstance(nxt, bool):
+            nxt = cur[part] = {"enabled": nxt}
         if not isinstance(nxt, dict):
             raise UserError(f"override {dotted}: {part!r} is not a section")
         cur = nxt
-    cur[parts[-1]] = value
+    if isinstance(value, bool) and isinstance(cur.get(parts[-1]), dict):
+        cur[parts[-1]]["enabled"] = value
+    else:
+        cur[parts[-1]] = value
 
 
 def read_text_file(path: Path, what: str) -> str:

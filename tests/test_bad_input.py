@@ -75,6 +75,29 @@ CASES = [
     ("rro train on binary data", ["rro", "train", "--out", "{out}", "--model", "{tiny}", "--data", "{binary}"],
      "not UTF-8 text"),
     ("rro run on an unknown device", ["rro", "run", "--out", "{out}", "policy.device=tpu"], "policy.device"),
+    ("lora rank 0", ["train", "--out", "{out}", "--model", "{tiny}", "policy.lora=true", "policy.lora.r=0", *T],
+     "policy.lora.r: Input should be greater than or equal to 1 (got 0)"),
+    ("lora alpha 0", ["train", "--out", "{out}", "policy.lora=true", "policy.lora.alpha=0", *T],
+     "policy.lora.alpha: Input should be greater than 0 (got 0)"),
+    ("lora module not in the model", ["train", "--out", "{out}", "--model", "{tiny}", "policy.lora=true",
+                                      "policy.lora.target_modules=[q_proj, qkv_proj]", *T],
+     "policy.lora.target_modules: no module 'qkv_proj' in the model (its layers: down_proj, embed_tokens"),
+    ("lora module not in the tiny default", ["train", "--out", "{out}", "policy.lora=true",
+                                             "policy.lora.target_modules=c_attn", *T], "no module 'c_attn'"),
+    ("lora module not a layer", ["sft", "--out", "{out}", "--model", "{tiny}", "policy.lora=true",
+                                 "policy.lora.target_modules=[mlp]"], "'mlp' is a Qwen2MLP, not a layer LoRA can wrap"),
+    ("lora module for RRO", ["rro", "run", "--out", "{out}", "--model", "{tiny}", "policy.lora=true",
+                             "policy.lora.target_modules=[qproj]"], "no module 'qproj'"),
+    ("lora where it used to be", ["rro", "train", "--out", "{out}", "--model", "{tiny}", "rro.dpo.lora_r=8"],
+     "rro.dpo: lora_r moved to policy.lora.r"),
+    ("lora switched on in a resume", ["train", "--resume", "{run}", "rl.steps=5", "policy.lora=true"],
+     "policy.lora.enabled cannot change in a resumed run"),
+    ("export into an existing directory", ["export", "{tiny}", "--out", "{directory}"], "already exists"),
+    ("export with an unknown dtype", ["export", "{tiny}", "--out", "{out}", "--dtype", "fp8"],
+     "--dtype must be one of auto, float32"),
+    ("export of a broken adapter", ["export", "{bad_adapter}", "--out", "{out}"], "no base_model_name_or_path"),
+    ("lora eval on a broken adapter", ["eval", "--model", "{bad_adapter}", "--episodes", "2"],
+     "no base_model_name_or_path"),
 ]
 
 
@@ -92,6 +115,9 @@ def inputs(tmp_path, tiny_model_dir):
         (tmp_path / name).mkdir()
         (tmp_path / name / "config.json").write_bytes(payload)
         made[name] = str(tmp_path / name)
+    (tmp_path / "bad_adapter").mkdir()
+    (tmp_path / "bad_adapter" / "adapter_config.json").write_text('{"r": 8}')
+    made["bad_adapter"] = str(tmp_path / "bad_adapter")
     yaml_file = tmp_path / "run.yaml"
     yaml_file.write_text("rl:\n  steps: 5\n")
     made["yaml"] = str(yaml_file)

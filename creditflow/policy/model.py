@@ -14,12 +14,15 @@ from pathlib import Path
 from typing import Iterable
 
 import torch
+from peft import PeftModel
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import (AutoModelForCausalLM, AutoTokenizer, GenerationConfig, PreTrainedTokenizerFast, Qwen2Config,
-                          Qwen2ForCausalLM)
+from transformers import (AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig, PreTrainedTokenizerFast,
+                          Qwen2Config, Qwen2ForCausalLM)
 from transformers.utils import logging as hf_logging
 
 from creditflow.errors import UserError
+
+ADAPTER_CONFIG = "adapter_config.json"  # what PEFT saves next to a LoRA adapter's weights
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<action>", "</action>"]
 
@@ -80,7 +83,8 @@ def check_device_and_dtype(device: str, dtype: str) -> None:
 
 def check_model_dir(path: str | Path) -> Path:
     """A local HF model directory, or a one-line UserError saying what is wrong with it: missing, not a
-    directory, unreadable, no config.json, or a config.json that is not a UTF-8 JSON object."""
+    directory, unreadable, no config.json, or a config.json that is not a UTF-8 JSON object. A LoRA
+    checkpoint (``adapter_config.json``, no ``config.json``) counts when the base model it names does."""
     p = Path(path).expanduser()
     if not p.exists():
         raise UserError(f"model path {str(p)!r} does not exist")
@@ -89,21 +93,72 @@ def check_model_dir(path: str | Path) -> Path:
     if not os.access(p, os.R_OK | os.X_OK):
         raise UserError(f"model path {str(p)!r}: permission denied")
     config = p / "config.json"
+    if not config.exists() and (p / ADAPTER_CONFIG).exists():
+        base = adapter_base(p)
+        try:
+            check_model_dir(base)
+        except UserError as exc:
+            raise UserError(f"LoRA adapter {str(p)!r}: its base model: {exc}") from None
+        return p
     if not config.exists():
         raise UserError(f"model path {str(p)!r} has no config.json (not a Hugging Face model directory)")
-    try:
-        data = json.loads(config.read_text(encoding="utf-8"))
-    except IsADirectoryError:
-        raise UserError(f"{config}: a directory, not a file") from None
-    except PermissionError:
-        raise UserError(f"{config}: permission denied") from None
-    except UnicodeDecodeError:
-        raise UserError(f"{config}: not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{config}:{exc.lineno}: invalid JSON ({exc.msg})") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{config}: expected a JSON object, got {type(data).__name__}")
+    _read_json_object(config)
     return p
+
+
+def _read_json_object(path: Path) -> dict:
+    """A UTF-8 JSON object from ``path``, or a one-line UserError saying what is wrong with the file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except IsADirectoryError:
+        raise UserError(f"{path}: a directory, not a file") from None
+    except PermissionError:
+        raise UserError(f"{path}: permission denied") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def is_adapter_dir(path: str | Path) -> bool:
+    """A LoRA adapter saved by PEFT (a LoRA run's checkpoint): ``adapter_config.json`` and no ``config.json``."""
+    p = Path(path).expanduser()
+    return (p / ADAPTER_CONFIG).is_file() and not (p / "config.json").exists()
+
+
+def adapter_base(path: str | Path) -> Path:
+    """The base model directory a LoRA adapter names (``base_model_name_or_path`` of its
+    ``adapter_config.json``; creditflow writes it as an absolute path)."""
+    config = Path(path).expanduser() / ADAPTER_CONFIG
+    base = _read_json_object(config).get("base_model_name_or_path")
+    if not base:
+        raise UserError(f"{config}: no base_model_name_or_path (which model is this adapter for?)")
+    return Path(base)
+
+
+def weights_dir(path: str | Path) -> Path:
+    """The directory with the full weights and config.json of the policy at ``path``: the base model of a
+    LoRA adapter (followed down when that is an adapter too), else ``path`` itself (what a vLLM engine starts
+    from)."""
+    return weights_dir(adapter_base(path)) if is_adapter_dir(path) else Path(path).expanduser()
+
+
+def model_config(path: str | Path):
+    """The transformers config of the model at ``path`` (of its base model for a LoRA adapter)."""
+    p = weights_dir(path)
+    try:
+        return AutoConfig.from_pretrained(str(p))
+    except (OSError, ValueError, KeyError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise UserError(f"cannot load model config from {str(p)!r}: {first}") from None
+
+
+def tiny_config(**overrides) -> Qwen2Config:
+    """The architecture of the tiny default (its vocabulary is only known once the tokenizer is trained)."""
+    return Qwen2Config(vocab_size=len(SPECIAL_TOKENS) + 256, **{**TINY_DEFAULTS, **overrides})
 
 
 def load_tokenizer(path: str | Path):
@@ -117,8 +172,20 @@ def load_tokenizer(path: str | Path):
 
 
 def load_policy(path: str | Path, device: str = "auto", dtype: str = "auto"):
-    """Load ``(model, tokenizer)`` from a local directory; the model is put on ``device``."""
+    """Load ``(model, tokenizer)`` from a local directory; the model is put on ``device``.
+
+    A LoRA adapter (a LoRA run's checkpoint) loads as its base model with the adapter merged in: a plain
+    model that evaluates, generates and saves like any other."""
     p = check_model_dir(path)
+    if is_adapter_dir(p):
+        model, tok = load_policy(adapter_base(p), device, dtype)
+        try:
+            if (p / "tokenizer_config.json").exists():  # checkpoints keep the tokenizer next to the adapter
+                tok = load_tokenizer(p)
+            return PeftModel.from_pretrained(model, str(p)).merge_and_unload(), tok
+        except (OSError, ValueError, KeyError, RuntimeError) as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise UserError(f"cannot load the LoRA adapter in {str(p)!r}: {first}") from None
     _quiet_transformers()
     device = resolve_device(device)
     try:

@@ -15,12 +15,13 @@ from rich.console import Console
 from creditflow import credit, envs
 from creditflow.config import RunConfig, dump_config
 from creditflow.errors import UserError
+from creditflow.policy import lora
 from creditflow.policy.backends import openai as openai_backend
 from creditflow.policy.backends import vllm as vllm_backend
 from creditflow.policy.backends.base import Backend, SamplingParams
 from creditflow.policy.backends.hf import HFBackend
-from creditflow.policy.model import build_tiny_policy, check_device_and_dtype, check_model_dir, load_policy, \
-    resolve_device
+from creditflow.policy.model import (build_tiny_policy, check_device_and_dtype, check_model_dir, load_policy,
+                                     model_config, resolve_device, tiny_config, weights_dir)
 from creditflow.policy.prompts import ChatTemplate, PromptBuilder, environment_description
 from creditflow.recipes.progress import RunProgress, WatchedEngine
 from creditflow.rollout.engine import RolloutEngine
@@ -32,8 +33,8 @@ from creditflow.train.distributed import World
 
 def check_run(cfg: RunConfig, *, knobs: bool = False, model: str | Path | None = None) -> None:
     """What can be checked before any work (SFT, model building, rollouts), as one-line UserErrors: the
-    credit knobs (``knobs``), device and dtype on this machine, and the model directory (``model``, default
-    ``policy.model``). Env options are checked by :func:`env_factory`."""
+    credit knobs (``knobs``), device and dtype on this machine, the model directory (``model``, default
+    ``policy.model``) and LoRA's target modules in that model. Env options are checked by :func:`env_factory`."""
     if knobs:
         try:
             credit.validate_knobs(cfg.rl.algo, cfg.rl.credit)
@@ -44,6 +45,10 @@ def check_run(cfg: RunConfig, *, knobs: bool = False, model: str | Path | None =
     model = model if model is not None else cfg.policy.model
     if model:
         check_model_dir(model)
+    if cfg.policy.lora.enabled:  # target modules that exist in the model (the tiny default's when none is given)
+        lora.check_targets(cfg.policy.lora, model_config(model) if model else
+                           tiny_config(hidden_size=cfg.policy.tiny_hidden_size,
+                                       num_hidden_layers=cfg.policy.tiny_layers))
 
 
 def check_backend(cfg: RunConfig, trains: bool = False) -> None:
@@ -201,7 +206,8 @@ def make_backend(cfg: RunConfig, model, tokenizer, model_path: str | Path | None
     """The generation backend of ``cfg.policy.backend``.
 
     ``hf`` generates with ``model``. ``vllm`` starts a colocated engine from ``model_path`` (the directory
-    ``model`` was loaded from) and pushes ``model``'s weights into it, so it starts in step with the trainer.
+    ``model`` was loaded from; for a LoRA adapter, its base model) and pushes ``model``'s weights into it (a
+    LoRA policy's merged), so it starts in step with the trainer.
     ``openai`` talks to ``policy.base_url``; ``model`` is not used (it may be None).
     """
     check_backend(cfg)
@@ -214,8 +220,9 @@ def make_backend(cfg: RunConfig, model, tokenizer, model_path: str | Path | None
                                             retries=p.request_retries)
     if model_path is None:
         raise UserError("policy.backend=vllm needs the policy's model directory")
-    backend = vllm_backend.VLLMBackend(str(model_path), tokenizer, dtype=p.dtype, device=p.device, seed=cfg.seed,
-                                       max_model_len=p.vllm_max_model_len, kv_cache_gib=p.vllm_kv_cache_gib,
+    backend = vllm_backend.VLLMBackend(str(weights_dir(model_path)), tokenizer, dtype=p.dtype, device=p.device,
+                                       seed=cfg.seed, max_model_len=p.vllm_max_model_len,
+                                       kv_cache_gib=p.vllm_kv_cache_gib,
                                        gpu_memory_utilization=p.vllm_gpu_memory_utilization)
     if model is not None:
         backend.sync_weights(model)

@@ -11,6 +11,7 @@ from creditflow.recipes.progress import RunProgress
 from creditflow.rollout.evaluate import evaluate
 from creditflow.rollout.seeding import seed_everything
 from creditflow.rollout.trajectory import Trajectory
+from creditflow.train.checkpoint import policy_in
 
 
 def evaluate_policy(cfg: RunConfig, model_path: str | Path, episodes: int,
@@ -18,8 +19,10 @@ def evaluate_policy(cfg: RunConfig, model_path: str | Path, episodes: int,
     """One episode on each of the first ``episodes`` held-out seeds (``generation.eval_temperature``), under
     a bar of turns.
 
-    With ``policy.backend=openai`` the server generates and ``model_path`` only provides the tokenizer.
+    With ``policy.backend=openai`` the server generates and ``model_path`` only provides the tokenizer. A run
+    directory stands for its newest checkpoint; a LoRA checkpoint loads as its base with the adapter merged.
     """
+    model_path = policy_in(model_path)
     common.check_run(cfg, model=model_path)
     common.check_backend(cfg)
     seed_everything(cfg.seed)

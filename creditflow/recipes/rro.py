@@ -177,8 +177,8 @@ def run_dpo_training(cfg: RunConfig, log: Callable[[str], None] | None = None,
     log(f"DPO on {len(pairs)} pairs from {model_path}")
     try:
         with progress.bar("DPO", None, unit="steps") as update:
-            _, metrics = run_dpo(model, tok, pairs, out, cfg.rro.dpo, seed=cfg.seed, save_to=tmp,
-                                 progress=lambda step, total, info: update(step, info, total=total))
+            _, metrics = run_dpo(model, tok, pairs, out, cfg.rro.dpo, seed=cfg.seed, lora=cfg.policy.lora,
+                                 save_to=tmp, progress=lambda step, total, info: update(step, info, total=total))
     except KeyboardInterrupt:
         raise Interrupted(f"during DPO; nothing saved yet ({target} is written when DPO ends)", RERUN) from None
     finally:

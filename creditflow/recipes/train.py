@@ -22,7 +22,8 @@ from typing import Callable
 from creditflow.config import RunConfig, build_config, changed_settings, dump_config
 from creditflow.curriculum.hooks import build_hooks
 from creditflow.errors import Interrupted, UserError
-from creditflow.policy.model import load_policy
+from creditflow.policy import lora
+from creditflow.policy.model import is_adapter_dir, load_policy
 from creditflow.recipes import common
 from creditflow.recipes.progress import RunProgress
 from creditflow.rollout.expert import expert_trajectories
@@ -60,7 +61,7 @@ def sft_policy(cfg: RunConfig, out: Path, train_factory, log: Callable[[str], No
         shutil.rmtree(tmp)
     try:
         with progress.bar("SFT", None, unit="steps") as update:
-            metrics = run_sft(model, tok, examples, out, cfg.sft, seed=cfg.seed, save_to=tmp,
+            metrics = run_sft(model, tok, examples, out, cfg.sft, seed=cfg.seed, lora=cfg.policy.lora, save_to=tmp,
                               progress=lambda step, total, info: update(step, info, total=total))
     finally:
         if world.main:
@@ -132,9 +133,13 @@ def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[s
         ckpt = latest_checkpoint(out)
         ref_path = Path(cfg.policy.model) if cfg.policy.model else out / "sft_model"
         common.check_run(cfg, model=ckpt)
-        if cfg.rl.kl_coef > 0:
+        if cfg.rl.kl_coef > 0 or cfg.policy.lora.enabled:  # LoRA: the adapter goes on this base
             common.check_run(cfg, model=ref_path)
         _check_processes(ckpt, distributed.launched_size())
+        if cfg.policy.lora.enabled != is_adapter_dir(ckpt):
+            raise UserError(f"--resume {str(out)!r}: checkpoint {ckpt} holds "
+                            f"{'a LoRA adapter' if is_adapter_dir(ckpt) else 'full weights'} but policy.lora.enabled "
+                            f"is {cfg.policy.lora.enabled}")
     elif (out / "metrics.jsonl").exists():
         raise UserError(f"out_dir {str(out)!r} already holds a run; use --resume {out} or another out_dir")
     world = common.start_world(cfg)
@@ -145,10 +150,9 @@ def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[s
     trainer = None
     try:
         if resume:
-            model, tok = load_policy(ckpt, cfg.policy.device, cfg.policy.dtype)
-            ref_model = load_policy(ref_path, cfg.policy.device, cfg.policy.dtype)[0] if cfg.rl.kl_coef > 0 else None
-            trainer = _trainer(cfg, out, model, tok, ckpt, train_factory, eval_factory, hooks, ref_model, progress,
-                               resume=True, world=world)
+            model, tok, ref_model, model_path = _resumed_policy(cfg, ckpt, ref_path)
+            trainer = _trainer(cfg, out, model, tok, model_path, train_factory, eval_factory, hooks, ref_model,
+                               progress, resume=True, world=world)
             load_trainer_state(trainer, ckpt)
             trainer.logger.close()
             trainer.logger = _logger(cfg, out, world, resume_step=trainer.step)
@@ -164,6 +168,8 @@ def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[s
                     model, tok, _ = sft_policy(cfg, out, train_factory, log, progress, world)
                     seed_everything(cfg.seed + world.rank)
                     model_path = out / "sft_model"
+                if cfg.policy.lora.enabled:  # a fresh adapter on pi_SFT, which stays the frozen base
+                    model = lora.wrap(model, cfg.policy.lora, base_dir=model_path)
                 trainer = _trainer(cfg, out, model, tok, model_path, train_factory, eval_factory, hooks, None,
                                    progress, resume=False, world=world)
         last = _fit(cfg, trainer, progress, log)
@@ -194,6 +200,18 @@ def _check_processes(ckpt: Path, launched: int) -> None:
 def _logger(cfg: RunConfig, out: Path, world: World, resume_step: int | None) -> MetricsLogger | NullLogger:
     """Rank 0 writes metrics.jsonl and TensorBoard (``resume_step``: drop rows logged after it)."""
     return MetricsLogger(out, cfg.tensorboard, resume_step=resume_step) if world.main else NullLogger()
+
+
+def _resumed_policy(cfg: RunConfig, ckpt: Path, ref_path: Path):
+    """``(model, tokenizer, reference, engine_dir)`` of the checkpoint ``ckpt``: the policy, its KL reference
+    (None: none, or LoRA's adapter-disabled policy) and the directory a vLLM engine starts from. LoRA: the base
+    model pi_SFT (``ref_path``) with the checkpoint's adapter."""
+    if cfg.policy.lora.enabled:
+        model, tok = load_policy(ref_path, cfg.policy.device, cfg.policy.dtype)
+        return lora.load_adapter(model, ckpt), tok, None, ref_path
+    model, tok = load_policy(ckpt, cfg.policy.device, cfg.policy.dtype)
+    ref_model = load_policy(ref_path, cfg.policy.device, cfg.policy.dtype)[0] if cfg.rl.kl_coef > 0 else None
+    return model, tok, ref_model, ckpt
 
 
 def _trainer(cfg: RunConfig, out: Path, model, tok, model_path: Path, train_factory, eval_factory, hooks, ref_model,
@@ -264,6 +282,11 @@ def config_for_resume(run_dir: str | Path, overrides: list[str]) -> RunConfig:
         raise UserError(f"--resume {str(run)!r}: the run is already at step {step} and rl.steps is {cfg.rl.steps}, "
                         f"nothing to do (set rl.steps above {step} to train further)")
     changed = changed_settings(saved, cfg)
+    lora_changed = sorted(key for key in changed if key.startswith("policy.lora."))
+    if lora_changed:
+        raise UserError(f"--resume {str(run)!r}: {lora_changed[0]} cannot change in a resumed run (the checkpoint's "
+                        f"{'adapter' if saved.policy.lora.enabled else 'weights'} were trained with "
+                        f"{lora_changed[0]}={changed[lora_changed[0]][0]!r}); start a new run")
     if changed:
         cfg.resumes = [*saved.resumes, {"from_step": step + 1, "changed": changed}]
     return cfg

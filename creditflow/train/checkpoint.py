@@ -5,6 +5,11 @@ Layout: ``<run>/checkpoints/step_000010/`` with the HF model + tokenizer, ``opti
 and renamed, so a crash never leaves a half-written checkpoint behind. Under N processes rank 0 writes it
 (the policy and optimizer are the same everywhere; ``trainer_state.pt`` holds every process's RNG states)
 while the others wait, and every process loads it on ``--resume``.
+
+A LoRA policy (``policy.lora``) saves as PEFT does: ``adapter_model.safetensors`` and
+``adapter_config.json``, whose ``base_model_name_or_path`` is the absolute path of the base model (π_SFT),
+never changed by training; ``optimizer.pt`` then holds the adapter's parameters' state only. ``--resume``
+puts the adapter back on the base; ``creditflow eval`` and ``creditflow export`` load it merged.
 """
 
 from __future__ import annotations
@@ -62,6 +67,16 @@ def latest_checkpoint(out_dir: str | Path) -> Path:
     if not path.is_dir():
         raise UserError(f"--resume {str(out_dir)!r}: checkpoint {path} is missing")
     return path
+
+
+def policy_in(path: str | Path) -> Path:
+    """The policy ``path`` names: ``path`` itself, or for a run directory (no model there, but a
+    ``checkpoints/latest``) its newest checkpoint, so that ``eval --model RUN`` evaluates where the run is."""
+    p = Path(path).expanduser()
+    marker = checkpoint_root(p) / "latest"
+    if marker.is_file() and not (p / "config.json").exists() and not (p / "adapter_config.json").exists():
+        return checkpoint_root(p) / marker.read_text().strip()
+    return p
 
 
 def checkpoint_step(path: Path) -> int:

@@ -17,36 +17,36 @@ from pathlib import Path
 from typing import Callable
 
 import trl
-from peft import LoraConfig
 
-from creditflow.config import RRODPOConfig
+from creditflow.config import LoRAConfig, RRODPOConfig
 from creditflow.errors import UserError
+from creditflow.policy import lora as policy_lora
 from creditflow.process.preferences import TRL_COLUMNS
 from creditflow.train.distributed import current, sharded_launch
 from creditflow.train.trl_runner import run_trl
 
 
 def run_dpo(model, tokenizer, pairs: list[dict], out_dir: str | Path, cfg: RRODPOConfig, *, seed: int = 0,
-            ref_model=None, log: Callable[[dict], None] | None = None,
+            lora: LoRAConfig | None = None, ref_model=None, log: Callable[[dict], None] | None = None,
             progress: Callable[[int, int, str], None] | None = None, save_to: str | Path | None = None):
     """Train ``model`` (π_SFT) on preference ``pairs`` with settings ``cfg`` (``cfg.rro.dpo``); returns
     ``(trained_model, metrics)``.
 
-    ``ref_model`` defaults to a frozen copy of ``model`` (or, with LoRA, the adapter-disabled model).
-    With LoRA the adapter is merged into the returned model, so it saves and generates like any other.
-    ``progress(step, total, info)`` after every optimizer step. ``save_to``: write the trained model and
-    the tokenizer there (every launched process calls this; rank 0 writes).
+    ``lora`` (``policy.lora``, when enabled): train a LoRA adapter; the reference is then the
+    adapter-disabled model (no copy), and the adapter is merged into the returned model, so it saves and
+    generates like any other. Otherwise ``ref_model`` defaults to a frozen copy of ``model``.
+    ``progress(step, total, info)`` after every optimizer step. ``save_to``: write the trained (merged)
+    model and the tokenizer there (every launched process calls this; rank 0 writes).
     """
     if not pairs:
         raise UserError("DPO: no preference pairs to train on (the collection produced none)")
     sharded = sharded_launch()
-    if cfg.lora and sharded:
-        raise UserError(f"rro.dpo.lora=true with the {sharded} launch config: the adapter is merged after training, "
-                        "which needs the whole model on each process; use configs/accelerate/ddp.yaml")
+    if lora is not None and lora.enabled and sharded:
+        raise UserError(f"policy.lora.enabled=true with the {sharded} launch config: the adapter is merged after "
+                        "training, which needs the whole model on each process; use configs/accelerate/ddp.yaml")
     peft_config = None
-    if cfg.lora:
-        peft_config = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-                                 target_modules=cfg.lora_target_modules, task_type="CAUSAL_LM")
+    if lora is not None and lora.enabled:
+        peft_config = policy_lora.peft_config(lora)
         ref_model = None  # reference = the model with the adapter disabled (= π_SFT)
     elif ref_model is None:
         ref_model = copy.deepcopy(model).eval()  # π_ref = π_SFT, frozen
@@ -59,10 +59,10 @@ def run_dpo(model, tokenizer, pairs: list[dict], out_dir: str | Path, cfg: RRODP
                                 warmup_steps=cfg.warmup,  # < 1: a ratio of the total steps (transformers >= 5)
                                 max_length=cfg.max_length, logging_steps=1),
                   log_keys=("rewards/accuracies", "rewards/margins", "rewards/chosen", "rewards/rejected"),
-                  ref_model=ref_model, peft_config=peft_config, save_to=None if cfg.lora else save_to)
-    trained = run.model.merge_and_unload() if cfg.lora else run.model
+                  ref_model=ref_model, peft_config=peft_config, save_to=None if peft_config is not None else save_to)
+    trained = run.model.merge_and_unload() if peft_config is not None else run.model
     trained.eval()
-    if cfg.lora and save_to is not None and current().main:  # the merged model (TRL would save the adapter)
+    if peft_config is not None and save_to is not None and current().main:  # merged (TRL would save the adapter)
         trained.save_pretrained(save_to)
         tokenizer.save_pretrained(save_to)
     metrics = {"dpo/train_loss": run.train_loss, "dpo/pairs": len(pairs), "dpo/steps": run.steps,

@@ -12,6 +12,9 @@ hold model, optimizer, RNG states and step so ``--resume`` continues exactly.
 Under N processes (:mod:`creditflow.train.distributed`) every process draws the same B tasks and rolls out
 its B / N of them; curriculum hooks and rollout metrics see every process's trajectories, credit runs on
 each process's own groups, and the update sums gradients over the processes with global normalisers.
+
+With a LoRA policy (:mod:`creditflow.policy.lora`) the optimizer holds the adapter's parameters only, the
+KL reference is the same model with the adapter disabled, and checkpoints hold the adapter.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import hashlib
 import pickle
 import time
 import weakref
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -30,6 +34,7 @@ import torch
 
 from creditflow import credit
 from creditflow.config import RunConfig
+from creditflow.policy import lora
 from creditflow.policy.backends.base import SamplingParams
 from creditflow.rollout.engine import RolloutEngine, TaskSpec
 from creditflow.rollout.evaluate import evaluate, rollout_metrics
@@ -341,11 +346,15 @@ class RLTrainer:
         self.estimator = credit.get_estimator(cfg.rl.algo)
         self.credit_knobs = credit.validate_knobs(cfg.rl.algo, cfg.rl.credit)
         self.ref_model = None
-        if cfg.rl.kl_coef > 0:  # reference = the policy RL starts from (pi_SFT) unless given
+        # reference = the policy RL starts from (pi_SFT) unless given; with LoRA that is the model itself
+        # with the adapter disabled (see reference()), so no copy is made
+        if cfg.rl.kl_coef > 0 and not lora.is_lora(model):
             self.ref_model = (ref_model if ref_model is not None else copy.deepcopy(model)).eval()
             for p in self.ref_model.parameters():
                 p.requires_grad_(False)
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.rl.lr, weight_decay=cfg.rl.weight_decay)
+        # LoRA: the adapter's parameters only (the rest do not require gradients)
+        self.optimizer = torch.optim.AdamW(lora.trainable_parameters(model), lr=cfg.rl.lr,
+                                           weight_decay=cfg.rl.weight_decay)
         self.task_rng = np.random.default_rng(cfg.seed)
         self.update_rng = np.random.default_rng(cfg.seed + 1)
         self.step = 0
@@ -358,6 +367,15 @@ class RLTrainer:
         name = self.cfg.env.name
         return [TaskSpec(task_id=f"{name}/{int(s)}", seed=int(s), group_id=f"step{step}/{name}/{int(s)}")
                 for s in seeds]
+
+    @contextmanager
+    def reference(self):
+        """The reference policy of the KL term: the frozen copy, or the LoRA policy with its adapter off."""
+        if self.ref_model is not None:
+            yield self.ref_model
+        else:
+            with lora.adapter_disabled(self.model) as base:
+                yield base
 
     def run_eval(self) -> dict:
         """Held-out evaluation; under N processes each evaluates its share of the seeds and the metrics are
@@ -393,9 +411,10 @@ class RLTrainer:
             mismatch = rollout_mismatch(self.model, rows, self.tok.pad_token_id, cfg.rl.token_budget,
                                         pad=cfg.rollout.history == "window", tis_cap=cfg.rl.tis_cap)
         t_mismatch = time.perf_counter()
-        if self.ref_model is not None:
-            fill_ref_logprobs(self.ref_model, rows, self.tok.pad_token_id, cfg.rl.token_budget,
-                              pad=cfg.rollout.history == "window")
+        if cfg.rl.kl_coef > 0:
+            with self.reference() as ref:
+                fill_ref_logprobs(ref, rows, self.tok.pad_token_id, cfg.rl.token_budget,
+                                  pad=cfg.rollout.history == "window")
         t2 = time.perf_counter()
         update = policy_update(self.model, self.optimizer, rows, cfg, self.tok.pad_token_id, self.update_rng,
                                self.world)

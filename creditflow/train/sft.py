@@ -14,10 +14,12 @@ from typing import Callable
 
 import trl
 
-from creditflow.config import SFTConfig
+from creditflow.config import LoRAConfig, SFTConfig
 from creditflow.errors import UserError
+from creditflow.policy import lora as policy_lora
 from creditflow.policy.prompts import PromptBuilder, Turn
 from creditflow.rollout.trajectory import Trajectory
+from creditflow.train.distributed import current
 from creditflow.train.trl_runner import run_trl
 
 
@@ -58,19 +60,30 @@ def check_max_length(lengths: list[int], max_length: int) -> int:
 
 
 def run_sft(model, tokenizer, examples: list[dict], out_dir: str | Path, cfg: SFTConfig, *, seed: int = 0,
-            log: Callable[[dict], None] | None = None,
+            lora: LoRAConfig | None = None, log: Callable[[dict], None] | None = None,
             progress: Callable[[int, int, str], None] | None = None, save_to: str | Path | None = None) -> dict:
     """Fine-tune ``model`` in place with TRL's SFTTrainer (loss on completion tokens only), settings ``cfg``
     (``cfg.sft``): cosine schedule after a 5% warmup, no weight decay. ``progress(step, total, info)``
-    after every optimizer step. ``save_to``: write the model and tokenizer there (see ``run_trl``)."""
+    after every optimizer step. ``save_to``: write the model and tokenizer there (see ``run_trl``).
+
+    ``lora`` (``policy.lora``, when enabled): TRL trains a LoRA adapter on ``model``, which is then merged
+    into ``model``'s weights, so ``model`` is a plain model afterwards, as with full fine-tuning (and
+    ``save_to`` gets the merged model, not the adapter TRL would save)."""
     if not examples:
         raise UserError("SFT: no demonstrations (the expert won no episode)")
+    peft_config = policy_lora.peft_config(lora) if lora is not None and lora.enabled else None
     run = run_trl(trl.SFTTrainer, trl.SFTConfig, model, tokenizer, examples, out_dir, name="sft", seed=seed, log=log,
-                  progress=progress, save_to=save_to,
+                  progress=progress, save_to=None if peft_config is not None else save_to,
                   settings=dict(num_train_epochs=cfg.epochs, learning_rate=cfg.lr,
                                 per_device_train_batch_size=cfg.batch_size, lr_scheduler_type="cosine",
                                 warmup_steps=0.05,  # < 1: a ratio of the total steps (transformers >= 5)
                                 max_length=cfg.max_length, completion_only_loss=True,
-                                packing=False, logging_steps=10))
+                                packing=False, logging_steps=10),
+                  peft_config=peft_config)
+    if peft_config is not None:
+        run.model.merge_and_unload()  # the adapter's layers are replaced, in ``model``, by merged plain ones
+        if save_to is not None and current().main:
+            model.save_pretrained(save_to)
+            tokenizer.save_pretrained(save_to)
     return {"sft/train_loss": run.train_loss, "sft/examples": len(examples), "sft/steps": run.steps,
             "sft/history": run.history}

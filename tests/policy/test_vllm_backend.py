@@ -2,7 +2,8 @@
 
 A rollout from a stale policy is a silent failure: the trainer would compute its PPO ratio against the
 log-probs of weights it no longer has. After a real update and ``sync_weights``, vLLM's log-probs of the
-sequences it samples must equal the updated HF model's within TOL, and be far from the old weights'.
+sequences it samples must equal the updated HF model's within TOL, and be far from the old weights'; the
+same for a LoRA policy, whose merged weights the engine gets.
 Runs in ``.venv-vllm`` (``make test``); one engine start for the module.
 """
 
@@ -16,7 +17,8 @@ pytest.importorskip("vllm")
 
 import psutil  # noqa: E402  (a vLLM dependency)
 
-from creditflow.config import build_config  # noqa: E402
+from creditflow.config import LoRAConfig, build_config  # noqa: E402
+from creditflow.policy import lora  # noqa: E402
 from creditflow.policy.backends.base import SamplingParams  # noqa: E402
 from creditflow.policy.backends.hf import HFBackend  # noqa: E402
 from creditflow.policy.backends.vllm import VLLMBackend  # noqa: E402
@@ -81,3 +83,30 @@ def test_after_an_update_vllm_follows_the_new_weights(engine):
     greedy = SamplingParams(max_new_tokens=12, temperature=0.0)
     want = HFBackend(model, tok).generate(ids, greedy)
     assert [g.token_ids for g in backend.generate(ids, greedy)] == [g.token_ids for g in want]
+
+
+def test_after_a_lora_update_vllm_follows_the_new_adapter(engine, tiny_vllm_model_dir):
+    _, tok, backend = engine
+    base, _ = load_policy(tiny_vllm_model_dir, "cpu", "float32")
+    plain = {name: t.clone() for name, t in base.state_dict().items()}
+    torch.manual_seed(0)
+    model = lora.wrap(base, LoRAConfig(enabled=True, r=4, alpha=8), base_dir=tiny_vllm_model_dir)
+    backend.sync_weights(model)  # B = 0: the merged weights are the base's
+    ids = prompts(tok)
+    gens = backend.generate(ids, SamplingParams(max_new_tokens=12, temperature=1.0))
+    assert max_gap(model, ids, gens)[0] < TOL
+    samples = [Sample(p, g.token_ids, g.logprobs, 1.0 if i % 2 else -1.0) for i, (p, g) in enumerate(zip(ids, gens))]
+    cfg = build_config(None, ["rl.lr=0.05", "rl.kl_coef=0"])
+    optimizer = torch.optim.AdamW(lora.trainable_parameters(model), lr=cfg.rl.lr)
+    policy_update(model, optimizer, window_rows(samples), cfg, 0, np.random.default_rng(0))
+    backend.sync_weights(model)
+
+    after = backend.generate(ids, SamplingParams(max_new_tokens=12, temperature=1.0))
+    worst, _ = max_gap(model, ids, after)
+    assert worst < TOL  # vLLM samples from base + the updated adapter, with its log-probs
+    with lora.adapter_disabled(model) as before:
+        _, stale = max_gap(before, ids, after)
+    assert stale > 100 * TOL  # an engine that missed the adapter's update would show
+    unchanged = {k.replace(".base_layer.", "."): t for k, t in model.get_base_model().state_dict().items()
+                 if ".lora_" not in k}
+    assert all(torch.equal(unchanged[k], plain[k]) for k in plain)  # merging for vLLM left the base alone

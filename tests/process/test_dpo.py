@@ -35,7 +35,7 @@ def test_preference_jsonl_loads_with_datasets(pref_dir, tmp_path):
 def test_dpo_trains_a_few_steps_from_pi_sft(pref_dir, tiny_model_dir, tmp_path):
     import torch
 
-    from creditflow.config import RRODPOConfig
+    from creditflow.config import LoRAConfig, RRODPOConfig
     from creditflow.policy.model import load_policy
     from creditflow.train.dpo import run_dpo
 
@@ -50,9 +50,9 @@ def test_dpo_trains_a_few_steps_from_pi_sft(pref_dir, tiny_model_dir, tmp_path):
     assert any(not torch.equal(before[k], after[k]) for k in before)
 
     model, tok = load_policy(tiny_model_dir, "cpu", "float32")
-    trained, metrics = run_dpo(model, tok, pairs[:2], tmp_path,
-                               RRODPOConfig(epochs=1, lr=1e-2, batch_size=2, lora=True, lora_r=4, lora_alpha=8,
-                                            max_length=512))
+    trained, metrics = run_dpo(model, tok, pairs[:2], tmp_path, RRODPOConfig(epochs=1, lr=1e-2, batch_size=2,
+                                                                             max_length=512),
+                               lora=LoRAConfig(enabled=True, r=4, alpha=8))
     assert metrics["dpo/steps"] == 1
     assert not hasattr(trained, "peft_config")  # adapter merged: a plain model again
     assert set(trained.state_dict()) == set(before)

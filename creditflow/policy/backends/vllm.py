@@ -5,7 +5,8 @@ single worker run in this process) and is loaded once from a model directory. Af
 the trainer calls :meth:`VLLMBackend.sync_weights` with the trained model: its state dict goes straight into
 the worker's ``reload_weights`` (vLLM's in-place, layer-wise reload, which also redoes the kernel-format
 processing that CPU and GPU linear layers apply after loading), then the prefix cache is dropped so no KV
-block computed with the old weights is reused. There is no disk round-trip.
+block computed with the old weights is reused. There is no disk round-trip. A LoRA policy is pushed as its
+merged weights, so the engine needs no LoRA support of its own.
 
 Log-probs are vLLM's ``raw_logprobs`` of the sampled tokens: log pi(token | context) from the model's
 unprocessed logits (temperature 1, no top-p), the same quantity as :class:`HFBackend`'s.
@@ -23,6 +24,7 @@ from typing import Iterable
 import torch
 
 from creditflow.errors import UserError
+from creditflow.policy import lora
 from creditflow.policy.backends.base import Generation, SamplingParams
 
 MISSING = ("policy.backend=vllm needs the vllm package{}; build the environment with `make vllm` (CPU) or "
@@ -95,8 +97,13 @@ class VLLMBackend:
 
     @torch.no_grad()
     def sync_weights(self, model) -> None:
-        """Load ``model``'s current weights into the engine (HF parameter names, in memory)."""
-        self.load_weights((name, t.detach()) for name, t in model.state_dict().items())
+        """Load ``model``'s current weights into the engine (HF parameter names, in memory). A LoRA policy's
+        are its merged weights: base + the adapter's update, computed in copies (:func:`lora.merged_weights`);
+        the engine itself runs no adapter (docs/scaling.md "LoRA" says why)."""
+        if lora.is_lora(model):
+            self.load_weights(lora.merged_weights(model))
+        else:
+            self.load_weights((name, t.detach()) for name, t in model.state_dict().items())
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         weights = list(named_tensors)

@@ -1,0 +1,48 @@
+"""The ``export`` recipe: a saved policy as a plain Hugging Face model directory.
+
+A LoRA run's checkpoints hold an adapter, not a model; vLLM servers, other trainers and most tools want a
+model. ``export`` loads the adapter onto its base model, merges it and saves the result; a full checkpoint
+is saved without its optimizer and trainer state. ``creditflow eval`` needs no export: it merges on load.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import get_args
+
+from creditflow.config import PolicyConfig
+from creditflow.errors import UserError
+from creditflow.policy.model import check_model_dir, load_policy
+from creditflow.train.checkpoint import policy_in
+
+
+def export_policy(source: str | Path, out: str | Path, dtype: str = "auto") -> Path:
+    """Write the policy in ``source`` (a checkpoint, a LoRA adapter, a model directory, or a run directory: its
+    newest checkpoint) to the new directory ``out`` as a plain HF model + tokenizer, merged on the CPU in
+    ``dtype`` (``auto``: float32)."""
+    dtypes = get_args(PolicyConfig.model_fields["dtype"].annotation)
+    if dtype not in dtypes:
+        raise UserError(f"--dtype must be one of {', '.join(dtypes)}; got {dtype!r}")
+    target = Path(out)
+    if target.exists():
+        raise UserError(f"--out {str(target)!r} already exists; give a new directory")
+    parent = target.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise UserError(f"--out {str(target)!r}: cannot write in {str(parent)!r}")
+    source = policy_in(source)
+    check_model_dir(source)
+    model, tok = load_policy(source, "cpu", dtype)
+    tmp = target.with_name(f".{target.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise UserError(f"--out {str(target)!r}: cannot write ({exc.strerror or exc})") from None
+    tmp.rename(target)
+    return target
