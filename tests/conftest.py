@@ -17,8 +17,7 @@ def one_torch_thread():
     yield
 
 
-@pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory):
+def _tiny_policy(tmp_path_factory, name: str, num_attention_heads: int):
     """A very small Qwen2 policy built the way the CLI builds the default (tokenizer trained locally)."""
     from creditflow.config import RunConfig
     from creditflow.policy.model import build_tiny_policy
@@ -29,27 +28,19 @@ def tiny_model_dir(tmp_path_factory):
     factory = common.env_factory(cfg)
     env = factory()
     corpus = expert_corpus(factory, common.prompt_builder(cfg, env), list(range(40)))
-    out = tmp_path_factory.mktemp("tiny") / "model"
+    out = tmp_path_factory.mktemp(name) / "model"
     build_tiny_policy(out, corpus, vocab_size=400, seed=0, isolate_chars=env.tokenizer_isolate_chars,
-                      hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                      num_key_value_heads=1)
+                      hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=num_attention_heads, num_key_value_heads=1)
     return out
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    return _tiny_policy(tmp_path_factory, "tiny", num_attention_heads=2)
 
 
 @pytest.fixture(scope="session")
 def tiny_vllm_model_dir(tmp_path_factory):
     """Like ``tiny_model_dir``, with one 32-wide attention head: vLLM's CPU attention needs head_dim >= 32."""
-    from creditflow.config import RunConfig
-    from creditflow.policy.model import build_tiny_policy
-    from creditflow.recipes import common
-    from creditflow.rollout.expert import expert_corpus
-
-    cfg = RunConfig()
-    factory = common.env_factory(cfg)
-    env = factory()
-    corpus = expert_corpus(factory, common.prompt_builder(cfg, env), list(range(40)))
-    out = tmp_path_factory.mktemp("tiny_vllm") / "model"
-    build_tiny_policy(out, corpus, vocab_size=400, seed=0, isolate_chars=env.tokenizer_isolate_chars,
-                      hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=1,
-                      num_key_value_heads=1)
-    return out
+    return _tiny_policy(tmp_path_factory, "tiny_vllm", num_attention_heads=1)
