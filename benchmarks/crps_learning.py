@@ -1,11 +1,13 @@
-"""Does CRPS help where GRPO's groups are all-fail or all-success? GRPO vs GRPO+ExpReplay vs GRPO+CRPS.
+"""Does CRPS help where GRPO's groups are all-fail or all-success? GRPO vs +ExpReplay vs +CRPS vs RewardFlow+CRPS.
 
     python benchmarks/crps_learning.py [--setting hard|demo|webshop] [--model SFT_DIR] [--seeds 0 1 2] [--steps 60]
                                        [--threads 1] [--smoke] [key=value ...]
 
 Settings (``SETTINGS``): ``hard`` (Sokoban, 2 boxes in 7x7), ``demo`` (the demo's 6x6 1-box levels with
 ``describe_positions``) and ``webshop`` (the shopping env, the paper's main benchmark; no random-policy
-mixture check there). All methods start from the same pi_SFT (``--model``; without it the script
+mixture check there). The ``rewardflow+crps`` arm puts CRPS's replay groups under RewardFlow's state-graph
+advantage instead of GRPO's (``rl.algo=rewardflow``), a combination neither paper measured; its mixture
+check is the same as ``grpo+crps``'s (no policy, no advantage), so it is not repeated. All methods start from the same pi_SFT (``--model``; without it the script
 builds one the way ``creditflow sft`` does, on the same setting) and get the same budget: the same number of training
 steps of B tasks x G rollouts, the same held-out evaluation seeds. Per method and seed it records the
 held-out success curve and the per-step reward-extremity diagnostics (paper 002, Eq. 14: all-zero group
@@ -35,7 +37,9 @@ from benchmarks import learning  # noqa: E402
 from benchmarks.machine import machine_info  # noqa: E402
 from creditflow.config import build_config  # noqa: E402
 
-METHODS = {"grpo": "none", "grpo+expreplay": "expreplay", "grpo+crps": "crps"}
+METHODS = {"grpo": "none", "grpo+expreplay": "expreplay", "grpo+crps": "crps", "rewardflow+crps": "crps"}
+# the advantage estimator of each arm (rl.algo); the combined RewardFlow + CRPS arm is one no paper measured
+ALGOS = {"rewardflow+crps": "rewardflow"}
 
 # hard: 2 boxes in 7x7, solutions of 4..20 moves (plain GRPO's groups are mostly all-fail);
 # demo: the demo's 6x6 1-box levels with describe_positions (the tiny pi_SFT solves ~40%; groups are still
@@ -114,9 +118,10 @@ def build_sft(env: list[str], out: Path, budget: dict, quiet: bool) -> Path:
     return run_sft_command(cfg)
 
 
-def train_one(env: list[str], model: Path, out: Path, curriculum: str, seed: int, steps: int, budget: dict,
+def train_one(env: list[str], model: Path, out: Path, method: str, seed: int, steps: int, budget: dict,
               extra: list[str], record: Path | None = None) -> dict:
-    return learning.train_one(out, [f"policy.model={model}", f"rl.steps={steps}", f"curriculum.name={curriculum}",
+    return learning.train_one(out, [f"policy.model={model}", f"rl.steps={steps}", f"curriculum.name={METHODS[method]}",
+                                    f"rl.algo={ALGOS.get(method, 'grpo')}",
                                     *env, *budget["rl"], *extra], seed, CURVES, record=record)
 
 
@@ -134,7 +139,7 @@ def plot(result: dict, path: Path) -> None:
 def markdown(result: dict) -> str:
     s, m = result["settings"], result["machine"]
     lines = [
-        "# CRPS learning check: GRPO vs GRPO+ExpReplay vs GRPO+CRPS", "",
+        "# CRPS learning check: GRPO vs GRPO+ExpReplay vs GRPO+CRPS vs RewardFlow+CRPS", "",
         ("**SMOKE RUN: tiny budget, the numbers say nothing about the methods.**\n" if s["smoke"] else ""),
         f"Env: sokoban, {s.get('setting', 'hard')} setting ({s['env']}); {s['steps']} steps of B={s['B']} x G={s['G']}; seeds {s['seeds']}; "
         f"start policy: {s['model']}; CRPS/ExpReplay at paper defaults (p_replay 0.2, band [0.2, 0.8], "
@@ -175,7 +180,7 @@ def main() -> None:
     iters = 6 if args.smoke else 40
     mixture = {}
     for method, curriculum in METHODS.items():
-        if args.setting == "webshop":  # the random-policy check types Sokoban moves only
+        if args.setting == "webshop" or method in ALGOS:  # Sokoban moves only; the mixture ignores the estimator
             continue
         mixture[method] = mixture_check(env, curriculum, iters)
         print(f"random policy, {method}: " + ", ".join(f"{k} {v:.3f}" for k, v in mixture[method].items()
@@ -185,7 +190,7 @@ def main() -> None:
     runs: dict[str, list[dict]] = {}
     for seed in args.seeds:  # seed-major: an interrupted run still has every method on the first seeds
         for method in args.methods:
-            r = train_one(env, model, work / f"{method}_s{seed}", METHODS[method], seed, steps, budget, args.extra,
+            r = train_one(env, model, work / f"{method}_s{seed}", method, seed, steps, budget, args.extra,
                           record=args.records / f"{method}_s{seed}.json")
             runs.setdefault(method, []).append(r)
             print(f"{method} seed {seed}: eval success {r['initial_eval_success']:.3f} -> "

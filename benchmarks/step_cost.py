@@ -16,7 +16,7 @@ behaviour log-probs come from generation, so there is no separate old-log-prob p
 update; the medians are compared, and the cost per decision (the two pi_SFT do not take equally long
 episodes). ``--no-levers`` skips the lever measurements taken on the first step's batch: LM head at the
 trained positions only, ``inference_mode`` for reference log-probs, padding and packing, the prefix
-cache, the generation loop, threads.
+cache, the generation loop, grouped-query attention, threads.
 Writes ``benchmarks/results/step_cost.{json,md}`` with machine info and the machine's load.
 """
 
@@ -44,7 +44,7 @@ from creditflow.config import build_config  # noqa: E402
 from creditflow.curriculum.hooks import build_hooks  # noqa: E402
 from creditflow.policy.model import load_policy  # noqa: E402
 from creditflow.recipes import common  # noqa: E402
-from creditflow.recipes.demo import DEMO_DEFAULTS, DEMO_ENV_KWARGS  # noqa: E402
+from creditflow.recipes.demo import DEMO_DEFAULTS, DEMO_ENV_SETTINGS  # noqa: E402
 from creditflow.recipes.train import run_sft_command  # noqa: E402
 from creditflow.train import rl  # noqa: E402
 from creditflow.train.loss import token_logprobs  # noqa: E402
@@ -53,7 +53,7 @@ from creditflow.train.rl import RLTrainer  # noqa: E402
 LAYOUTS = {"window+paper": ["rollout.history=window", "policy.template=paper"],
            "conversation+compact": ["rollout.history=conversation", "policy.template=compact"]}
 BASELINE, FAST = LAYOUTS
-ENV = [f"env.kwargs.{k}={str(v).lower()}" for k, v in DEMO_ENV_KWARGS["sokoban"].items()]
+ENV = [f"{k}={str(v).lower()}" for k, v in DEMO_ENV_SETTINGS["sokoban"].items()]
 PHASES = ("rollout_s", "ref_s", "credit_s", "update_s", "step_s")
 
 
@@ -169,7 +169,7 @@ def levers(base: Trainer, fast: Trainer, base_trajs, fast_trajs) -> list[dict]:
           timed(lambda: update_pass(base.model, win_rows, pad, budget), 2), ("every position", "trained only"))
 
     ref = copy.deepcopy(base.model).eval()
-    plain = rl.fill_ref_logprobs.__wrapped__
+    plain = rl.decision_logprobs.__wrapped__  # without its inference_mode decorator
 
     def no_grad():
         with torch.no_grad():
@@ -214,6 +214,18 @@ def levers(base: Trainer, fast: Trainer, base_trajs, fast_trajs) -> list[dict]:
     lever("window generation through the prefix-cached loop (no reuse: preallocated cache only)",
           "window rollout 4 x 4", timed(lambda: rollout(base, win_backend, False)),
           timed(lambda: rollout(base, win_backend, True)), ("transformers generate", "own loop"))
+
+    def attention(gqa: bool):  # transformers reads this switch at every attention call
+        os.environ["TRANSFORMERS_SDPA_FORCE_GQA"] = "1" if gqa else "0"
+        try:
+            return timed(lambda: rollout(fast, conv_backend, False))
+        finally:
+            os.environ.pop("TRANSFORMERS_SDPA_FORCE_GQA")
+
+    # with a mask, transformers' sdpa copies keys/values once per query head; torch's CPU flash kernel can
+    # take the mask and the grouped heads together (enable_gqa), the same outputs without the copy
+    lever("grouped-query attention on the key/value heads (enable_gqa), no per-head copy",
+          "conversation rollout 4 x 4", attention(False), attention(True), ("sdpa: keys/values repeated", "enable_gqa"))
 
     threads = torch.get_num_threads()
     for n in sorted({1, 2, os.cpu_count() or 1}):
