@@ -120,11 +120,15 @@ def build_sft(env: list[str], out: Path, budget: dict, quiet: bool) -> Path:
     return run_sft_command(cfg)
 
 
+def run_overrides(env: list[str], model: Path, method: str, steps: int, budget: dict, extra: list[str]) -> list[str]:
+    return [f"policy.model={model}", f"rl.steps={steps}", f"curriculum.name={METHODS[method]}",
+            f"rl.algo={ALGOS.get(method, 'grpo')}", *env, *budget["rl"], *extra]
+
+
 def train_one(env: list[str], model: Path, out: Path, method: str, seed: int, steps: int, budget: dict,
               extra: list[str], record: Path | None = None) -> dict:
-    return learning.train_one(out, [f"policy.model={model}", f"rl.steps={steps}", f"curriculum.name={METHODS[method]}",
-                                    f"rl.algo={ALGOS.get(method, 'grpo')}",
-                                    *env, *budget["rl"], *extra], seed, CURVES, record=record)
+    return learning.train_one(out, run_overrides(env, model, method, steps, budget, extra), seed, CURVES,
+                              record=record)
 
 
 PANELS = [("eval/success_rate", "held-out success"), ("groups/all_zero_frac", "all-zero group fraction"),
@@ -167,6 +171,8 @@ def markdown(result: dict) -> str:
         lines.append(f"| {method} | {r['groups/all_zero_frac']:.3f} | {r['groups/all_one_frac']:.3f} | "
                      f"{r['groups/entropy']:.3f} | {r['crps/buffer_size']:.1f} | {r['crps/mean_k']:.2f} | {acc} |")
     lines += ["", "Curves (mean over seeds) are in the JSON and the PNG next to this file.", ""]
+    if result.get("note"):
+        lines += [result["note"], ""]
     return "\n".join(lines)
 
 
@@ -182,18 +188,23 @@ def main() -> None:
     iters = 6 if args.smoke else 40
     mixture = {}
     for method, curriculum in METHODS.items():
-        if args.setting == "webshop" or method in ALGOS:  # Sokoban moves only; the mixture ignores the estimator
+        if args.setting == "webshop" or method in ALGOS or args.only_recorded:  # Sokoban moves only; the mixture ignores the estimator
             continue
         mixture[method] = mixture_check(env, curriculum, iters)
         print(f"random policy, {method}: " + ", ".join(f"{k} {v:.3f}" for k, v in mixture[method].items()
                                                        if v is not None), flush=True)
-    model = Path(args.model) if args.model else build_sft(env, work / "sft", budget, quiet=args.smoke)
+    model = Path(args.model) if args.model or args.only_recorded else build_sft(env, work / "sft", budget, quiet=args.smoke)
     print(f"pi_SFT: {model}", flush=True)
     runs: dict[str, list[dict]] = {}
     for seed in args.seeds:  # seed-major: an interrupted run still has every method on the first seeds
         for method in args.methods:
+            record = args.records / f"{method}_s{seed}.json"
+            if args.only_recorded and not learning.recorded(run_overrides(env, model, method, steps, budget, args.extra),
+                                                            work / f"{method}_s{seed}", seed, record):
+                print(f"{method} seed {seed}: no record, skipped (--only-recorded)", flush=True)
+                continue
             r = train_one(env, model, work / f"{method}_s{seed}", method, seed, steps, budget, args.extra,
-                          record=args.records / f"{method}_s{seed}.json")
+                          record=record)
             runs.setdefault(method, []).append(r)
             print(f"{method} seed {seed}: eval success {r['initial_eval_success']:.3f} -> "
                   f"{r['final_eval_success']:.3f}, all-zero {r['mean_all_zero_frac']:.3f}, "
@@ -210,7 +221,8 @@ def main() -> None:
         "summary": {m: learning.summarize(rs, CURVES) for m, rs in runs.items()},
         "runs": runs,
         "minutes": (time.perf_counter() - t0) / 60,
-        "machine": machine_info(),
+        "machine": learning.machine_of(args, machine_info()),
+        "note": args.note,
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(result, indent=2))
