@@ -120,15 +120,20 @@ def build_sft(env: list[str], out: Path, budget: dict, quiet: bool) -> Path:
     return run_sft_command(cfg)
 
 
-def run_overrides(env: list[str], model: Path, method: str, steps: int, budget: dict, extra: list[str]) -> list[str]:
+def run_overrides(env: list[str], model: Path, method: str, steps: int, budget: dict, extra: list[str],
+                  reward_source: str | None = None) -> list[str]:
+    """One arm's run. ``reward_source`` goes to the GRPO arms only: RewardFlow's reward is the success signal
+    propagated over its state graph by construction."""
+    algo = ALGOS.get(method, "grpo")
+    source = [f"rl.credit.reward_source={reward_source}"] if reward_source and algo == "grpo" else []
     return [f"policy.model={model}", f"rl.steps={steps}", f"curriculum.name={METHODS[method]}",
-            f"rl.algo={ALGOS.get(method, 'grpo')}", *env, *budget["rl"], *extra]
+            f"rl.algo={algo}", *source, *env, *budget["rl"], *extra]
 
 
 def train_one(env: list[str], model: Path, out: Path, method: str, seed: int, steps: int, budget: dict,
-              extra: list[str], record: Path | None = None) -> dict:
-    return learning.train_one(out, run_overrides(env, model, method, steps, budget, extra), seed, CURVES,
-                              record=record)
+              extra: list[str], record: Path | None = None, reward_source: str | None = None) -> dict:
+    return learning.train_one(out, run_overrides(env, model, method, steps, budget, extra, reward_source), seed,
+                              CURVES, record=record)
 
 
 PANELS = [("eval/success_rate", "held-out success"), ("groups/all_zero_frac", "all-zero group fraction"),
@@ -148,7 +153,8 @@ def markdown(result: dict) -> str:
         "# CRPS learning check: GRPO vs GRPO+ExpReplay vs GRPO+CRPS vs RewardFlow+CRPS", "",
         ("**SMOKE RUN: tiny budget, the numbers say nothing about the methods.**\n" if s["smoke"] else ""),
         f"Env: sokoban, {s.get('setting', 'hard')} setting ({s['env']}); {s['steps']} steps of B={s['B']} x G={s['G']}; seeds {s['seeds']}; "
-        f"start policy: {s['model']}; CRPS/ExpReplay at paper defaults (p_replay 0.2, band [0.2, 0.8], "
+        f"start policy: {s['model']}; GRPO arms' reward: {s.get('reward_source') or 'the shaped return (default)'}; "
+        "CRPS/ExpReplay at paper defaults (p_replay 0.2, band [0.2, 0.8], "
         "lambda 0.9, Delta 2)" + (f"; extra overrides: {' '.join(s['extra'])}." if s["extra"] else "."),
         f"Machine: {m['cpu']} ({m['cores']} cores), torch {m.get('torch')}, {m['date']}; "
         f"wall time of this invocation {result['minutes']:.1f} min (finished runs in the work directory are "
@@ -179,8 +185,11 @@ def markdown(result: dict) -> str:
 def main() -> None:
     args, out, work = learning.parse_args(
         __doc__, "crps_learning", METHODS, default_steps=60,
-        add=lambda ap: ap.add_argument("--setting", default="hard", choices=list(SETTINGS),
-                                       help="Sokoban levels (see SETTINGS)"))
+        add=lambda ap: (ap.add_argument("--setting", default="hard", choices=list(SETTINGS),
+                                        help="Sokoban levels (see SETTINGS)"),
+                        ap.add_argument("--reward-source", default=None, choices=["success", "return", "score"],
+                                        help="the GRPO arms' rl.credit.reward_source (default: GRPO's, the shaped "
+                                             "return; the CRPS paper's reward is success)")))
     env = SETTINGS[args.setting]
     budget = SMOKE if args.smoke else FULL
     steps = 2 if args.smoke else args.steps
@@ -199,12 +208,12 @@ def main() -> None:
     for seed in args.seeds:  # seed-major: an interrupted run still has every method on the first seeds
         for method in args.methods:
             record = args.records / f"{method}_s{seed}.json"
-            if args.only_recorded and not learning.recorded(run_overrides(env, model, method, steps, budget, args.extra),
-                                                            work / f"{method}_s{seed}", seed, record):
+            overrides = run_overrides(env, model, method, steps, budget, args.extra, args.reward_source)
+            if args.only_recorded and not learning.recorded(overrides, work / f"{method}_s{seed}", seed, record):
                 print(f"{method} seed {seed}: no record, skipped (--only-recorded)", flush=True)
                 continue
             r = train_one(env, model, work / f"{method}_s{seed}", method, seed, steps, budget, args.extra,
-                          record=record)
+                          record=record, reward_source=args.reward_source)
             runs.setdefault(method, []).append(r)
             print(f"{method} seed {seed}: eval success {r['initial_eval_success']:.3f} -> "
                   f"{r['final_eval_success']:.3f}, all-zero {r['mean_all_zero_frac']:.3f}, "
@@ -214,7 +223,7 @@ def main() -> None:
         "benchmark": "crps_learning",
         "settings": {"setting": args.setting, "env": " ".join(a.split("=", 1)[0].split(".")[-1] + "=" + a.split("=", 1)[1] for a in env[1:]),
                      "steps": steps, "B": rl_cfg.rollout.tasks_per_step, "G": rl_cfg.rollout.group_size,
-                     "seeds": args.seeds, "model": str(model), "smoke": args.smoke,
+                     "seeds": args.seeds, "model": str(model), "smoke": args.smoke, "reward_source": args.reward_source,
                      "overrides": [*env, *budget["rl"], *args.extra], "extra": args.extra},
         "mixture_check": {"iters": iters, "B": 8, "G": 8, "p_replay": 0.2, "policy": "uniform random, no training",
                           "means_over_second_half": mixture},
