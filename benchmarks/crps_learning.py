@@ -7,9 +7,10 @@ Settings (``SETTINGS``): ``hard`` (Sokoban, 2 boxes in 7x7), ``demo`` (the demo'
 ``describe_positions``) and ``webshop`` (the shopping env, the paper's main benchmark; no random-policy
 mixture check there). The ``rewardflow+crps`` arm puts CRPS's replay groups under RewardFlow's state-graph
 advantage instead of GRPO's (``rl.algo=rewardflow``), a combination neither paper measured; its mixture
-check is the same as ``grpo+crps``'s (no policy, no advantage), so it is not repeated. All methods start from the same pi_SFT (``--model``; without it the script
-builds one the way ``creditflow sft`` does, on the same setting) and get the same budget: the same number of training
-steps of B tasks x G rollouts, the same held-out evaluation seeds. Per method and seed it records the
+check is the same as ``grpo+crps``'s (no policy, no advantage), so it is not repeated. All methods start
+from the same pi_SFT (``--model``; without it the script builds one the way ``creditflow sft`` does, on the
+same setting) and get the same budget: the same number of training steps of B tasks x G rollouts, the same
+held-out evaluation seeds. Per method and seed it records the
 held-out success curve and the per-step reward-extremity diagnostics (paper 002, Eq. 14: all-zero group
 fraction, group reward entropy) plus buffer/controller metrics, and writes
 ``benchmarks/results/crps_learning.{json,md,png}`` with machine info. Before training, a no-model
@@ -130,12 +131,6 @@ def run_overrides(env: list[str], model: Path, method: str, steps: int, budget: 
             f"rl.algo={algo}", *source, *env, *budget["rl"], *extra]
 
 
-def train_one(env: list[str], model: Path, out: Path, method: str, seed: int, steps: int, budget: dict,
-              extra: list[str], record: Path | None = None, reward_source: str | None = None) -> dict:
-    return learning.train_one(out, run_overrides(env, model, method, steps, budget, extra, reward_source), seed,
-                              CURVES, record=record)
-
-
 PANELS = [("eval/success_rate", "held-out success"), ("groups/all_zero_frac", "all-zero group fraction"),
           ("groups/entropy", "group reward entropy H_batch (bits)")]
 
@@ -197,12 +192,14 @@ def main() -> None:
     iters = 6 if args.smoke else 40
     mixture = {}
     for method, curriculum in METHODS.items():
-        if args.setting == "webshop" or method in ALGOS or args.only_recorded:  # Sokoban moves only; the mixture ignores the estimator
+        # the random policy types Sokoban moves only, and the mixture does not depend on the estimator
+        if args.setting == "webshop" or method in ALGOS or args.only_recorded:
             continue
         mixture[method] = mixture_check(env, curriculum, iters)
         print(f"random policy, {method}: " + ", ".join(f"{k} {v:.3f}" for k, v in mixture[method].items()
                                                        if v is not None), flush=True)
-    model = Path(args.model) if args.model or args.only_recorded else build_sft(env, work / "sft", budget, quiet=args.smoke)
+    model = (Path(args.model) if args.model or args.only_recorded
+             else build_sft(env, work / "sft", budget, quiet=args.smoke))
     print(f"pi_SFT: {model}", flush=True)
     runs: dict[str, list[dict]] = {}
     for seed in args.seeds:  # seed-major: an interrupted run still has every method on the first seeds
@@ -212,8 +209,7 @@ def main() -> None:
             if args.only_recorded and not learning.recorded(overrides, work / f"{method}_s{seed}", seed, record):
                 print(f"{method} seed {seed}: no record, skipped (--only-recorded)", flush=True)
                 continue
-            r = train_one(env, model, work / f"{method}_s{seed}", method, seed, steps, budget, args.extra,
-                          record=record, reward_source=args.reward_source)
+            r = learning.train_one(work / f"{method}_s{seed}", overrides, seed, CURVES, record=record)
             runs.setdefault(method, []).append(r)
             print(f"{method} seed {seed}: eval success {r['initial_eval_success']:.3f} -> "
                   f"{r['final_eval_success']:.3f}, all-zero {r['mean_all_zero_frac']:.3f}, "
@@ -223,7 +219,8 @@ def main() -> None:
         "benchmark": "crps_learning",
         "settings": {"setting": args.setting, "env": " ".join(a.split("=", 1)[0].split(".")[-1] + "=" + a.split("=", 1)[1] for a in env[1:]),
                      "steps": steps, "B": rl_cfg.rollout.tasks_per_step, "G": rl_cfg.rollout.group_size,
-                     "seeds": args.seeds, "model": str(model), "smoke": args.smoke, "reward_source": args.reward_source,
+                     "seeds": args.seeds, "model": str(model), "smoke": args.smoke,
+                     "reward_source": args.reward_source,
                      "overrides": [*env, *budget["rl"], *args.extra], "extra": args.extra},
         "mixture_check": {"iters": iters, "B": 8, "G": 8, "p_replay": 0.2, "policy": "uniform random, no training",
                           "means_over_second_half": mixture},
