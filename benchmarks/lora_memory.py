@@ -64,7 +64,7 @@ def tiny_policy(root: Path) -> Path:
         factory = common.env_factory(cfg)
         env = factory()
         corpus = expert_corpus(factory, common.prompt_builder(cfg, env), list(range(900_000, 900_400)))
-        build_tiny_policy(out, corpus, vocab_size=cfg.policy.tiny_vocab_size, seed=0,
+        build_tiny_policy(out, corpus, vocab_size=common.tiny_vocab_size(cfg, env), seed=0,
                           isolate_chars=env.tokenizer_isolate_chars)
     return out
 

@@ -48,8 +48,13 @@ from creditflow.recipes.rro import evaluate_policy, run_collect, run_dpo_trainin
 METHODS = ("fixed", "rising")
 ENVS = {  # per-env settings on top of the shared ones
     "sokoban": [],
-    "webshop": ["env.name=webshop", "sft.max_length=2048"],
+    # webshop: the compact template (a results page makes prompts of ~400 tokens even so); the tiny policy's
+    # tokenizer (4096 words, case folded) is the env's own choice (docs/environments.md "webshop")
+    "webshop": ["env.name=webshop", "sft.max_length=2048", "policy.template=compact"],
 }
+# per-env defaults of the flags left unset: (H, SFT demos, SFT epochs, max new tokens). webshop: a π_SFT that
+# copies key words and product IDs needs ~1,000 demos x 4 epochs (~3,100 expert steps; docs/environments.md)
+DEFAULTS = {"sokoban": (2, 512, 3.0, 16), "webshop": (1, 1024, 4.0, 48)}
 NAMES = {"sft": "π_SFT", "fixed": "fixed-size exploration + DPO", "rising": "RRO (reward rising) + DPO"}
 
 
@@ -95,7 +100,8 @@ def mean_std(values: list[float]) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--env", default="sokoban", choices=sorted(ENVS))
-    ap.add_argument("--history", type=int, default=2, help="H: observation/action pairs in the prompt (papers: 2)")
+    ap.add_argument("--history", type=int, default=None,
+                    help="H: observation/action pairs in the prompt (default: 2 as the papers; webshop 1)")
     ap.add_argument("--model", default=None, help="π_SFT directory (default: build one with the SFT pipeline)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--tasks", type=int, default=32, help="training tasks per collection")
@@ -108,8 +114,8 @@ def main() -> None:
     ap.add_argument("--dpo-lr", type=float, default=1e-4)
     ap.add_argument("--dpo-batch", type=int, default=16)
     ap.add_argument("--dpo-epochs", type=float, default=3.0)
-    ap.add_argument("--sft-demos", type=int, default=512, help="SFT demos when building π_SFT")
-    ap.add_argument("--sft-epochs", type=float, default=3.0)
+    ap.add_argument("--sft-demos", type=int, default=None, help="SFT demos when building π_SFT (512; webshop 1024)")
+    ap.add_argument("--sft-epochs", type=float, default=None, help="(3; webshop 4)")
     ap.add_argument("--bare-grid", action="store_true",
                     help="plain Sokoban observations (default: the demo's describe_positions=true)")
     ap.add_argument("--executor", default="inprocess", choices=["inprocess", "ray"])
@@ -119,8 +125,9 @@ def main() -> None:
                     help="torch CPU threads (default: torch's; 1 avoids spin-waiting on a shared, busy machine)")
     ap.add_argument("--smoke", action="store_true", help="tiny budget, end to end")
     args = ap.parse_args()
-    if args.max_new_tokens is None:
-        args.max_new_tokens = 48 if args.env == "webshop" else 16
+    for name, value in zip(("history", "sft_demos", "sft_epochs", "max_new_tokens"), DEFAULTS[args.env]):
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     if args.threads is None and args.smoke:
         args.threads = 1
     if args.threads:

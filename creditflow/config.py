@@ -75,8 +75,9 @@ class PolicyConfig(_Section):
     """``auto`` (cuda when available), ``cpu``, ``cuda``, ``cuda:1``, ``mps``."""
     dtype: Literal["auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16"] = "auto"
     """``auto`` (bf16 on GPU, fp32 on CPU), ``float32``, ``bfloat16``, ``float16``."""
-    tiny_vocab_size: int = 1024
-    """Vocabulary size of the tokenizer trained for the tiny default."""
+    tiny_vocab_size: Optional[int] = Field(None, ge=300)
+    """Vocabulary size of the tokenizer trained for the tiny default. None: the env's suggestion
+    (webshop: 4096, for its product words and IDs), else 1024."""
     tiny_hidden_size: int = 128
     """Hidden size of the tiny default."""
     tiny_layers: int = 4

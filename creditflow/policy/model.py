@@ -15,7 +15,7 @@ from typing import Iterable
 
 import torch
 from peft import PeftModel
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import (AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig, PreTrainedTokenizerFast,
                           Qwen2Config, Qwen2ForCausalLM)
 from transformers.utils import logging as hf_logging
@@ -200,14 +200,18 @@ def load_policy(path: str | Path, device: str = "auto", dtype: str = "auto"):
     return model, tok
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int = 1024, isolate_chars: str = ""):
+def train_tokenizer(texts: Iterable[str], vocab_size: int = 1024, isolate_chars: str = "", lowercase: bool = False):
     """Byte-level BPE trained on ``texts``; returns a ``PreTrainedTokenizerFast`` with ChatML.
 
     ``isolate_chars`` (e.g. Sokoban's grid symbols) are always split into tokens of their own, so a grid
-    cell is one token and positions line up across rows.
+    cell is one token and positions line up across rows. ``lowercase`` folds case before tokenizing (the
+    special tokens are left alone), so a word or ID reads as the same tokens whether a page capitalises it
+    or not; decoding then gives lower-case text.
     """
 
     bpe = Tokenizer(models.BPE())
+    if lowercase:
+        bpe.normalizer = normalizers.Lowercase()
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
     if isolate_chars:
         pattern = "[" + "".join("\\" + c if c in "\\]^-[" else c for c in isolate_chars) + "]"
@@ -236,11 +240,11 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 1024, isolate_chars:
 
 
 def build_tiny_policy(out_dir: str | Path, corpus: Iterable[str], vocab_size: int = 1024, seed: int = 0,
-                      isolate_chars: str = "", **config_overrides):
+                      isolate_chars: str = "", lowercase: bool = False, **config_overrides):
     """Train a tokenizer on ``corpus``, initialise a small Qwen2 model, save both to ``out_dir``."""
     out = Path(out_dir)
     _quiet_transformers()
-    tok = train_tokenizer(corpus, vocab_size=vocab_size, isolate_chars=isolate_chars)
+    tok = train_tokenizer(corpus, vocab_size=vocab_size, isolate_chars=isolate_chars, lowercase=lowercase)
     params = {**TINY_DEFAULTS, **config_overrides}
     # Init std ~ 1/sqrt(hidden) (0.088 at 128) instead of Qwen2's 0.02: with 0.02 a from-scratch model this
     # small sits on a long plateau where attention stays uniform and the action ignores the observation

@@ -158,6 +158,11 @@ def success_rule(cfg: RunConfig) -> SuccessRule:
     return SuccessRule(cfg.env.success_threshold)
 
 
+def tiny_vocab_size(cfg: RunConfig, env) -> int:
+    """``policy.tiny_vocab_size``, else the env's own suggestion (``tiny_vocab_size``), else 1024."""
+    return int(cfg.policy.tiny_vocab_size or getattr(env, "tiny_vocab_size", 0) or 1024)
+
+
 def load_or_build_policy(cfg: RunConfig, out_dir: Path, factory, log=print, progress: RunProgress | None = None,
                          world: World = World()):
     """Load ``cfg.policy.model``, or build the tiny default into ``out_dir/tiny_model`` (once; rank 0 builds
@@ -170,8 +175,9 @@ def load_or_build_policy(cfg: RunConfig, out_dir: Path, factory, log=print, prog
             env = factory()
             prompts = prompt_builder(cfg, env)
             corpus = expert_corpus(factory, prompts, list(range(900_000, 900_400)), rng_seed=cfg.seed)
-            build_tiny_policy(tiny_dir, corpus, vocab_size=cfg.policy.tiny_vocab_size, seed=cfg.seed,
+            build_tiny_policy(tiny_dir, corpus, vocab_size=tiny_vocab_size(cfg, env), seed=cfg.seed,
                               isolate_chars=getattr(env, "tokenizer_isolate_chars", ""),
+                              lowercase=bool(getattr(env, "tokenizer_lowercase", False)),
                               hidden_size=cfg.policy.tiny_hidden_size, num_hidden_layers=cfg.policy.tiny_layers)
         log(f"built tiny default policy in {tiny_dir}")
     distributed.barrier(world)
