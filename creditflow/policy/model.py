@@ -15,7 +15,7 @@ from typing import Iterable
 
 import torch
 from peft import PeftModel
-from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import (AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig, PreTrainedTokenizerFast,
                           Qwen2Config, Qwen2ForCausalLM)
 from transformers.utils import logging as hf_logging
@@ -200,13 +200,15 @@ def load_policy(path: str | Path, device: str = "auto", dtype: str = "auto"):
     return model, tok
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int = 1024, isolate_chars: str = "", lowercase: bool = False):
+def train_tokenizer(texts: Iterable[str], vocab_size: int = 1024, isolate_chars: str = "", lowercase: bool = False,
+                    words: Iterable[str] = ()):
     """Byte-level BPE trained on ``texts``; returns a ``PreTrainedTokenizerFast`` with ChatML.
 
     ``isolate_chars`` (e.g. Sokoban's grid symbols) are always split into tokens of their own, so a grid
     cell is one token and positions line up across rows. ``lowercase`` folds case before tokenizing (the
     special tokens are left alone), so a word or ID reads as the same tokens whether a page capitalises it
-    or not; decoding then gives lower-case text.
+    or not; decoding then gives lower-case text. ``words`` (e.g. a catalog's product IDs) become one token
+    each on top of ``vocab_size``, matched before BPE (after the case folding) wherever they occur.
     """
 
     bpe = Tokenizer(models.BPE())
@@ -236,15 +238,20 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 1024, isolate_chars:
         padding_side="left",
     )
     tok.chat_template = CHAT_TEMPLATE
+    words = sorted(set(words))
+    if words:
+        tok.add_tokens([AddedToken(w, normalized=True, single_word=False) for w in words])
     return tok
 
 
 def build_tiny_policy(out_dir: str | Path, corpus: Iterable[str], vocab_size: int = 1024, seed: int = 0,
-                      isolate_chars: str = "", lowercase: bool = False, **config_overrides):
+                      isolate_chars: str = "", lowercase: bool = False, words: Iterable[str] = (),
+                      **config_overrides):
     """Train a tokenizer on ``corpus``, initialise a small Qwen2 model, save both to ``out_dir``."""
     out = Path(out_dir)
     _quiet_transformers()
-    tok = train_tokenizer(corpus, vocab_size=vocab_size, isolate_chars=isolate_chars, lowercase=lowercase)
+    tok = train_tokenizer(corpus, vocab_size=vocab_size, isolate_chars=isolate_chars, lowercase=lowercase,
+                          words=words)
     params = {**TINY_DEFAULTS, **config_overrides}
     # Init std ~ 1/sqrt(hidden) (0.088 at 128) instead of Qwen2's 0.02: with 0.02 a from-scratch model this
     # small sits on a long plateau where attention stays uniform and the action ignores the observation

@@ -178,6 +178,7 @@ def load_or_build_policy(cfg: RunConfig, out_dir: Path, factory, log=print, prog
             build_tiny_policy(tiny_dir, corpus, vocab_size=tiny_vocab_size(cfg, env), seed=cfg.seed,
                               isolate_chars=getattr(env, "tokenizer_isolate_chars", ""),
                               lowercase=bool(getattr(env, "tokenizer_lowercase", False)),
+                              words=getattr(env, "tokenizer_words", ()),
                               hidden_size=cfg.policy.tiny_hidden_size, num_hidden_layers=cfg.policy.tiny_layers)
         log(f"built tiny default policy in {tiny_dir}")
     distributed.barrier(world)

@@ -40,3 +40,23 @@ def test_tiny_vocab_size_comes_from_config_then_env_then_1024():
     assert common.tiny_vocab_size(build_config(None, []), webshop) == 4096
     assert common.tiny_vocab_size(build_config(None, []), sokoban) == 1024
     assert common.tiny_vocab_size(build_config(None, ["policy.tiny_vocab_size=512"]), webshop) == 512
+
+
+def test_words_are_one_token_each_wherever_they_occur_and_survive_saving(tmp_path):
+    from transformers import AutoTokenizer
+
+    tok = train_tokenizer(CORPUS, vocab_size=400, lowercase=True, words=["b07g43pafx", "b0bq50qb5r"])
+    page = tok("[SEP] B07G43PAFX [SEP] B0BQ50QB5R", add_special_tokens=False).input_ids
+    click = tok("click[b07g43pafx]", add_special_tokens=False).input_ids
+    one = tok.convert_tokens_to_ids("b07g43pafx")
+    assert one in page and one in click and tok.convert_tokens_to_ids("b0bq50qb5r") in page
+    assert tok.decode(click) == "click[b07g43pafx]"
+    tok.save_pretrained(tmp_path)
+    assert AutoTokenizer.from_pretrained(str(tmp_path))("click[B07G43PAFX]", add_special_tokens=False).input_ids == click
+
+
+def test_webshop_asks_for_its_product_ids_as_words_on_small_catalogs():
+    env = make("webshop", num_products=50)
+    assert len(env.tokenizer_words) == 50 and all(w == w.lower() and len(w) == 10 for w in env.tokenizer_words)
+    env.WHOLE_ID_TOKENS_UP_TO = 10
+    assert env.tokenizer_words == []

@@ -96,6 +96,8 @@ class WebShopEnv(BaseTextEnv):
     # lower-case click (measured: docs/environments.md "webshop").
     tiny_vocab_size = 4096
     tokenizer_lowercase = True
+    # Catalogs up to this size give the tiny policy's tokenizer one token per product ID (tokenizer_words).
+    WHOLE_ID_TOKENS_UP_TO = 20_000
 
     def __init__(self, split: str = "train", num_products: int | None = None, catalog_seed: int = 0,
                  data_dir: str | None = None, goals: str | None = None, max_steps: int = 15):
@@ -123,6 +125,21 @@ class WebShopEnv(BaseTextEnv):
         self.state = pages.PageState()
         self.score = 0.0
         self.reward_info: dict | None = None
+
+    @property
+    def tokenizer_words(self) -> list[str]:
+        """Words the tiny from-scratch policy's tokenizer keeps as one token each: every product ID of a
+        catalog of at most ``WHOLE_ID_TOKENS_UP_TO`` products (lower case, as the policy clicks them).
+
+        Choosing a result means copying its 10-character ID from the page into ``click[...]``. As BPE pieces
+        that is a 4-6 token copy the from-scratch model learns slowly (582 SFT steps: 25% of its second
+        actions open a real product); as one token per ID it is a single lookup (with a longer SFT: 84%;
+        benchmarks/results/webshop_sft.md, runs D and E4). A pre-trained model copies IDs anyway; this is
+        only read when the tiny default is built."""
+        products = self.catalog.products
+        if len(products) > self.WHOLE_ID_TOKENS_UP_TO:
+            return []
+        return sorted({str(p["asin"]).lower() for p in products})
 
     # -- helpers --------------------------------------------------------------------------------
     def __len__(self) -> int:
