@@ -215,6 +215,17 @@ class SFTConfig(_Section):
     """Per-device batch size."""
     max_length: int = Field(1024, ge=16)
     """Longest prompt+response kept (longer examples are truncated by TRL)."""
+    group_by_length: bool = False
+    """Batch demonstrations of similar length together (transformers' ``LengthGroupedSampler``: random
+    mega-batches, sorted inside), so less of each batch is padding. Same examples and epochs, another
+    batch order; worth it where prompt lengths vary (webshop: a search page is ~80 tokens, a results page
+    ~700, and random batches of 16 are about half padding)."""
+    prompt_loss: bool = False
+    """Also put the loss on the prompt tokens (TRL's ``completion_only_loss=false``), not only on the
+    response. For a policy trained from scratch this language-model loss on the env's pages is its only
+    pre-training: pages that repeat themselves (webshop lists every product ID twice: in the results and in
+    the admissible actions) teach it to copy, which response-only SFT shows once per decision
+    (docs/environments.md, "The tiny policy on webshop")."""
     seed_offset: int = 500_000
     """Demonstrations use seeds ``seed_offset + i`` (disjoint from RL and eval seeds)."""
 

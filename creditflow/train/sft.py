@@ -4,7 +4,8 @@ Demonstrations come from the env's expert (:func:`creditflow.rollout.expert.expe
 prompt is exactly the chat the rollout engine shows at that step in the run's layout (``window``: one user
 message; ``conversation``: the chat so far, earlier expert responses as assistant turns), the completion
 the expert response.
-TRL's ``completion_only_loss`` puts the loss on the response tokens only.
+TRL's ``completion_only_loss`` puts the loss on the response tokens only (``sft.prompt_loss``: on the
+prompt tokens too).
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ def check_max_length(lengths: list[int], max_length: int) -> int:
 def run_sft(model, tokenizer, examples: list[dict], out_dir: str | Path, cfg: SFTConfig, *, seed: int = 0,
             lora: LoRAConfig | None = None, log: Callable[[dict], None] | None = None,
             progress: Callable[[int, int, str], None] | None = None, save_to: str | Path | None = None) -> dict:
-    """Fine-tune ``model`` in place with TRL's SFTTrainer (loss on completion tokens only), settings ``cfg``
+    """Fine-tune ``model`` in place with TRL's SFTTrainer (loss on completion tokens only, unless
+    ``cfg.prompt_loss``), settings ``cfg``
     (``cfg.sft``): cosine schedule after a 5% warmup, no weight decay. ``progress(step, total, info)``
     after every optimizer step. ``save_to``: write the model and tokenizer there (see ``run_trl``).
 
@@ -77,8 +79,9 @@ def run_sft(model, tokenizer, examples: list[dict], out_dir: str | Path, cfg: SF
                   settings=dict(num_train_epochs=cfg.epochs, learning_rate=cfg.lr,
                                 per_device_train_batch_size=cfg.batch_size, lr_scheduler_type="cosine",
                                 warmup_steps=0.05,  # < 1: a ratio of the total steps (transformers >= 5)
-                                max_length=cfg.max_length, completion_only_loss=True,
-                                packing=False, logging_steps=10),
+                                max_length=cfg.max_length, completion_only_loss=not cfg.prompt_loss,
+                                packing=False, logging_steps=10,
+                                train_sampling_strategy="group_by_length" if cfg.group_by_length else "random"),
                   peft_config=peft_config)
     if peft_config is not None:
         run.model.merge_and_unload()  # the adapter's layers are replaced, in ``model``, by merged plain ones
