@@ -23,9 +23,12 @@ directory (``--work``, default ``runs/bench_rro``) keeps every collection: rerun
 resumes an interrupted collection. ``--smoke`` runs a tiny budget end to end (about a minute with
 ``--model``; it also builds a small π_SFT without one) and writes ``*_smoke.{json,md}``.
 
-Resumable: every finished run (collection + DPO + evaluation of one method and seed) is stored under
-``<work>/results/`` with the settings it ran with; a rerun with the same settings reuses it, so a suite can
-accumulate across sessions (commit the results table as runs finish).
+Resumable: every finished run (collection + DPO + evaluation of one method and seed), and π_SFT's
+evaluation, is stored under ``benchmarks/results/<name>_runs/`` with the settings it ran with (commit it
+as it lands); a rerun with the same settings reuses it, even on a machine without the work directory, so
+a suite can accumulate across sessions. The results carry, per arm, ``summary.<arm>.final_eval_score``
+and ``final_eval_success`` with the per-seed ``values``, the ``mean`` and a 95% stratified-bootstrap
+``ci95`` (benchmarks/learning.py), and ``settings.seeds``.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.learning import interval_estimates  # noqa: E402
 from benchmarks.machine import machine_info  # noqa: E402
 from creditflow.config import build_config  # noqa: E402
 from creditflow.recipes import common  # noqa: E402
@@ -48,13 +52,15 @@ from creditflow.recipes.rro import evaluate_policy, run_collect, run_dpo_trainin
 METHODS = ("fixed", "rising")
 ENVS = {  # per-env settings on top of the shared ones
     "sokoban": [],
-    # webshop: the compact template (a results page makes prompts of ~400 tokens even so); the tiny policy's
-    # tokenizer (4096 words, case folded) is the env's own choice (docs/environments.md "webshop")
-    "webshop": ["env.name=webshop", "sft.max_length=2048", "policy.template=compact"],
+    # webshop: the compact template (a results page makes prompts of ~450 tokens even so); the tiny policy's
+    # tokenizer (4096 words, case folded, one token per product ID) is the env's own choice
+    # (docs/environments.md "webshop"); SFT batches of 16 (benchmarks/results/webshop_sft.md, run E4)
+    "webshop": ["env.name=webshop", "sft.max_length=2048", "policy.template=compact", "sft.batch_size=16"],
 }
-# per-env defaults of the flags left unset: (H, SFT demos, SFT epochs, max new tokens). webshop: a π_SFT that
-# copies key words and product IDs needs ~1,000 demos x 4 epochs (~3,100 expert steps; docs/environments.md)
-DEFAULTS = {"sokoban": (2, 512, 3.0, 16), "webshop": (1, 1024, 4.0, 48)}
+# per-env defaults of the flags left unset: (H, SFT demos, SFT epochs, max new tokens). webshop: H = 0 (the
+# task is in every prompt; shorter prompts) and a π_SFT of 1,024 demos x 6 epochs, which clicks a real
+# product 84% of the time (webshop_sft.md, E4)
+DEFAULTS = {"sokoban": (2, 512, 3.0, 16), "webshop": (0, 1024, 6.0, 48)}
 NAMES = {"sft": "π_SFT", "fixed": "fixed-size exploration + DPO", "rising": "RRO (reward rising) + DPO"}
 
 
@@ -92,6 +98,19 @@ def build_sft(args, work: Path, log) -> Path:
     return sft_model_path(cfg, work / "sft", common.env_factory(cfg, "train"), log)
 
 
+def _arm_stat(values: list[float]) -> dict:
+    """``mean``, per-seed ``values`` and the 95% stratified-bootstrap ``ci95`` of the mean (None with one
+    seed). π_SFT is evaluated once (greedy): its value is repeated per seed and its interval is a point."""
+    vals = [float(v) for v in values]
+    return {"mean": statistics.fmean(vals), "values": vals, "ci95": interval_estimates(vals)["ci95"]}
+
+
+def _interval(stat: dict) -> str:
+    vals = ", ".join(f"{v:.3f}" for v in stat["values"])
+    ci = f" [{stat['ci95'][0]:.3f}, {stat['ci95'][1]:.3f}]" if stat["ci95"] else ""
+    return f"{stat['mean']:.3f}{ci} ({vals})"
+
+
 def mean_std(values: list[float]) -> tuple[float, float]:
     vals = [float(v) for v in values]
     return (statistics.fmean(vals), statistics.stdev(vals) if len(vals) > 1 else 0.0)
@@ -101,7 +120,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--env", default="sokoban", choices=sorted(ENVS))
     ap.add_argument("--history", type=int, default=None,
-                    help="H: observation/action pairs in the prompt (default: 2 as the papers; webshop 1)")
+                    help="H: observation/action pairs in the prompt (default: 2 as the papers; webshop 0)")
     ap.add_argument("--model", default=None, help="π_SFT directory (default: build one with the SFT pipeline)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--tasks", type=int, default=32, help="training tasks per collection")
@@ -115,7 +134,7 @@ def main() -> None:
     ap.add_argument("--dpo-batch", type=int, default=16)
     ap.add_argument("--dpo-epochs", type=float, default=3.0)
     ap.add_argument("--sft-demos", type=int, default=None, help="SFT demos when building π_SFT (512; webshop 1024)")
-    ap.add_argument("--sft-epochs", type=float, default=None, help="(3; webshop 4)")
+    ap.add_argument("--sft-epochs", type=float, default=None, help="(3; webshop 6)")
     ap.add_argument("--bare-grid", action="store_true",
                     help="plain Sokoban observations (default: the demo's describe_positions=true)")
     ap.add_argument("--executor", default="inprocess", choices=["inprocess", "ray"])
@@ -147,13 +166,14 @@ def main() -> None:
     def log(msg) -> None:
         print(msg, file=sys.stderr, flush=True)
 
+    records = work / "records" if args.smoke else out.parent / f"{out.name}_runs"  # smoke: nothing committed
     t_start = time.perf_counter()
     sft = Path(args.model) if args.model else build_sft(args, work, log)
     base = settings(args) + [f"policy.model={sft}"]
     cfg0 = build_config(None, base + [f"out_dir={work / 'eval_sft'}"])
     log(f"π_SFT = {sft}; evaluating it on {args.eval_episodes} held-out levels")
     key = {"model": str(sft), "overrides": base, "eval_episodes": args.eval_episodes}
-    sft_eval = cached(work / "results" / "sft_eval.json", key, lambda: evaluate_policy(cfg0, sft, args.eval_episodes))
+    sft_eval = cached(records / "sft_eval.json", key, lambda: evaluate_policy(cfg0, sft, args.eval_episodes))
     runs: list[dict] = []
     for seed in args.seeds:
         for method in METHODS:
@@ -181,7 +201,7 @@ def main() -> None:
                     "success_rate": ev.get("eval/success_rate", 0.0), "score": ev.get("eval/score", 0.0),
                 }
 
-            runs.append(cached(work / "results" / f"{method}_s{seed}.json",
+            runs.append(cached(records / f"{method}_s{seed}.json",
                                {**key, "seed": seed, "method": method, "settings": settings(args)}, one_run))
             log(json.dumps(runs[-1]))
     agg: dict[str, dict] = {}
@@ -190,6 +210,14 @@ def main() -> None:
         agg[method] = {k: mean_std([r[k] for r in rows]) for k in
                        ("samples_per_step", "pairs", "rollouts", "generated_tokens", "collect_seconds",
                         "success_rate", "score")}
+    summary = {"sft": {"final_eval_score": _arm_stat([sft_eval.get("eval/score", 0.0)] * len(args.seeds)),
+                       "final_eval_success": _arm_stat([sft_eval.get("eval/success_rate", 0.0)] * len(args.seeds))}}
+    for method in METHODS:
+        rows = [r for r in runs if r["method"] == method]
+        summary[method] = {"final_eval_score": _arm_stat([r["score"] for r in rows]),
+                           "final_eval_success": _arm_stat([r["success_rate"] for r in rows]),
+                           "samples_per_step": _arm_stat([r["samples_per_step"] for r in rows]),
+                           "pairs": _arm_stat([r["pairs"] for r in rows])}
     ratio = agg["rising"]["samples_per_step"][0] / max(agg["fixed"]["samples_per_step"][0], 1e-9)
     goal = {"samples_ratio": ratio, "samples_ratio_le_0.4": ratio <= 0.4,
             "score_ge_fixed": agg["rising"]["score"][0] >= agg["fixed"]["score"][0]}
@@ -200,7 +228,7 @@ def main() -> None:
             "env": ("sokoban 6x6, 1 box" + ("" if args.bare_grid else ", describe_positions")
                     if args.env == "sokoban" else "webshop (generated catalog, 1000 products)")},
         "sft": {"success_rate": sft_eval.get("eval/success_rate"), "score": sft_eval.get("eval/score")},
-        "runs": runs, "aggregate": agg, "goal": goal, "wall_seconds": round(time.perf_counter() - t_start, 1),
+        "runs": runs, "aggregate": agg, "summary": summary, "goal": goal, "wall_seconds": round(time.perf_counter() - t_start, 1),
         "machine": machine_info(),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -225,6 +253,11 @@ def main() -> None:
         lines.append(f"| {NAMES[method]} | {fmt(a['samples_per_step'], 2)} | {fmt(a['pairs'], 1)} | "
                      f"{fmt(a['rollouts'], 0)} | {fmt(a['generated_tokens'], 0)} | {fmt(a['collect_seconds'], 1)} | "
                      f"{fmt(a['success_rate'])} | {fmt(a['score'])} |")
+    lines += ["", "Held-out score, mean over seeds with its 95% stratified-bootstrap interval "
+              "(benchmarks/learning.py) and the per-seed values:", "", "| arm | score | success |", "|---|---|---|"]
+    for arm in ("sft", *METHODS):
+        lines.append(f"| {NAMES[arm]} | {_interval(summary[arm]['final_eval_score'])} | "
+                     f"{_interval(summary[arm]['final_eval_success'])} |")
     lines += ["", f"RRO / fixed samples per step: {ratio:.2f} (goal ≤ 0.40: {'yes' if goal['samples_ratio_le_0.4'] else 'no'}); "
                   f"RRO score ≥ fixed: {'yes' if goal['score_ge_fixed'] else 'no'}. Paper (Table 1): RRO 1.86 / 1.64 "
                   "samples per step vs 5 for fixed-size exploration.", "",
