@@ -22,6 +22,11 @@ preference pair only when
   rejected are the same action: DPO's gradient on such a pair is exactly zero, so it is left out of the
   data; the step still counts in samples/step. Equal rewards (possible in the fixed-size baseline)
   likewise carry no preference.
+
+Rewards are compared after rounding to 9 decimals (:func:`_q`): a process reward is a mean of m final
+scores, and two equal means summed in different orders can differ in the last bits (0.72 vs
+0.7200000000000001 on WebShop's graded scores), which would otherwise make a tie a "preference" or a
+step that exactly matches r_{t−1} "not rising".
 """
 
 from __future__ import annotations
@@ -66,18 +71,23 @@ class StepSampling(Generic[C]):
         return self.candidates[self.rejected]
 
 
+def _q(reward: float) -> float:
+    """A reward as compared: rounded to 9 decimals, so float noise in a mean never decides."""
+    return round(float(reward), 9)
+
+
 def _argmax(values: Sequence[float]) -> int:
-    return max(range(len(values)), key=lambda i: (values[i], -i))
+    return max(range(len(values)), key=lambda i: (_q(values[i]), -i))
 
 
 def _argmin(values: Sequence[float]) -> int:
-    return min(range(len(values)), key=lambda i: (values[i], i))
+    return min(range(len(values)), key=lambda i: (_q(values[i]), i))
 
 
 def _finish(cands: list, rewards: list[float], **kw) -> StepSampling:
     hi, lo = _argmax(rewards), _argmin(rewards)
     out = StepSampling(cands, rewards, hi, lo, **kw)
-    if not out.omitted and not rewards[hi] > rewards[lo]:
+    if not out.omitted and not _q(rewards[hi]) > _q(rewards[lo]):
         out.omitted = NO_CONTRAST
     return out
 
@@ -95,7 +105,7 @@ def rising_sampler(propose: Callable[[int], list[C]], estimate: Callable[[list[C
         (reward,) = estimate([cand])  # line 18: r_PRM,t = ProcessReward(e_1:t−1 ⊕ â_t)
         cands.append(cand)  # line 19
         rewards.append(float(reward))
-        if reward >= previous_reward:  # line 20: until r_PRM,t ≥ r_PRM,t−1
+        if _q(reward) >= _q(previous_reward):  # line 20: until r_PRM,t ≥ r_PRM,t−1
             rising = True
             break
     return _finish(cands, rewards, rising=rising, previous_reward=float(previous_reward),

@@ -83,6 +83,19 @@ def test_fixed_size_with_equal_rewards_gives_no_pair():
     assert s.samples == 2 and not s.keep and s.omitted == NO_CONTRAST
 
 
+def test_float_noise_in_mean_rewards_neither_makes_a_pair_nor_blocks_rising():
+    # WebShop scores averaged over m rollouts: the same mean summed in another order
+    noisy = sum([0.3, 0.8, 0.8, 0.9, 0.8]) / 5  # 0.72 in exact arithmetic, 0.7200000000000001 here
+    assert noisy != 0.72
+    o = Oracle([0.72, noisy])
+    s = fixed_size_sampler(o.propose, o.estimate, num_candidates=2)
+    assert not s.keep and s.omitted == NO_CONTRAST and (s.chosen, s.rejected) == (0, 0)
+    lower = 0.72 - 1e-15  # r_t equal to r_{t-1} up to rounding: it rises (Alg. 1 line 20, >=)
+    o = Oracle([lower])
+    s = rising_sampler(o.propose, o.estimate, previous_reward=0.72)
+    assert s.rising is True and s.samples == 1
+
+
 def test_samples_per_step_is_candidates_over_steps():
     # three steps of an episode: 3 candidates, 1 candidate, 5 candidates (no rising)
     previous = 0.5
