@@ -91,6 +91,26 @@ def cached(path: Path, key: dict, compute):
     return value
 
 
+def shopping_table(args, base: list[str], sft: Path, work: Path, records: Path) -> dict[str, dict]:
+    """webshop only: how far each policy's greedy episodes get (search, product click, purchase), so a score
+    that falls after DPO says which step broke. One cached record per policy; a π_DPO whose work directory
+    is gone (another machine) and that has no record is left out."""
+    from benchmarks.webshop_sft import shopping_metrics
+    from creditflow.recipes.eval import evaluate_policy as evaluate_with_trajectories
+
+    policies = {"π_SFT": sft} | {f"{m} s{s}": work / f"{m}_s{s}" / "dpo_model" for s in args.seeds for m in METHODS}
+    table = {}
+    for label, path in policies.items():
+        record = records / f"shopping_{label.replace('π_', '').replace(' ', '_')}.json"
+        key = {"model": str(path), "overrides": base, "eval_episodes": args.eval_episodes}
+        if not path.exists() and not record.exists():
+            continue
+        cfg = build_config(None, base + [f"out_dir={work / 'eval_shopping'}"])
+        table[label] = cached(record, key, lambda: shopping_metrics(
+            evaluate_with_trajectories(cfg, path, args.eval_episodes)[1]))
+    return table
+
+
 def build_sft(args, work: Path, log) -> Path:
     extra = ([f"sft.demos={args.sft_demos}", f"sft.epochs={args.sft_epochs}"]
              + (["policy.tiny_hidden_size=64", "policy.tiny_layers=2"] if args.smoke else []))
@@ -194,7 +214,10 @@ def main() -> None:
                 return {
                     "method": method, "seed": seed, "samples_per_step": col["samples_per_step"],
                     "steps": col["steps"], "pairs": col["pairs"], "rollouts": col["rollouts"],
-                    "generated_tokens": col["generated_tokens"], "collect_seconds": round(t1 - t0, 1),
+                    # the collection's own clock: per-task seconds summed, so a resumed collection counts the
+                    # time of every session, not only the last one's
+                    "generated_tokens": col["generated_tokens"],
+                    "collect_seconds": round(col.get("wall_seconds", t1 - t0), 1),
                     "omitted_no_rising": col["totals"]["omitted_no_rising"],
                     "omitted_no_contrast": col["totals"]["omitted_no_contrast"],
                     "dpo_steps": dpo["dpo/steps"], "dpo_train_loss": dpo["dpo/train_loss"],
@@ -204,6 +227,7 @@ def main() -> None:
             runs.append(cached(records / f"{method}_s{seed}.json",
                                {**key, "seed": seed, "method": method, "settings": settings(args)}, one_run))
             log(json.dumps(runs[-1]))
+    shopping = shopping_table(args, base, sft, work, records) if args.env == "webshop" else {}
     agg: dict[str, dict] = {}
     for method in METHODS:
         rows = [r for r in runs if r["method"] == method]
@@ -228,7 +252,7 @@ def main() -> None:
             "env": ("sokoban 6x6, 1 box" + ("" if args.bare_grid else ", describe_positions")
                     if args.env == "sokoban" else "webshop (generated catalog, 1000 products)")},
         "sft": {"success_rate": sft_eval.get("eval/success_rate"), "score": sft_eval.get("eval/score")},
-        "runs": runs, "aggregate": agg, "summary": summary, "goal": goal, "wall_seconds": round(time.perf_counter() - t_start, 1),
+        "runs": runs, "shopping": shopping, "aggregate": agg, "summary": summary, "goal": goal, "wall_seconds": round(time.perf_counter() - t_start, 1),
         "machine": machine_info(),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -267,6 +291,14 @@ def main() -> None:
         lines.append(f"| {r['method']} | {r['seed']} | {r['samples_per_step']:.2f} | {r['steps']} | {r['pairs']} | "
                      f"{r['omitted_no_rising']} | {r['omitted_no_contrast']} | {r['rollouts']} | "
                      f"{r['success_rate']:.3f} | {r['score']:.3f} |")
+    if shopping:
+        lines += ["", "What the policies do on the held-out goals (greedy; `benchmarks/webshop_sft.py`'s metrics): "
+                  "first action a valid search, second a click that opens a real product, a purchase:", "",
+                  "| policy | valid search | product click | bought | score | invalid actions | won |",
+                  "|---|---|---|---|---|---|---|"]
+        for label, s in shopping.items():
+            lines.append(f"| {label} | {s['first_action_valid_search']:.2f} | {s['second_action_valid_product_click']:.2f} | "
+                         f"{s['bought']:.2f} | {s['mean_score']:.3f} | {s['invalid_frac']:.2f} | {s['success_rate']:.3f} |")
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     print(f"\nwrote {out.with_suffix('.json')} and {out.with_suffix('.md')} ({result['wall_seconds']} s)")
