@@ -163,6 +163,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None,
                     help="torch CPU threads (default: torch's; 1 avoids spin-waiting on a shared, busy machine)")
     ap.add_argument("--smoke", action="store_true", help="tiny budget, end to end")
+    ap.add_argument("--note", default="", help="a line for the report: what shared the cores, resumed sessions")
     args = ap.parse_args()
     for name, value in zip(("history", "sft_demos", "sft_epochs", "max_new_tokens"), DEFAULTS[args.env]):
         if getattr(args, name) is None:
@@ -214,9 +215,9 @@ def main() -> None:
                 return {
                     "method": method, "seed": seed, "samples_per_step": col["samples_per_step"],
                     "steps": col["steps"], "pairs": col["pairs"], "rollouts": col["rollouts"],
-                    # the collection's own clock: per-task seconds summed, so a resumed collection counts the
-                    # time of every session, not only the last one's
                     "generated_tokens": col["generated_tokens"],
+                    # the collection's own clock (per-task seconds summed): a resumed collection counts every
+                    # session's time, not only the last one's
                     "collect_seconds": round(col.get("wall_seconds", t1 - t0), 1),
                     "omitted_no_rising": col["totals"]["omitted_no_rising"],
                     "omitted_no_contrast": col["totals"]["omitted_no_contrast"],
@@ -247,12 +248,13 @@ def main() -> None:
             "score_ge_fixed": agg["rising"]["score"][0] >= agg["fixed"]["score"][0]}
     result = {
         "benchmark": "rro_samples", "smoke": args.smoke,
-        "settings": {k: v for k, v in vars(args).items() if k not in ("out", "work")} | {
+        "settings": {k: v for k, v in vars(args).items() if k not in ("out", "work", "note")} | {
             "model": str(sft), "overrides": base,
             "env": ("sokoban 6x6, 1 box" + ("" if args.bare_grid else ", describe_positions")
                     if args.env == "sokoban" else "webshop (generated catalog, 1000 products)")},
         "sft": {"success_rate": sft_eval.get("eval/success_rate"), "score": sft_eval.get("eval/score")},
-        "runs": runs, "shopping": shopping, "aggregate": agg, "summary": summary, "goal": goal, "wall_seconds": round(time.perf_counter() - t_start, 1),
+        "runs": runs, "shopping": shopping, "aggregate": agg, "summary": summary, "goal": goal,
+        "note": args.note, "wall_seconds": round(time.perf_counter() - t_start, 1),
         "machine": machine_info(),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -267,7 +269,8 @@ def main() -> None:
         f"Machine: {m['cpu']} ({m['cores']} cores), torch {m.get('torch')}, {m['date']}. "
         f"Seeds {args.seeds}; {args.tasks} tasks per collection, N = N_max = {args.candidates}, "
         f"m = {args.mc_rollouts}, temperature {args.temperature}; DPO lr {args.dpo_lr}, batch {args.dpo_batch}, "
-        f"{args.dpo_epochs} epochs, β 0.1; held-out eval: {args.eval_episodes} levels, greedy.", "",
+        f"{args.dpo_epochs} epochs, β 0.1; held-out eval: {args.eval_episodes} levels, greedy."
+        + (f" {args.note}" if args.note else ""), "",
         "| method | # samples / step | pairs | MC rollouts | generated tokens | collect s | success | score |",
         "|---|---|---|---|---|---|---|---|",
         f"| {NAMES['sft']} | 0 | – | – | – | – | {result['sft']['success_rate']:.3f} | {result['sft']['score']:.3f} |",
