@@ -43,8 +43,8 @@ SETTINGS = {  # where RewardFlow's graph has shared states to work with
 
 SFT = [f"sft.{k}={v}" for k, v in DEMO_DEFAULTS["sft"].items()] + ["generation.max_new_tokens=16"]
 FULL = ["rollout.tasks_per_step=8", "rollout.group_size=4", "generation.max_new_tokens=16",
-        "rl.lr=2e-4", "rl.kl_coef=0", f"rl.minibatches={DEMO_DEFAULTS['rl']['minibatches']}",
-        f"rl.loss_agg={DEMO_DEFAULTS['rl']['loss_agg']}", "rl.eval_every=0", "rl.eval_episodes=128",
+        "rl.lr=2e-4", "rl.kl_coef=0", "rl.minibatches=2",  # as recorded (the demo itself now takes 1)
+        "rl.loss_agg=traj-mean", "rl.eval_every=0", "rl.eval_episodes=128",
         "rl.save_every=0", "tensorboard=false"]
 SMOKE_SFT = ["sft.demos=8", "sft.epochs=1", "policy.tiny_hidden_size=32", "policy.tiny_layers=1",
              "policy.tiny_vocab_size=400"]

@@ -2,6 +2,8 @@
 
     python benchmarks/demo_seeds.py [--seeds 0 1 2] [--eval-levels 512] [--name demo_seeds] [key=value ...]
 
+(after ``--seeds``, put ``--`` before the overrides: ``--seeds 0 1 2 -- rl.eval_every=0``)
+
 Each seed is one full ``creditflow demo`` run in its own process, exactly as a user starts it (tiny policy
 built, pi_SFT fine-tuned, RL, report), with ``seed=<seed>`` and the held-out evaluation widened to
 ``--eval-levels`` levels at step 0 (pi_SFT) and at the end; ``key=value`` overrides go to every run (a

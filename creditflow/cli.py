@@ -209,7 +209,7 @@ def demo_command(
                                help="Tiny-budget smoke run: 3-5 minutes on 2 CPU cores (measured), with progress bars."),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML overriding the demo defaults."),
 ) -> None:
-    """The main job: build the tiny policy, SFT on expert demos, GRPO, evaluate, write a report."""
+    """The main job: build the tiny policy, SFT on expert demos, RewardFlow RL, evaluate, write a report."""
     report = run_demo(list(overrides or []), env=env, out_dir=out, quick=quick,
                       config_file=str(config) if config else None)
     typer.echo((report / "summary.md").read_text())

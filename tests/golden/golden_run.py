@@ -3,8 +3,10 @@ when code is only moved or refactored (issue: "behaviour stays the same").
 
 Two legs, both through the CLI so that they exercise the real wiring:
 
-* ``demo``: ``creditflow demo`` with its defaults (tiny policy, SFT, GRPO on success, traj-mean, no KL)
-  and a smaller budget: 64 SFT demos x 1 epoch, 2 RL steps of 16 x 4, 16 held-out levels.
+* ``demo``: ``creditflow demo`` (tiny policy, SFT, then RL) with the settings it had when the golden was
+  recorded, pinned here so that a change of the demo's defaults does not move the golden: GRPO on success,
+  16 x 4, lr 4e-4, 2 mini-batches, traj-mean, no KL; and a smaller budget: 64 SFT demos x 1 epoch, 2 RL
+  steps, 16 held-out levels.
 * ``rewardflow_crps``: ``creditflow train`` from the demo's pi_SFT with RewardFlow, a KL term (so the
   reference model and its log-probs run) and CRPS replay (warm-started buffer, p_replay 0.5).
 
@@ -24,7 +26,8 @@ from pathlib import Path
 
 GOLDEN = Path(__file__).with_name("golden_run.json")
 
-DEMO = ["rl.steps=2", "sft.demos=64", "sft.epochs=1", "rl.eval_episodes=16", "rl.eval_every=1",
+DEMO = ["rl.algo=grpo", "rollout.tasks_per_step=16", "rollout.group_size=4", "rl.lr=4e-4", "rl.minibatches=2",
+        "rl.steps=2", "sft.demos=64", "sft.epochs=1", "rl.eval_episodes=16", "rl.eval_every=1",
         "rl.save_every=0", "tensorboard=false"]
 RF_CRPS = ["rl.algo=rewardflow", "rl.credit={}", "rl.kl_coef=0.01", "curriculum.name=crps",
            "curriculum.warm_start_demos=8", "curriculum.p_replay=0.5", "rollout.tasks_per_step=4",
