@@ -50,7 +50,7 @@ def main() -> None:
         "load_average_before_after": [list(load), list(os.getloadavg())],
         "held_out_greedy_success": {str(r["step"]): r["eval/success_rate"] for r in evals},
         "held_out_noop_frac": {str(r["step"]): r["eval/noop_frac"] for r in evals},
-        "eval_episodes": int(evals[0]["eval/episodes"]) if evals and "eval/episodes" in evals[0] else None,
+        "eval_episodes": int(evals[0]["eval/episodes"]),
     }
     shutil.copyfile(work / "metrics.jsonl", RESULTS / "demo_metrics.jsonl")
     shutil.copyfile(work / "report" / "summary.md", RESULTS / "demo_summary.md")

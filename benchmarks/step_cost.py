@@ -44,7 +44,8 @@ from creditflow.config import build_config  # noqa: E402
 from creditflow.curriculum.hooks import build_hooks  # noqa: E402
 from creditflow.policy.model import load_policy  # noqa: E402
 from creditflow.recipes import common  # noqa: E402
-from creditflow.recipes.demo import DEMO_DEFAULTS, DEMO_ENV_SETTINGS  # noqa: E402
+# the setting the issue names and the committed tables measured (the demo now runs RewardFlow on 8 x 8)
+from creditflow.recipes.demo import DEMO_DEFAULTS, DEMO_ENV_SETTINGS, EARLIER_GRPO_DEMO  # noqa: E402
 from creditflow.recipes.train import run_sft_command  # noqa: E402
 from creditflow.train import rl  # noqa: E402
 from creditflow.train.loss import token_logprobs  # noqa: E402
@@ -57,14 +58,8 @@ ENV = [f"{k}={str(v).lower()}" for k, v in DEMO_ENV_SETTINGS["sokoban"].items()]
 PHASES = ("rollout_s", "ref_s", "credit_s", "update_s", "step_s")
 
 
-# The setting the issue names and the committed tables measured: the demo's RL settings until 2026-11-25
-# (GRPO on success, 16 x 4, 2 mini-batches); the demo now runs RewardFlow on 8 x 8 with one mini-batch.
-STEP_SETTING = ["rl.algo=grpo", "rollout.tasks_per_step=16", "rollout.group_size=4", "rl.lr=4e-4",
-                "rl.minibatches=2"]
-
-
 def demo_config(layout: str, out: Path, extra: list[str] = ()):
-    return build_config(None, [f"out_dir={out}", *ENV, *LAYOUTS[layout], *STEP_SETTING, "tensorboard=false",
+    return build_config(None, [f"out_dir={out}", *ENV, *LAYOUTS[layout], *EARLIER_GRPO_DEMO, "tensorboard=false",
                                *extra],
                         base=copy.deepcopy(DEMO_DEFAULTS), where="step_cost config")
 

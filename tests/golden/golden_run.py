@@ -24,10 +24,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from creditflow.recipes.demo import EARLIER_GRPO_DEMO
+
 GOLDEN = Path(__file__).with_name("golden_run.json")
 
-DEMO = ["rl.algo=grpo", "rollout.tasks_per_step=16", "rollout.group_size=4", "rl.lr=4e-4", "rl.minibatches=2",
-        "rl.steps=2", "sft.demos=64", "sft.epochs=1", "rl.eval_episodes=16", "rl.eval_every=1",
+DEMO = [*EARLIER_GRPO_DEMO, "rl.steps=2", "sft.demos=64", "sft.epochs=1", "rl.eval_episodes=16", "rl.eval_every=1",
         "rl.save_every=0", "tensorboard=false"]
 RF_CRPS = ["rl.algo=rewardflow", "rl.credit={}", "rl.kl_coef=0.01", "curriculum.name=crps",
            "curriculum.warm_start_demos=8", "curriculum.p_replay=0.5", "rollout.tasks_per_step=4",
