@@ -72,7 +72,8 @@ def markdown(result: dict) -> str:
     lines = [
         "# Learning check: GRPO vs GiGPO vs RewardFlow", "",
         ("**SMOKE RUN: tiny budget, the numbers say nothing about the methods.**\n" if s["smoke"] else ""),
-        f"Setting `{s.get('setting', 'demo')}` ({' '.join(s['overrides'][:6])}); {s['steps']} steps of B={s['B']} × G={s['G']}; "
+        f"Setting `{s['setting']}` ({' '.join(s['env'])}); {s['steps']} steps of B={s['B']} × G={s['G']}, "
+        f"{s['minibatches']} mini-batch(es) a step; "
         f"seeds {s['seeds']}; shared π_SFT: {s['model']}. Same loss (PPO-clip, {s['loss_agg']}), lr {s['lr']}, "
         f"KL coef {s['kl_coef']}, held-out set of {s['eval_episodes']} levels (greedy)."
         + (f" Extra overrides: {' '.join(s['extra'])}." if s["extra"] else ""),
@@ -126,8 +127,8 @@ def main() -> None:
     cfg = build_config(None, [*ENV, *budget, *args.extra])
     result = {
         "benchmark": "credit_learning",
-        "settings": {"setting": args.setting, "steps": steps, "B": cfg.rollout.tasks_per_step, "G": cfg.rollout.group_size,
-                     "lr": cfg.rl.lr, "kl_coef": cfg.rl.kl_coef, "loss_agg": cfg.rl.loss_agg,
+        "settings": {"setting": args.setting, "env": ENV, "steps": steps, "B": cfg.rollout.tasks_per_step,
+                     "G": cfg.rollout.group_size, "minibatches": cfg.rl.minibatches, "lr": cfg.rl.lr, "kl_coef": cfg.rl.kl_coef, "loss_agg": cfg.rl.loss_agg,
                      "eval_episodes": cfg.rl.eval_episodes, "seeds": sorted({r["seed"] for rs in runs.values() for r in rs}), "model": str(model),
                      "smoke": args.smoke, "overrides": [*ENV, *budget, *args.extra], "extra": args.extra},
         "summary": {m: learning.summarize(rs, CURVES) for m, rs in runs.items()},
