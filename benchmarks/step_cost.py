@@ -1,4 +1,4 @@
-"""RL step cost: one RL step of 16 tasks x 4 rollouts (the issue's demo setting), two layouts side by side.
+"""RL step cost: one RL step of 16 tasks x 4 rollouts (the issue's demo setting), three layouts side by side.
 
     python benchmarks/step_cost.py [--steps 5] [--models DIR] [--threads N] [--no-levers]
 
@@ -6,9 +6,11 @@ Layouts: ``window`` + ``paper`` (the papers' default: a fresh prompt with the la
 each turn, one training row per decision) and ``conversation`` + ``compact`` (one growing chat per episode,
 generation reuses the keys/values of earlier turns, one training row per trajectory). Each gets its own
 pi_SFT, fine-tuned exactly as ``creditflow demo`` does it (384 expert demos x 2 epochs) but in its own
-layout and template; the models are cached under ``--models`` (default ``runs/step_cost_models``).
+layout and template; the models are cached under ``--models`` (default ``runs/step_cost_models``). The third,
+``conversation`` + ``compact`` + ``bf16``, is the second with ``policy.autocast=bf16`` (float32 weights, the RL
+passes in bfloat16 mixed precision), on the same float32 pi_SFT.
 
-Both trainers then take ``--steps`` RL steps of the demo setting (GRPO on success, traj-mean, no KL, 2
+The three trainers then take ``--steps`` RL steps of the demo setting (GRPO on success, traj-mean, no KL, 2
 mini-batches, 16 new tokens), interleaved step by step so that load from other jobs hits both alike, with
 the same task draws and the same torch seed per step. Each step is split into rollout (generation with
 its behaviour log-probs, and the env steps), reference log-probs (none: the demo has no KL term, and the
@@ -16,7 +18,7 @@ behaviour log-probs come from generation, so there is no separate old-log-prob p
 update; the medians are compared, and the cost per decision (the two pi_SFT do not take equally long
 episodes). ``--no-levers`` skips the lever measurements taken on the first step's batch: LM head at the
 trained positions only, ``inference_mode`` for reference log-probs, padding and packing, the prefix
-cache, the generation loop, grouped-query attention, threads.
+cache, the generation loop, grouped-query attention, bf16 autocast, threads.
 Writes ``benchmarks/results/step_cost.{json,md}`` with machine info and the machine's load.
 """
 
@@ -52,8 +54,13 @@ from creditflow.train.loss import token_logprobs  # noqa: E402
 from creditflow.train.rl import RLTrainer  # noqa: E402
 
 LAYOUTS = {"window+paper": ["rollout.history=window", "policy.template=paper"],
-           "conversation+compact": ["rollout.history=conversation", "policy.template=compact"]}
-BASELINE, FAST = LAYOUTS
+           "conversation+compact": ["rollout.history=conversation", "policy.template=compact"],
+           # the same layout and pi_SFT, its RL passes (generation, log-probs, update) in bf16 mixed precision
+           "conversation+compact+bf16": ["rollout.history=conversation", "policy.template=compact",
+                                         "policy.autocast=bf16"]}
+BASELINE, *OTHERS = LAYOUTS
+FAST = OTHERS[-1]
+SFT_OF = {layout: layout.removesuffix("+bf16") for layout in LAYOUTS}  # pi_SFT trained in float32 as the demo does
 ENV = [f"{k}={str(v).lower()}" for k, v in DEMO_ENV_SETTINGS["sokoban"].items()]
 PHASES = ("rollout_s", "ref_s", "credit_s", "update_s", "step_s")
 
@@ -66,6 +73,7 @@ def demo_config(layout: str, out: Path, extra: list[str] = ()):
 
 def sft_model(layout: str, models: Path) -> Path:
     """The layout's pi_SFT, trained as ``creditflow demo`` trains it (cached)."""
+    layout = SFT_OF[layout]
     out = models / layout
     if not (out / "sft_model" / "config.json").exists():
         with contextlib.redirect_stderr(io.StringIO()):
@@ -137,7 +145,8 @@ def timed(fn, repeat: int = 1) -> float:
     return best
 
 
-def update_pass(model, rows, pad_id: int, budget: int, all_positions: bool = False, pad: bool = True) -> None:
+def update_pass(model, rows, pad_id: int, budget: int, all_positions: bool = False, pad: bool = True,
+                autocast: str = "none") -> None:
     """One forward + backward of the PPO loss's log-probs over ``rows`` (the update's compute)."""
     for micro in rl.pack_microbatches(rows, budget, pad):
         b = rl._collate(micro, pad_id, "cpu")
@@ -145,7 +154,7 @@ def update_pass(model, rows, pad_id: int, budget: int, all_positions: bool = Fal
             logits = model(input_ids=b["ids"], attention_mask=b["attn"]).logits[:, :-1]
             logp = token_logprobs(logits, b["ids"][:, 1:])
         else:
-            logits, targets = rl._trained_logits(model, b)
+            logits, targets = rl._trained_logits(model, b, autocast)
             logp = rl._spread(token_logprobs(logits, targets), b["mask"])
         (logp * b["mask"] * b["adv"]).sum().backward()
     model.zero_grad(set_to_none=True)
@@ -229,6 +238,24 @@ def levers(base: Trainer, fast: Trainer, base_trajs, fast_trajs) -> list[dict]:
     lever("grouped-query attention on the key/value heads (enable_gqa), no per-head copy",
           "conversation rollout 4 x 4", attention(False), attention(True), ("sdpa: keys/values repeated", "enable_gqa"))
 
+    # bf16 mixed precision (policy.autocast=bf16): float32 weights, the passes under torch.autocast
+    lever("bf16 autocast, update fwd+bwd (policy.autocast=bf16)", f"{len(conv_rows)} conversation rows",
+          timed(lambda: update_pass(fast.model, conv_rows, pad, budget, pad=False)),
+          timed(lambda: update_pass(fast.model, conv_rows, pad, budget, pad=False, autocast="bf16")), ("float32", "bf16"))
+    lever("bf16 autocast, update fwd+bwd (policy.autocast=bf16)", f"{len(win_rows)} window rows",
+          timed(lambda: update_pass(base.model, win_rows, pad, budget), 2),
+          timed(lambda: update_pass(base.model, win_rows, pad, budget, autocast="bf16"), 2), ("float32", "bf16"))
+
+    def rollout_in(autocast: str):
+        conv_backend.autocast = autocast
+        try:
+            return timed(lambda: rollout(fast, conv_backend, False))
+        finally:
+            conv_backend.autocast = fast.cfg.policy.autocast
+
+    lever("bf16 autocast, generation (policy.autocast=bf16)", "conversation rollout 4 x 4", rollout_in("none"),
+          rollout_in("bf16"), ("float32", "bf16"))
+
     threads = torch.get_num_threads()
     for n in sorted({1, 2, os.cpu_count() or 1}):
         torch.set_num_threads(n)
@@ -255,27 +282,29 @@ def markdown(result: dict) -> str:
     m, s = result["machine"], result["settings"]
     med = result["median"]
     lines = [
-        "# RL step cost: window + paper vs conversation + compact", "",
+        "# RL step cost: " + " vs ".join(result["median"]), "",
         f"Machine: {m['cpu']} ({m['cores']} cores), torch {m['torch']}, {s['torch_threads']} torch thread(s), "
         f"{m['date']}. Load average at start {result['load']['start']['loadavg']}, at end "
         f"{result['load']['end']['loadavg']} ({result['load']['note']}).", "",
         f"One RL step of the demo setting: {s['tasks']} tasks x {s['group']} rollouts of {s['env']}, GRPO on "
         f"success, traj-mean, no KL, {s['minibatches']} mini-batches, {s['max_new_tokens']} new tokens; each "
-        f"layout from its own pi_SFT ({s['sft']}). Median over {s['steps']} steps, interleaved, same seeds.", "",
+        f"layout from its own pi_SFT ({s['sft']}; +bf16 shares its layout's float32 pi_SFT and runs RL under "
+        f"policy.autocast=bf16). Median over {s['steps']} steps, interleaved, same seeds.", "",
         "| layout | rollout s | ref log-probs s | credit s | update s | **step s** |",
         "|---|---|---|---|---|---|",
     ]
-    for layout in LAYOUTS:
+    for layout in med:
         r = med[layout]
         lines.append(f"| {layout} | {r['rollout_s']:.2f} | {r['ref_s']:.2f} | {r['credit_s']:.3f} | "
                      f"{r['update_s']:.2f} | **{r['step_s']:.2f}** |")
-    lines += ["", f"Speed-up of the median step: **{result['speedup']['step_s']:.1f}x** (rollout "
-                  f"{result['speedup']['rollout_s']:.1f}x, update {result['speedup']['update_s']:.1f}x).", "",
+    ups = result.get("speedups") or {FAST: result["speedup"]}
+    lines += [""] + [f"Speed-up of the median step over {BASELINE}, {layout}: **{up['step_s']:.1f}x** (rollout "
+                     f"{up['rollout_s']:.1f}x, update {up['update_s']:.1f}x)." for layout, up in ups.items()] + ["",
               "Work per step (medians):", "",
               "| layout | episodes | decisions | success | prefill tokens | generated tokens | trained rows | "
               "trained decisions | row tokens | rollout ms / decision | update ms / trained decision |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for layout in LAYOUTS:
+    for layout in med:
         r = med[layout]
         lines.append(f"| {layout} | {r['episodes']:.0f} | {r['decisions']:.0f} | {r['success']:.2f} | "
                      f"{r['prefill_tokens']:.0f} | {r['generated_tokens']:.0f} | {r['train_rows']:.0f} | "
@@ -313,7 +342,8 @@ def main() -> None:
             steps[layout].append(trainer.step(seed=1000 + k))
             print(layout, {key: round(v, 3) for key, v in steps[layout][-1].items()}, flush=True)
             first.setdefault(layout, trainer.trajs)
-    lever_rows = [] if args.no_levers else levers(trainers[BASELINE], trainers[FAST], first[BASELINE], first[FAST])
+    conv = OTHERS[0]  # the levers are measured on the float32 conversation trainer (the bf16 ones switch it)
+    lever_rows = [] if args.no_levers else levers(trainers[BASELINE], trainers[conv], first[BASELINE], first[conv])
     load_end = load_snapshot()
     median = {layout: {key: statistics.median(r[key] for r in rows) for key in rows[0]}
               for layout, rows in steps.items()}
@@ -331,6 +361,8 @@ def main() -> None:
         "median": median,
         "speedup": {key: median[BASELINE][key] / max(median[FAST][key], 1e-9)
                     for key in ("rollout_s", "update_s", "step_s")},
+        "speedups": {layout: {key: median[BASELINE][key] / max(median[layout][key], 1e-9)
+                              for key in ("rollout_s", "update_s", "step_s")} for layout in OTHERS},
         "levers": lever_rows,
         "load": {"start": load_start, "end": load_end,
                  "note": "other jobs were running on the cores" if busy else "no other heavy jobs"},

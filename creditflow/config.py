@@ -74,7 +74,12 @@ class PolicyConfig(_Section):
     device: str = "auto"
     """``auto`` (cuda when available), ``cpu``, ``cuda``, ``cuda:1``, ``mps``."""
     dtype: Literal["auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16"] = "auto"
-    """``auto`` (bf16 on GPU, fp32 on CPU), ``float32``, ``bfloat16``, ``float16``."""
+    """``auto`` (bf16 on GPU, fp32 on CPU; fp32 under ``autocast``), ``float32``, ``bfloat16``, ``float16``."""
+    autocast: Literal["none", "bf16"] = "none"
+    """Mixed precision: ``bf16`` keeps the weights (and AdamW's state) in float32 and runs the forward passes
+    of generation, log-probs and the update (and TRL's SFT / DPO) under ``torch.autocast`` in bfloat16, as
+    TRL's ``bf16=True`` does; log-probs and the loss are taken in float32 from the bf16 logits. ``none``: every
+    pass in ``dtype``. CPU (AVX-512 BF16 / AMX) or CUDA; with ``backend=vllm`` the engine runs in bfloat16."""
     tiny_vocab_size: Optional[int] = Field(None, ge=300)
     """Vocabulary size of the tokenizer trained for the tiny default. None: the env's suggestion
     (webshop: 4096, for its product words and IDs), else 1024."""
@@ -120,6 +125,18 @@ class PolicyConfig(_Section):
         if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", value):
             raise ValueError("must be auto, cpu, cuda, cuda:N or mps")
         return value
+
+    @model_validator(mode="after")
+    def _mixed_precision(self) -> "PolicyConfig":
+        if self.autocast != "none" and self.dtype not in ("auto", "float32", "fp32"):
+            raise ValueError(f"autocast={self.autocast} keeps float32 weights and computes in {self.autocast}; "
+                             f"set dtype to auto or float32 (got {self.dtype})")
+        return self
+
+    @property
+    def weights_dtype(self) -> str:
+        """The dtype the weights are loaded in: ``dtype``, with ``auto`` meaning float32 under ``autocast``."""
+        return "float32" if self.autocast != "none" and self.dtype == "auto" else self.dtype
 
 
 class GenerationConfig(_Section):

@@ -8,6 +8,7 @@ vLLM load it like any other checkpoint. Nothing is downloaded.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -76,9 +77,26 @@ def resolve_dtype(dtype: str, device: str):
     return table[dtype]
 
 
-def check_device_and_dtype(device: str, dtype: str) -> None:
-    """``policy.device`` / ``policy.dtype`` usable on this machine (checked before any work)."""
-    resolve_dtype(dtype, resolve_device(device))
+def check_device_and_dtype(device: str, dtype: str, autocast: str = "none") -> None:
+    """``policy.device`` / ``policy.dtype`` / ``policy.autocast`` usable on this machine (checked before any work)."""
+    device = resolve_device(device)
+    resolve_dtype(dtype, device)
+    if autocast == "none":
+        return
+    if not (device == "cpu" or device.startswith("cuda")):
+        raise UserError(f"policy.autocast={autocast} runs on cpu or cuda, not {device}; use policy.autocast=none")
+    if device.startswith("cuda") and not torch.cuda.is_bf16_supported():
+        raise UserError(f"policy.autocast={autocast}: this GPU has no bfloat16 support; use policy.autocast=none")
+
+
+def mixed_precision(model, autocast: str = "none"):
+    """The context a forward pass of ``model`` runs in: ``torch.autocast`` in bfloat16 on the model's device
+    for ``autocast="bf16"`` (weights stay as they are), else nothing."""
+    if autocast == "none":
+        return contextlib.nullcontext()
+    if autocast != "bf16":
+        raise ValueError(f"autocast must be none or bf16, got {autocast!r}")
+    return torch.autocast(device_type=next(model.parameters()).device.type, dtype=torch.bfloat16)
 
 
 def check_model_dir(path: str | Path) -> Path:

@@ -41,7 +41,7 @@ def check_run(cfg: RunConfig, *, knobs: bool = False, model: str | Path | None =
         except UserError as exc:
             where = "rl.credit" if cfg.rl.algo in credit.estimator_names() else "rl.algo"
             raise UserError(f"{where}: {exc}") from None
-    check_device_and_dtype(cfg.policy.device, cfg.policy.dtype)
+    check_device_and_dtype(cfg.policy.device, cfg.policy.weights_dtype, cfg.policy.autocast)
     model = model if model is not None else cfg.policy.model
     if model:
         check_model_dir(model)
@@ -168,7 +168,7 @@ def load_or_build_policy(cfg: RunConfig, out_dir: Path, factory, log=print, prog
     """Load ``cfg.policy.model``, or build the tiny default into ``out_dir/tiny_model`` (once; rank 0 builds
     it, the other processes wait and load it)."""
     if cfg.policy.model:
-        return load_policy(cfg.policy.model, cfg.policy.device, cfg.policy.dtype)
+        return load_policy(cfg.policy.model, cfg.policy.device, cfg.policy.weights_dtype)
     tiny_dir = out_dir / "tiny_model"
     if world.main and not (tiny_dir / "config.json").exists():
         with (progress or RunProgress()).bar("building the tiny default policy", None, keep=False):
@@ -182,7 +182,7 @@ def load_or_build_policy(cfg: RunConfig, out_dir: Path, factory, log=print, prog
                               hidden_size=cfg.policy.tiny_hidden_size, num_hidden_layers=cfg.policy.tiny_layers)
         log(f"built tiny default policy in {tiny_dir}")
     distributed.barrier(world)
-    return load_policy(tiny_dir, cfg.policy.device, cfg.policy.dtype)
+    return load_policy(tiny_dir, cfg.policy.device, cfg.policy.weights_dtype)
 
 
 def chat_encoder(tokenizer):
@@ -220,14 +220,15 @@ def make_backend(cfg: RunConfig, model, tokenizer, model_path: str | Path | None
     check_backend(cfg)
     p = cfg.policy
     if p.backend == "hf":
-        return HFBackend(model, tokenizer)
+        return HFBackend(model, tokenizer, autocast=p.autocast)
     if p.backend == "openai":
         return openai_backend.OpenAIBackend(p.base_url, p.model_name, tokenizer,
                                             api_key=os.environ.get("OPENAI_API_KEY"), timeout=p.request_timeout,
                                             retries=p.request_retries)
     if model_path is None:
         raise UserError("policy.backend=vllm needs the policy's model directory")
-    backend = vllm_backend.VLLMBackend(str(weights_dir(model_path)), tokenizer, dtype=p.dtype, device=p.device,
+    backend = vllm_backend.VLLMBackend(str(weights_dir(model_path)), tokenizer, device=p.device,
+                                       dtype="bfloat16" if p.autocast == "bf16" else p.dtype,
                                        seed=cfg.seed, max_model_len=p.vllm_max_model_len,
                                        kv_cache_gib=p.vllm_kv_cache_gib,
                                        gpu_memory_utilization=p.vllm_gpu_memory_utilization)
@@ -251,7 +252,7 @@ def make_engine(cfg: RunConfig, model, tokenizer, factory, env_executor=None, *,
     env = factory()
     prompts = prompt_builder(cfg, env)
     engine = WatchedEngine(
-        backend=backend if backend is not None else HFBackend(model, tokenizer),
+        backend=backend if backend is not None else HFBackend(model, tokenizer, autocast=cfg.policy.autocast),
         encode=chat_encoder(tokenizer),
         env_factory=factory,
         prompt_builder=prompts,

@@ -30,7 +30,7 @@ def evaluate_policy(cfg: RunConfig, model_path: str | Path, episodes: int,
     if cfg.policy.backend == "openai":
         model, tok = None, load_tokenizer(model_path)
     else:
-        model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.dtype)
+        model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.weights_dtype)
     backend = common.make_backend(cfg, model, tok, model_path)
     try:
         engine = common.make_engine(cfg, model, tok, factory, backend=backend, progress=progress or RunProgress(),

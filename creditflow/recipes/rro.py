@@ -115,7 +115,7 @@ def run_collect(cfg: RunConfig, log: Callable[[str], None] | None = None, model_
     if cfg.policy.backend == "openai":  # the server generates; only the tokenizer is needed here
         model, tok = None, load_tokenizer(model_path)
     else:
-        model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.dtype)
+        model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.weights_dtype)
     backend = common.make_backend(cfg, model, tok, model_path)
     executor = make_env_executor(cfg.rro.executor, train_factory, num_workers=cfg.rro.ray_workers,
                                  address=cfg.rro.ray_address)
@@ -170,7 +170,7 @@ def run_dpo_training(cfg: RunConfig, log: Callable[[str], None] | None = None,
         log = progress.log
     with common.new_run_dir(cfg, world) as out:
         seed_everything(cfg.seed)
-        model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.dtype)
+        model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.weights_dtype)
     target, tmp = out / "dpo_model", out / ".dpo_model.tmp"
     if world.main:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -178,7 +178,8 @@ def run_dpo_training(cfg: RunConfig, log: Callable[[str], None] | None = None,
     try:
         with progress.bar("DPO", None, unit="steps") as update:
             _, metrics = run_dpo(model, tok, pairs, out, cfg.rro.dpo, seed=cfg.seed, lora=cfg.policy.lora,
-                                 save_to=tmp, progress=lambda step, total, info: update(step, info, total=total))
+                                 save_to=tmp, progress=lambda step, total, info: update(step, info, total=total),
+                                 autocast=cfg.policy.autocast)
     except KeyboardInterrupt:
         raise Interrupted(f"during DPO; nothing saved yet ({target} is written when DPO ends)", RERUN) from None
     finally:

@@ -62,7 +62,8 @@ def sft_policy(cfg: RunConfig, out: Path, train_factory, log: Callable[[str], No
     try:
         with progress.bar("SFT", None, unit="steps") as update:
             metrics = run_sft(model, tok, examples, out, cfg.sft, seed=cfg.seed, lora=cfg.policy.lora, save_to=tmp,
-                              progress=lambda step, total, info: update(step, info, total=total))
+                              progress=lambda step, total, info: update(step, info, total=total),
+                              autocast=cfg.policy.autocast)
     finally:
         if world.main:
             shutil.rmtree(out / "sft_tmp", ignore_errors=True)  # TRL's scratch dir (nothing is saved there)
@@ -162,7 +163,7 @@ def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[s
         else:
             with common.new_run_dir(cfg, world):
                 if cfg.policy.model:
-                    model, tok = load_policy(cfg.policy.model, cfg.policy.device, cfg.policy.dtype)
+                    model, tok = load_policy(cfg.policy.model, cfg.policy.device, cfg.policy.weights_dtype)
                     model_path = Path(cfg.policy.model)
                 else:
                     model, tok, _ = sft_policy(cfg, out, train_factory, log, progress, world)
@@ -207,10 +208,10 @@ def _resumed_policy(cfg: RunConfig, ckpt: Path, ref_path: Path):
     (None: none, or LoRA's adapter-disabled policy) and the directory a vLLM engine starts from. LoRA: the base
     model pi_SFT (``ref_path``) with the checkpoint's adapter."""
     if cfg.policy.lora.enabled:
-        model, tok = load_policy(ref_path, cfg.policy.device, cfg.policy.dtype)
+        model, tok = load_policy(ref_path, cfg.policy.device, cfg.policy.weights_dtype)
         return lora.load_adapter(model, ckpt), tok, None, ref_path
-    model, tok = load_policy(ckpt, cfg.policy.device, cfg.policy.dtype)
-    ref_model = load_policy(ref_path, cfg.policy.device, cfg.policy.dtype)[0] if cfg.rl.kl_coef > 0 else None
+    model, tok = load_policy(ckpt, cfg.policy.device, cfg.policy.weights_dtype)
+    ref_model = load_policy(ref_path, cfg.policy.device, cfg.policy.weights_dtype)[0] if cfg.rl.kl_coef > 0 else None
     return model, tok, ref_model, ckpt
 
 

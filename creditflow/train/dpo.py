@@ -28,7 +28,8 @@ from creditflow.train.trl_runner import run_trl
 
 def run_dpo(model, tokenizer, pairs: list[dict], out_dir: str | Path, cfg: RRODPOConfig, *, seed: int = 0,
             lora: LoRAConfig | None = None, ref_model=None, log: Callable[[dict], None] | None = None,
-            progress: Callable[[int, int, str], None] | None = None, save_to: str | Path | None = None):
+            progress: Callable[[int, int, str], None] | None = None, save_to: str | Path | None = None,
+            autocast: str = "none"):
     """Train ``model`` (π_SFT) on preference ``pairs`` with settings ``cfg`` (``cfg.rro.dpo``); returns
     ``(trained_model, metrics)``.
 
@@ -36,7 +37,8 @@ def run_dpo(model, tokenizer, pairs: list[dict], out_dir: str | Path, cfg: RRODP
     adapter-disabled model (no copy), and the adapter is merged into the returned model, so it saves and
     generates like any other. Otherwise ``ref_model`` defaults to a frozen copy of ``model``.
     ``progress(step, total, info)`` after every optimizer step. ``save_to``: write the trained (merged)
-    model and the tokenizer there (every launched process calls this; rank 0 writes).
+    model and the tokenizer there (every launched process calls this; rank 0 writes). ``autocast``:
+    ``policy.autocast`` (bf16 mixed precision).
     """
     if not pairs:
         raise UserError("DPO: no preference pairs to train on (the collection produced none)")
@@ -59,7 +61,8 @@ def run_dpo(model, tokenizer, pairs: list[dict], out_dir: str | Path, cfg: RRODP
                                 warmup_steps=cfg.warmup,  # < 1: a ratio of the total steps (transformers >= 5)
                                 max_length=cfg.max_length, logging_steps=1),
                   log_keys=("rewards/accuracies", "rewards/margins", "rewards/chosen", "rewards/rejected"),
-                  ref_model=ref_model, peft_config=peft_config, save_to=None if peft_config is not None else save_to)
+                  ref_model=ref_model, peft_config=peft_config, save_to=None if peft_config is not None else save_to,
+                  autocast=autocast)
     trained = run.model.merge_and_unload() if peft_config is not None else run.model
     trained.eval()
     if peft_config is not None and save_to is not None and current().main:  # merged (TRL would save the adapter)

@@ -36,6 +36,7 @@ from creditflow import credit
 from creditflow.config import RunConfig
 from creditflow.policy import lora
 from creditflow.policy.backends.base import SamplingParams
+from creditflow.policy.model import mixed_precision
 from creditflow.rollout.engine import RolloutEngine, TaskSpec
 from creditflow.rollout.evaluate import evaluate, rollout_metrics
 from creditflow.rollout.hooks import Hooks
@@ -193,15 +194,19 @@ def _plain_head(model) -> bool:
     return _PLAIN_HEAD[model]
 
 
-def _trained_logits(model, b: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+def _trained_logits(model, b: dict[str, torch.Tensor], autocast: str = "none") -> tuple[torch.Tensor, torch.Tensor]:
     """Logits (N, V) and targets (N,) at the N trained positions of a collated batch only: the LM head is
-    applied to those positions' hidden states, never to prompt or environment positions."""
+    applied to those positions' hidden states, never to prompt or environment positions. ``autocast``
+    (``policy.autocast``): the forward pass in bfloat16; the logits come back in float32 either way."""
     keep = b["mask"].bool()
     targets = b["ids"][:, 1:][keep]
-    if _plain_head(model):
-        hidden = model.get_decoder()(input_ids=b["ids"], attention_mask=b["attn"]).last_hidden_state[:, :-1]
-        return model.get_output_embeddings()(hidden[keep]), targets
-    return model(input_ids=b["ids"], attention_mask=b["attn"]).logits[:, :-1][keep], targets
+    with mixed_precision(model, autocast):
+        if _plain_head(model):
+            hidden = model.get_decoder()(input_ids=b["ids"], attention_mask=b["attn"]).last_hidden_state[:, :-1]
+            logits = model.get_output_embeddings()(hidden[keep])
+        else:
+            logits = model(input_ids=b["ids"], attention_mask=b["attn"]).logits[:, :-1][keep]
+    return logits.float(), targets
 
 
 def _spread(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -210,14 +215,16 @@ def _spread(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def decision_logprobs(model, rows: list[Row], pad_id: int, token_budget: int, pad: bool = True) -> list[list[float]]:
+def decision_logprobs(model, rows: list[Row], pad_id: int, token_budget: int, pad: bool = True,
+                      autocast: str = "none") -> list[list[float]]:
     """log pi(a|s) of every decision's sampled tokens under ``model`` as it is, in the order of
-    ``[s for row in rows for s in row.samples]`` (``pad``: see :func:`pack_microbatches`)."""
+    ``[s for row in rows for s in row.samples]`` (``pad``: see :func:`pack_microbatches`; ``autocast``:
+    ``policy.autocast``)."""
     device = next(model.parameters()).device
     found: dict[int, list[float]] = {}  # by id() of the sample: the micro-batches hold the rows by length
     for batch in pack_microbatches(rows, token_budget, pad):
         b = _collate(batch, pad_id, device)
-        logits, targets = _trained_logits(model, b)
+        logits, targets = _trained_logits(model, b, autocast)
         lp = token_logprobs(logits, targets).tolist()  # row-major: rows in order, their decisions in order
         at = 0
         for row in batch:
@@ -227,21 +234,22 @@ def decision_logprobs(model, rows: list[Row], pad_id: int, token_budget: int, pa
     return [found[id(s)] for row in rows for s in row.samples]
 
 
-def fill_ref_logprobs(ref_model, rows: list[Row], pad_id: int, token_budget: int, pad: bool = True) -> None:
+def fill_ref_logprobs(ref_model, rows: list[Row], pad_id: int, token_budget: int, pad: bool = True,
+                      autocast: str = "none") -> None:
     """Reference log-probs of every decision's sampled tokens (``pad``: see :func:`pack_microbatches`)."""
     samples = [s for row in rows for s in row.samples]
-    for s, lp in zip(samples, decision_logprobs(ref_model, rows, pad_id, token_budget, pad)):
+    for s, lp in zip(samples, decision_logprobs(ref_model, rows, pad_id, token_budget, pad, autocast)):
         s.ref_logprobs = lp
 
 
 def rollout_mismatch(model, rows: list[Row], pad_id: int, token_budget: int, pad: bool,
-                     tis_cap: float | None) -> dict:
+                     tis_cap: float | None, autocast: str = "none") -> dict:
     """``train/rollout_logprob_gap`` between the backend's behaviour log-probs and the trainer's (``model``
     in eval mode, as the backends generate), and with ``tis_cap`` truncated IS (:mod:`creditflow.train.mismatch`)."""
     training = model.training
     model.eval()
     try:
-        train = decision_logprobs(model, rows, pad_id, token_budget, pad)
+        train = decision_logprobs(model, rows, pad_id, token_budget, pad, autocast)
     finally:
         model.train(training)
     return check_mismatch([s for row in rows for s in row.samples], train, tis_cap)
@@ -294,7 +302,7 @@ def policy_update(model, optimizer, rows: list[Row], cfg: RunConfig, pad_id: int
             for micro in pack_microbatches(work, rl.token_budget, pad=cfg.rollout.history == "window"):
                 b = _collate(micro, pad_id, device)
                 mask = b["mask"]
-                logits, targets = _trained_logits(model, b)
+                logits, targets = _trained_logits(model, b, cfg.policy.autocast)
                 logp = _spread(token_logprobs(logits, targets), mask)
                 with torch.set_grad_enabled(rl.entropy_coef > 0):  # else entropy is only logged
                     entropy = _spread(entropy_from_logits(logits), mask)
@@ -409,12 +417,13 @@ class RLTrainer:
         mismatch = {}
         if rows and (gap or cfg.rl.tis_cap is not None):  # rollout_logprob_gap; rl.tis_cap: TIS (mismatch.py)
             mismatch = rollout_mismatch(self.model, rows, self.tok.pad_token_id, cfg.rl.token_budget,
-                                        pad=cfg.rollout.history == "window", tis_cap=cfg.rl.tis_cap)
+                                        pad=cfg.rollout.history == "window", tis_cap=cfg.rl.tis_cap,
+                                        autocast=cfg.policy.autocast)
         t_mismatch = time.perf_counter()
         if cfg.rl.kl_coef > 0:
             with self.reference() as ref:
                 fill_ref_logprobs(ref, rows, self.tok.pad_token_id, cfg.rl.token_budget,
-                                  pad=cfg.rollout.history == "window")
+                                  pad=cfg.rollout.history == "window", autocast=cfg.policy.autocast)
         t2 = time.perf_counter()
         update = policy_update(self.model, self.optimizer, rows, cfg, self.tok.pad_token_id, self.update_rng,
                                self.world)

@@ -62,11 +62,13 @@ def check_max_length(lengths: list[int], max_length: int) -> int:
 
 def run_sft(model, tokenizer, examples: list[dict], out_dir: str | Path, cfg: SFTConfig, *, seed: int = 0,
             lora: LoRAConfig | None = None, log: Callable[[dict], None] | None = None,
-            progress: Callable[[int, int, str], None] | None = None, save_to: str | Path | None = None) -> dict:
+            progress: Callable[[int, int, str], None] | None = None, save_to: str | Path | None = None,
+            autocast: str = "none") -> dict:
     """Fine-tune ``model`` in place with TRL's SFTTrainer (loss on completion tokens only, unless
     ``cfg.prompt_loss``), settings ``cfg``
     (``cfg.sft``): cosine schedule after a 5% warmup, no weight decay. ``progress(step, total, info)``
     after every optimizer step. ``save_to``: write the model and tokenizer there (see ``run_trl``).
+    ``autocast``: ``policy.autocast`` (bf16 mixed precision).
 
     ``lora`` (``policy.lora``, when enabled): TRL trains a LoRA adapter on ``model``, which is then merged
     into ``model``'s weights, so ``model`` is a plain model afterwards, as with full fine-tuning (and
@@ -82,7 +84,7 @@ def run_sft(model, tokenizer, examples: list[dict], out_dir: str | Path, cfg: SF
                                 max_length=cfg.max_length, completion_only_loss=not cfg.prompt_loss,
                                 packing=False, logging_steps=10,
                                 train_sampling_strategy="group_by_length" if cfg.group_by_length else "random"),
-                  peft_config=peft_config)
+                  peft_config=peft_config, autocast=autocast)
     if peft_config is not None:
         run.model.merge_and_unload()  # the adapter's layers are replaced, in ``model``, by merged plain ones
         if save_to is not None and current().main:

@@ -77,8 +77,9 @@ def _no_checkpointing(config_cls: type[TrainingArguments]) -> dict[str, bool]:
 
 
 def training_args(config_cls: type[TrainingArguments], model, out_dir: str | Path, *, name: str, seed: int,
-                  settings: dict) -> TrainingArguments:
-    """``config_cls`` (``trl.SFTConfig``, ``trl.DPOConfig``) with the shared arguments plus ``settings``."""
+                  settings: dict, autocast: str = "none") -> TrainingArguments:
+    """``config_cls`` (``trl.SFTConfig``, ``trl.DPOConfig``) with the shared arguments plus ``settings``;
+    bfloat16 mixed precision for bf16 weights or ``autocast="bf16"`` (``policy.autocast``)."""
     param = next(model.parameters())
     return config_cls(
         output_dir=str(Path(out_dir) / f"{name}_tmp"),
@@ -90,7 +91,7 @@ def training_args(config_cls: type[TrainingArguments], model, out_dir: str | Pat
         seed=seed,
         data_seed=seed,
         use_cpu=not param.is_cuda,
-        bf16=param.dtype == torch.bfloat16,
+        bf16=param.dtype == torch.bfloat16 or autocast == "bf16",
         disable_tqdm=True,
         dataloader_num_workers=0,
         ddp_find_unused_parameters=False,  # launched as N processes: every weight takes part in the forward pass
@@ -102,7 +103,7 @@ def run_trl(trainer_cls: type, config_cls: type[TrainingArguments], model, token
             out_dir: str | Path, *, name: str, seed: int, settings: dict,
             log_keys: tuple[str, ...] = (), log: Callable[[dict], None] | None = None,
             progress: Callable[[int, int, str], None] | None = None, save_to: str | Path | None = None,
-            **trainer_kwargs) -> TRLRun:
+            autocast: str = "none", **trainer_kwargs) -> TRLRun:
     """Train ``model`` with ``trainer_cls`` (e.g. ``trl.SFTTrainer``) configured by ``config_cls`` on ``rows``.
 
     ``settings``: the trainer's own arguments (learning rate, epochs, batch size, scheduler, ...), passed to
@@ -114,7 +115,7 @@ def run_trl(trainer_cls: type, config_cls: type[TrainingArguments], model, token
     """
     logging.getLogger("transformers").setLevel(logging.ERROR)
     datasets.disable_progress_bars()
-    args = training_args(config_cls, model, out_dir, name=name, seed=seed, settings=settings)
+    args = training_args(config_cls, model, out_dir, name=name, seed=seed, settings=settings, autocast=autocast)
     logger = _LogRows(name, log_keys, log)
     callbacks = [logger] + ([_Progress(progress)] if progress is not None else [])
     trainer = trainer_cls(model=model, args=args, train_dataset=datasets.Dataset.from_list(rows),

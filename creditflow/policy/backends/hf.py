@@ -21,6 +21,7 @@ import torch
 from transformers.cache_utils import Cache, DynamicLayer
 
 from creditflow.policy.backends.base import Generation, SamplingParams
+from creditflow.policy.model import mixed_precision
 
 
 @dataclass
@@ -51,10 +52,14 @@ class _Preallocated(DynamicLayer):
 
 
 class HFBackend:
-    def __init__(self, model, tokenizer, max_batch_size: int = 256):
+    """``autocast``: ``bf16`` runs generation's forward passes under bfloat16 autocast (``policy.autocast``), so
+    the behaviour log-probs come from the same precision as the update's."""
+
+    def __init__(self, model, tokenizer, max_batch_size: int = 256, autocast: str = "none"):
         self.model = model
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
+        self.autocast = autocast
         self._cache: dict[int, list[_Cached]] | None = None  # by length, inside prefix_cache()
 
     def sync_weights(self, model) -> None:
@@ -76,6 +81,10 @@ class HFBackend:
 
     @torch.inference_mode()
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
+        with mixed_precision(self.model, self.autocast):
+            return self._generate_all(prompts, params)
+
+    def _generate_all(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
         out: list[Generation] = []
         if self._cache is not None:
             found = [self._lookup(p) for p in prompts]
@@ -176,7 +185,7 @@ class HFBackend:
         config = self.model.config.get_text_config(decoder=True)
         heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-        dtype = next(self.model.parameters()).dtype
+        dtype = torch.bfloat16 if self.autocast == "bf16" else next(self.model.parameters()).dtype
         capacity = width_c + width_n + params.max_new_tokens
         layers = []
         for layer in range(config.num_hidden_layers):

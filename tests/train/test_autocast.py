@@ -1,0 +1,103 @@
+"""``policy.autocast=bf16``: float32 weights, bfloat16 forward passes in generation, log-probs and update."""
+
+import numpy as np
+import pytest
+import torch
+
+from creditflow.config import build_config
+from creditflow.errors import UserError
+from creditflow.policy.backends.base import SamplingParams
+from creditflow.policy.backends.hf import HFBackend
+from creditflow.policy.model import check_device_and_dtype, load_policy, mixed_precision
+from creditflow.train.rl import Sample, _collate, _trained_logits, decision_logprobs, policy_update, window_rows
+
+
+def test_config_keeps_float32_weights_under_autocast():
+    assert build_config(None, ["policy.autocast=bf16"]).policy.weights_dtype == "float32"
+    assert build_config(None, []).policy.weights_dtype == "auto"
+    assert build_config(None, ["policy.autocast=bf16", "policy.dtype=fp32"]).policy.weights_dtype == "fp32"
+    with pytest.raises(UserError, match="autocast=bf16 keeps float32 weights"):
+        build_config(None, ["policy.autocast=bf16", "policy.dtype=bf16"])
+    with pytest.raises(UserError, match="policy.autocast"):
+        build_config(None, ["policy.autocast=fp8"])
+    check_device_and_dtype("cpu", "float32", "bf16")  # CPU autocast is available
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_model_dir):
+    return load_policy(tiny_model_dir, "cpu", "float32")
+
+
+def _samples(tok):
+    prompt = tok("######\n#P_X_#\nAction:")["input_ids"]
+    up, left = tok("<action>up</action>")["input_ids"], tok("<action>left</action>")["input_ids"]
+    return [Sample(prompt, up, [0.0] * len(up), 1.0), Sample(prompt[:-2], left, [0.0] * len(left), -1.0)]
+
+
+def test_logits_are_float32_from_a_bf16_forward(policy):
+    model, tok = policy
+    b = _collate(window_rows(_samples(tok)), tok.pad_token_id, "cpu")
+    with torch.no_grad():
+        full, targets = _trained_logits(model, b)
+        mixed, same_targets = _trained_logits(model, b, "bf16")
+    assert mixed.dtype == torch.float32 and torch.equal(targets, same_targets)
+    assert not torch.equal(full, mixed)  # the forward really ran in bf16 ...
+    assert torch.allclose(full, mixed, atol=0.1, rtol=0.05)  # ... and stays close to float32
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    with mixed_precision(model, "bf16"):
+        assert torch.get_autocast_dtype("cpu") == torch.bfloat16 and torch.is_autocast_enabled("cpu")
+    assert not torch.is_autocast_enabled("cpu")
+
+
+def test_generation_logprobs_match_the_trainers_under_autocast(policy):
+    """The behaviour log-probs of a bf16 generation are what the trainer's bf16 forward gives the same tokens."""
+    model, tok = policy
+    prompts = [s.prompt_ids for s in _samples(tok)]
+    greedy = SamplingParams(max_new_tokens=6, temperature=0.0)
+    gens = HFBackend(model, tok, autocast="bf16").generate(prompts, greedy)
+    samples = [Sample(p, g.token_ids, g.logprobs, 1.0) for p, g in zip(prompts, gens)]
+    mixed = decision_logprobs(model, window_rows(samples), tok.pad_token_id, 4096, autocast="bf16")
+    full = decision_logprobs(model, window_rows(samples), tok.pad_token_id, 4096)
+    for s, a, f in zip(samples, mixed, full):
+        assert s.old_logprobs == pytest.approx(a, abs=0.02)
+        assert a == pytest.approx(f, abs=0.1)
+    with HFBackend(model, tok, autocast="bf16").prefix_cache() as cached:  # the prefix-cached loop, too
+        again = cached.generate(prompts, greedy)
+    for g, h in zip(gens, again):
+        assert g.token_ids == h.token_ids and g.logprobs == pytest.approx(h.logprobs, abs=0.02)
+
+
+def test_bf16_update_moves_float32_weights_like_the_float32_update(tiny_model_dir):
+    """Same batch, same seed: the mixed-precision step goes the way the float32 step goes."""
+    cfg = build_config(None, ["rl.lr=1e-3", "rl.kl_coef=0"])
+    deltas = {}
+    for mode in ("none", "bf16"):
+        model, tok = load_policy(tiny_model_dir, "cpu", "float32")
+        samples = _samples(tok)
+        for s, lp in zip(samples, decision_logprobs(model, window_rows(samples), tok.pad_token_id, 4096,
+                                                    autocast=mode)):
+            s.old_logprobs = lp
+        before = [p.detach().clone() for p in model.parameters()]
+        cfg.policy.autocast = mode
+        stats = policy_update(model, torch.optim.AdamW(model.parameters(), lr=1e-3), window_rows(samples), cfg,
+                              tok.pad_token_id, np.random.default_rng(0))
+        assert stats["train/ratio"] == pytest.approx(1.0, abs=1e-3)
+        assert all(p.dtype == torch.float32 for p in model.parameters())
+        deltas[mode] = torch.cat([(p.detach() - b).flatten() for p, b in zip(model.parameters(), before)])
+    cos = torch.nn.functional.cosine_similarity(deltas["none"], deltas["bf16"], dim=0)
+    assert cos > 0.9 and deltas["bf16"].abs().sum() > 0
+
+
+def test_train_recipe_runs_with_autocast(tmp_path, tiny_model_dir):
+    from creditflow.recipes.train import run_train
+
+    cfg = build_config(None, [f"out_dir={tmp_path / 'run'}", f"policy.model={tiny_model_dir}", "rl.steps=1",
+                              "policy.autocast=bf16", "rollout.history=conversation", "policy.template=compact",
+                              "rl.kl_coef=0.01", "rollout.tasks_per_step=2", "rollout.group_size=2",
+                              "rl.eval_episodes=2", "generation.max_new_tokens=6", "rollout.max_steps=3",
+                              "tensorboard=false", "rl.logprob_gap=true"])
+    _, trainer, last = run_train(cfg, log=lambda *_: None)
+    assert np.isfinite(last["train/loss"]) and last["train/kl"] >= 0
+    assert last["train/rollout_logprob_gap"] < 0.02  # generation and update agree in bf16
+    assert trainer.train_engine.backend.autocast == "bf16"
+    assert all(p.dtype == torch.float32 for p in trainer.model.parameters())
