@@ -192,11 +192,15 @@ def summarize(runs: list[dict], curves: tuple[str, ...]) -> dict:
                          if r.get("final_eval_success") is not None and r.get("initial_eval_success") is not None])
     for key in ("final_eval_success", "gain"):
         out[key].update(interval_estimates(out[key]["values"]))
-    by_env: dict[int, list[float]] = {}
+    # the k-th evaluation of every run (a suite's runs share one eval schedule), at the seeds' mean env
+    # steps: runs of one arm reach an evaluation after different env-step counts (episodes end early on
+    # success), so points keyed by raw env steps would not line up across seeds
+    by_eval: dict[int, list[tuple[float, float]]] = {}
     for r in runs:
-        for env_steps, v in r.get("eval_by_env_steps", []):
-            by_env.setdefault(int(round(env_steps, -2)), []).append(v)  # runs differ by a few env steps
-    out["eval_by_env_steps"] = [[s, float(np.mean(v)), float(np.std(v))] for s, v in sorted(by_env.items())]
+        for k, (env_steps, v) in enumerate(r.get("eval_by_env_steps", [])):
+            by_eval.setdefault(k, []).append((env_steps, v))
+    out["eval_by_env_steps"] = [[float(np.mean([e for e, _ in pts])), float(np.mean([v for _, v in pts])),
+                                 float(np.std([v for _, v in pts]))] for _, pts in sorted(by_eval.items())]
     out["curves"] = {}
     for key in curves:
         by_step: dict[int, list[float]] = {}

@@ -56,6 +56,21 @@ def test_bootstrap_intervals():
     assert learning.interval_estimates([0.3])["ci95"] is None
 
 
+def test_env_step_curve_averages_each_evaluation_across_seeds():
+    """Seeds reach an evaluation after different env-step counts; the k-th evaluations are averaged
+    together (at the seeds' mean env steps), never split into per-seed points."""
+    from benchmarks import learning
+
+    def run(seed, pts):
+        return {"seed": seed, "curves": {}, "eval_by_env_steps": pts, "final_eval_success": pts[-1][1],
+                "initial_eval_success": pts[0][1]}
+
+    summary = learning.summarize([run(0, [[0, 0.4], [1000, 0.5], [2400, 0.6]]),
+                                  run(1, [[0, 0.4], [1600, 0.3], [2000, 0.4]])], ())
+    assert summary["eval_by_env_steps"] == [[0.0, 0.4, 0.0], [1300.0, 0.4, pytest.approx(0.1)],
+                                            [2200.0, 0.5, pytest.approx(0.1)]]
+
+
 def test_record_from_an_older_version_matches_while_new_options_stay_default():
     """A setting added after a record was made (absent from it) matches only at its default."""
     from benchmarks import learning
