@@ -122,7 +122,19 @@ def same_config(stored: dict | None, want: dict) -> bool:
     options appear."""
     if stored is None:
         return False
-    return _same(stored, want, _config_key(build_config(None, [])))
+    return _same(_effective(stored), _effective(want), _config_key(build_config(None, [])))
+
+
+TINY_BUILD = ("tiny_vocab_size", "tiny_hidden_size", "tiny_layers")  # used only to build the tiny default
+
+
+def _effective(key: dict) -> dict:
+    """``key`` without the settings that cannot change the run: the tiny default's build settings when the
+    run starts from a given model (``policy.model``)."""
+    policy = key.get("policy") or {}
+    if not policy.get("model"):
+        return key
+    return {**key, "policy": {k: v for k, v in policy.items() if k not in TINY_BUILD}}
 
 
 def _same(stored, want, default) -> bool:

@@ -83,3 +83,16 @@ def test_record_from_an_older_version_matches_while_new_options_stay_default():
     assert not learning.same_config(old, learning._config_key(build_config(None, ["rl.lr=1e-3"])))
     assert not learning.same_config({**old, "gone": 1}, want)  # a setting this version lacks
     assert not learning.same_config(None, want)
+
+
+def test_tiny_default_build_settings_do_not_split_runs_from_a_given_model():
+    """With ``policy.model`` set, the tiny default's build settings are unused, so a record made when their
+    defaults differed still matches; without a model they build the policy and must match."""
+    from benchmarks import learning
+
+    given = learning._config_key(build_config(None, ["policy.model=runs/sft/sft_model"]))
+    stored = {**given, "policy": {**given["policy"], "tiny_vocab_size": 1024}}
+    assert learning.same_config(stored, given)
+    assert not learning.same_config({**stored, "rl": {**stored["rl"], "lr": 1.0}}, given)
+    tiny = learning._config_key(build_config(None, []))
+    assert not learning.same_config({**tiny, "policy": {**tiny["policy"], "tiny_vocab_size": 1024}}, tiny)
