@@ -296,7 +296,8 @@ def plot(summary: dict[str, dict], panels: list[tuple[str, str]], title: str, pa
             ax.fill_between(st, m - sd, m + sd, alpha=0.2)
         ax.set_title(panel_title)
         ax.set_xlabel("training step")
-    axes[0].legend()
+    if axes[0].get_legend_handles_labels()[0]:  # no lines when no run is recorded yet
+        axes[0].legend()
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -96,3 +96,24 @@ def test_tiny_default_build_settings_do_not_split_runs_from_a_given_model():
     assert not learning.same_config({**stored, "rl": {**stored["rl"], "lr": 1.0}}, given)
     tiny = learning._config_key(build_config(None, []))
     assert not learning.same_config({**tiny, "policy": {**tiny["policy"], "tiny_vocab_size": 1024}}, tiny)
+
+
+def test_crps_tables_only_keep_the_mixture_check(tmp_path, monkeypatch):
+    """``--only-recorded`` trains nothing and skips the random-policy mixture check, so it keeps the one the
+    results it rewrites already hold."""
+    import json
+    import sys
+
+    from benchmarks import crps_learning
+
+    out = tmp_path / "crps_hard"
+    mixture = {"grpo": {"groups/all_zero_frac": 0.875, "groups/all_one_frac": 0.0, "groups/entropy": 0.078,
+                        "crps/buffer_size": 0.0, "crps/mean_k": 0.0, "crps/replay_share": 0.0,
+                        "crps/replay_acc": None}}
+    out.with_suffix(".json").write_text(json.dumps({"mixture_check": {"means_over_second_half": mixture}}))
+    monkeypatch.setattr(sys, "argv", ["crps_learning.py", "--only-recorded", "--model", str(tmp_path / "sft"),
+                                      "--seeds", "0", "--out", str(out), "--work", str(tmp_path / "runs")])
+    crps_learning.main()
+    result = json.loads(out.with_suffix(".json").read_text())
+    assert result["mixture_check"]["means_over_second_half"] == mixture and result["runs"] == {}
+    assert "| grpo | 0.875 |" in out.with_suffix(".md").read_text()
