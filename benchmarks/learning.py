@@ -177,17 +177,16 @@ def _record(out: Path, seed: int, curves: tuple[str, ...], reused: bool, minutes
 
 def finished_run(out: Path, cfg) -> bool:
     """True when ``out`` (a directory or a link to one, e.g. another benchmark's run) holds a finished
-    run of exactly this configuration (all but ``out_dir``): rerunning a benchmark, or a second benchmark
-    that shares an arm with the first, reuses it instead of training again."""
+    run of this configuration (all but ``out_dir``, matched as ``same_config`` matches a record): rerunning a
+    benchmark, or a second benchmark that shares an arm with the first, reuses it instead of training again."""
     try:
         saved = yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8"))
         rows = read_metrics(out / "metrics.jsonl")
     except Exception:  # missing or unreadable: not finished
         return False
-    want = cfg.model_dump(exclude={"out_dir", "resumes"})  # where a run lives and its resume log don't matter
-    for key in ("out_dir", "resumes"):
+    for key in ("out_dir", "resumes"):  # where a run lives and its resume log don't matter
         saved.pop(key, None)
-    return saved == want and bool(rows) and rows[-1].get("step") == cfg.rl.steps
+    return same_config(saved, _config_key(cfg)) and bool(rows) and rows[-1].get("step") == cfg.rl.steps
 
 
 SCALARS = ("final_eval_success", "initial_eval_success", "final_eval_score", "mean_train_success",
