@@ -13,6 +13,8 @@ rliable package (1.2.0, 2024) no longer imports with current pandas/arch release
 Resumable across sessions: each finished run's record is written to ``<results>_runs/<arm>_s<seed>.json``
 next to the results table (commit it as it lands) together with the run's full config; a rerun with the
 same config reuses the record without training, even on a machine without the run directory.
+A record names the precision its run trained in (``policy.dtype`` resolved: ``auto`` is float32 on a CPU and
+bfloat16 on a bf16 GPU) but not the device, so float32 runs made on a lent GPU and on a CPU join one suite.
 """
 
 from __future__ import annotations
@@ -128,13 +130,25 @@ def same_config(stored: dict | None, want: dict) -> bool:
 TINY_BUILD = ("tiny_vocab_size", "tiny_hidden_size", "tiny_layers")  # used only to build the tiny default
 
 
+DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16",
+                 # records made before keys held the resolved precision: every such ``auto`` run was on a CPU
+                 "auto": "float32"}
+
+
 def _effective(key: dict) -> dict:
-    """``key`` without the settings that cannot change the run: the tiny default's build settings when the
-    run starts from a given model (``policy.model``)."""
-    policy = key.get("policy") or {}
-    if not policy.get("model"):
+    """``key`` without the settings that cannot change the run: the device (hardware, like the CPU model:
+    a run's machine is in its results' notes), the tiny default's build settings when the run starts from a
+    given model (``policy.model``); precision names are made canonical (``fp32`` = ``float32``)."""
+    dpo = (key.get("rro") or {}).get("dpo")
+    if isinstance(dpo, dict) and dpo.get("lora") is False:  # before LoRA moved to policy.lora: off = today's default
+        key = {**key, "rro": {**key["rro"], "dpo": {k: v for k, v in dpo.items() if not k.startswith("lora")}}}
+    policy = key.get("policy")
+    if not isinstance(policy, dict):
         return key
-    return {**key, "policy": {k: v for k, v in policy.items() if k not in TINY_BUILD}}
+    policy = {k: v for k, v in policy.items() if k != "device" and not (policy.get("model") and k in TINY_BUILD)}
+    if "dtype" in policy:
+        policy["dtype"] = DTYPE_ALIASES.get(policy["dtype"], policy["dtype"])
+    return {**key, "policy": policy}
 
 
 def _same(stored, want, default) -> bool:
@@ -145,8 +159,16 @@ def _same(stored, want, default) -> bool:
 
 
 def _config_key(cfg) -> dict:
-    key = cfg.model_dump(exclude={"out_dir", "resumes"})
-    return json.loads(json.dumps(key))  # JSON-normal (tuples -> lists) so a stored key compares equal
+    """The run's identity: its config, with ``policy.dtype`` resolved to the precision it trains in on this
+    machine (``auto`` is bfloat16 on a CUDA card with bf16 and float32 elsewhere, so a run made with ``auto``
+    on a GPU is not the same run as one made on a CPU)."""
+    key = json.loads(json.dumps(cfg.model_dump(exclude={"out_dir", "resumes"})))  # JSON-normal (tuples -> lists)
+    policy = key.get("policy")
+    if isinstance(policy, dict) and policy.get("dtype") == "auto" and policy.get("autocast", "none") == "none":
+        from creditflow.policy.model import resolve_device, resolve_dtype
+
+        policy["dtype"] = str(resolve_dtype("auto", resolve_device(policy.get("device", "auto")))).removeprefix("torch.")
+    return key
 
 
 def _record(out: Path, seed: int, curves: tuple[str, ...], reused: bool, minutes: float) -> dict:

@@ -86,6 +86,33 @@ def test_record_from_an_older_version_matches_while_new_options_stay_default():
     assert not learning.same_config(None, want)
 
 
+def test_records_compare_the_precision_a_run_trained_in_not_its_device(monkeypatch):
+    """A float32 run on a GPU is the same run as ``dtype=auto`` on a CPU (auto = float32 there); ``auto`` on a
+    bf16 GPU is bfloat16 and is not. Old records (made with ``auto``, all on CPUs) and old records with LoRA
+    off under ``rro.dpo`` (since moved to ``policy.lora``) still match."""
+    from benchmarks import learning
+
+    cpu_auto = learning._config_key(build_config(None, ["policy.model=m"]))
+    assert cpu_auto["policy"]["dtype"] == "float32"  # resolved when the key is made
+    gpu_fp32 = learning._config_key(build_config(None, ["policy.model=m", "policy.dtype=float32",
+                                                        "policy.device=cuda"]))
+    assert learning.same_config(gpu_fp32, cpu_auto)
+    assert learning.same_config({**cpu_auto, "policy": {**cpu_auto["policy"], "dtype": "auto"}}, cpu_auto)
+    assert learning.same_config({**cpu_auto, "policy": {**cpu_auto["policy"], "dtype": "fp32"}}, cpu_auto)
+    assert not learning.same_config({**cpu_auto, "policy": {**cpu_auto["policy"], "dtype": "bfloat16"}}, cpu_auto)
+
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    monkeypatch.setattr("torch.cuda.is_bf16_supported", lambda *a, **k: True)
+    gpu_auto = learning._config_key(build_config(None, ["policy.model=m"]))
+    assert gpu_auto["policy"]["dtype"] == "bfloat16" and not learning.same_config(gpu_auto, cpu_auto)
+    monkeypatch.undo()
+
+    rro = cpu_auto["rro"]
+    old = {**cpu_auto, "rro": {**rro, "dpo": {**rro["dpo"], "lora": False, "lora_r": 16}}}
+    assert learning.same_config(old, cpu_auto)
+    assert not learning.same_config({**old, "rro": {**rro, "dpo": {**rro["dpo"], "lora": True}}}, cpu_auto)
+
+
 def test_tiny_default_build_settings_do_not_split_runs_from_a_given_model():
     """With ``policy.model`` set, the tiny default's build settings are unused, so a record made when their
     defaults differed still matches; without a model they build the policy and must match."""
