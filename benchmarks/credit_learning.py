@@ -111,19 +111,29 @@ def main() -> None:
     model = Path(args.model) if args.model or args.only_recorded else build_sft(work / "sft", args.smoke, ENV)
     print(f"pi_SFT: {model}", flush=True)
     runs: dict[str, list[dict]] = {}
+
+    def overrides_of(method):
+        return [f"policy.model={model}", f"rl.steps={steps}", f"rl.algo={method}", *ENV, *budget, *args.extra]
+
+    if args.jobs > 1 and not args.only_recorded:
+        pending = [(m, s) for s in args.seeds for m in args.methods
+                   if not learning.recorded(overrides_of(m), work / f"{m}_s{s}", s, args.records / f"{m}_s{s}.json")]
+        learning.train_in_parallel(args, pending, model, work / "logs")
     for seed in args.seeds:  # seed-major: an interrupted run still has every method on the first seeds
         for method in args.methods:
-            overrides = [f"policy.model={model}", f"rl.steps={steps}", f"rl.algo={method}", *ENV, *budget,
-                         *args.extra]
+            overrides = overrides_of(method)
             record = args.records / f"{method}_s{seed}.json"
-            if args.only_recorded and not learning.recorded(overrides, work / f"{method}_s{seed}", seed, record):
-                print(f"{method} seed {seed}: no record, skipped (--only-recorded)", flush=True)
+            if ((args.only_recorded or args.jobs > 1)
+                    and not learning.recorded(overrides, work / f"{method}_s{seed}", seed, record)):
+                print(f"{method} seed {seed}: no record, skipped", flush=True)
                 continue
             r = learning.train_one(work / f"{method}_s{seed}", overrides, seed, CURVES, record=record)
             runs.setdefault(method, []).append(r)
             print(f"{method} seed {seed}: held-out success {r['initial_eval_success']:.3f} -> "
                   f"{r['final_eval_success']:.3f}, mean train success {r['mean_train_success']:.3f} "
                   f"({r['minutes']:.1f} min)", flush=True)
+    if args.one:  # a child of --jobs: its record is written; the parent makes the tables
+        return
     cfg = build_config(None, [*ENV, *budget, *args.extra])
     result = {
         "benchmark": "credit_learning",

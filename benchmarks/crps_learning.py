@@ -196,7 +196,7 @@ def main() -> None:
         mixture = json.loads(previous.read_text()).get("mixture_check", {}).get("means_over_second_half", {})
     for method, curriculum in METHODS.items():
         # the random policy types Sokoban moves only, and the mixture does not depend on the estimator
-        if args.setting == "webshop" or method in ALGOS or args.only_recorded:
+        if args.setting == "webshop" or method in ALGOS or args.only_recorded or args.one:
             continue
         mixture[method] = mixture_check(env, curriculum, iters)
         print(f"random policy, {method}: " + ", ".join(f"{k} {v:.3f}" for k, v in mixture[method].items()
@@ -205,18 +205,26 @@ def main() -> None:
              else build_sft(env, work / "sft", budget, quiet=args.smoke))
     print(f"pi_SFT: {model}", flush=True)
     runs: dict[str, list[dict]] = {}
+    if args.jobs > 1 and not args.only_recorded:
+        pending = [(m, s) for s in args.seeds for m in args.methods
+                   if not learning.recorded(run_overrides(env, model, m, steps, budget, args.extra, args.reward_source),
+                                            work / f"{m}_s{s}", s, args.records / f"{m}_s{s}.json")]
+        learning.train_in_parallel(args, pending, model, work / "logs")
     for seed in args.seeds:  # seed-major: an interrupted run still has every method on the first seeds
         for method in args.methods:
             record = args.records / f"{method}_s{seed}.json"
             overrides = run_overrides(env, model, method, steps, budget, args.extra, args.reward_source)
-            if args.only_recorded and not learning.recorded(overrides, work / f"{method}_s{seed}", seed, record):
-                print(f"{method} seed {seed}: no record, skipped (--only-recorded)", flush=True)
+            if ((args.only_recorded or args.jobs > 1)
+                    and not learning.recorded(overrides, work / f"{method}_s{seed}", seed, record)):
+                print(f"{method} seed {seed}: no record, skipped", flush=True)
                 continue
             r = learning.train_one(work / f"{method}_s{seed}", overrides, seed, CURVES, record=record)
             runs.setdefault(method, []).append(r)
             print(f"{method} seed {seed}: eval success {r['initial_eval_success']:.3f} -> "
                   f"{r['final_eval_success']:.3f}, all-zero {r['mean_all_zero_frac']:.3f}, "
                   f"entropy {r['mean_entropy']:.3f} ({r['minutes']:.1f} min)", flush=True)
+    if args.one:  # a child of --jobs: its record is written; the parent makes the tables
+        return
     rl_cfg = build_config(None, [*env, *budget["rl"], *args.extra])
     result = {
         "benchmark": "crps_learning",

@@ -57,10 +57,19 @@ def parse_args(doc: str, name: str, methods, default_steps: int, add=None) -> tu
     ap.add_argument("--machine-from", default=None,
                     help="take the machine block from this results JSON (the machine the records were made on)")
     ap.add_argument("--note", default="", help="a paragraph for the results (hardware, load, what was seen)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="train the missing runs as this many processes at once, one torch thread each (a GPU "
+                         "machine's cores: they share the GPU); the tables are written once all have finished")
+    ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # METHOD:SEED, a child of --jobs
     if add is not None:
         add(ap)
     ap.add_argument("extra", nargs="*", help="extra key=value overrides for every RL run")
     args = ap.parse_args()
+    if args.jobs < 1:
+        ap.error(f"--jobs must be at least 1, got {args.jobs}")
+    if args.one:  # one run of a --jobs pool: only it, one thread, no tables
+        method, _, seed = args.one.rpartition(":")
+        args.methods, args.seeds, args.threads, args.jobs = [method], [int(seed)], 1, 1
     if args.threads:
         import torch
 
@@ -100,6 +109,36 @@ def train_one(out: Path, overrides: list[str], seed: int, curves: tuple[str, ...
         tmp.write_text(json.dumps({"config": want, "record": result}, indent=1))
         tmp.replace(record)
     return result
+
+
+def train_in_parallel(args, pending: list[tuple[str, int]], model: Path, logs: Path) -> set[tuple[str, int]]:
+    """Train the ``pending`` (method, seed) runs as ``args.jobs`` processes at once: each is this script
+    again, given ``--one METHOD:SEED`` and the built pi_SFT, which trains that run at one torch thread and
+    writes its record. Each child's output goes to ``logs/<method>_s<seed>.log``. Returns the runs that
+    failed; the caller then builds its tables from the records, as ``--only-recorded`` does."""
+    import subprocess
+    import sys
+
+    logs.mkdir(parents=True, exist_ok=True)
+    todo, running, failed = list(pending), {}, set()
+    print(f"training {len(todo)} runs, {args.jobs} at a time (logs in {logs})", flush=True)
+    while todo or running:
+        while todo and len(running) < args.jobs:
+            method, seed = todo.pop(0)
+            log = (logs / f"{method}_s{seed}.log").open("w")
+            cmd = [sys.executable, sys.argv[0], "--one", f"{method}:{seed}", "--model", str(model), *sys.argv[1:]]
+            running[(method, seed)] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log, time.time())
+        time.sleep(2)
+        for key, (proc, log, t0) in list(running.items()):
+            if proc.poll() is None:
+                continue
+            log.close()
+            del running[key]
+            if proc.returncode:
+                failed.add(key)
+            print(f"{key[0]} seed {key[1]}: {'finished' if not proc.returncode else f'FAILED (exit {proc.returncode})'}"
+                  f" after {(time.time() - t0) / 60:.1f} min; log {logs / f'{key[0]}_s{key[1]}.log'}", flush=True)
+    return failed
 
 
 def recorded(overrides: list[str], out: Path, seed: int, record: Path) -> bool:

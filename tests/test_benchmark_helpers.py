@@ -145,3 +145,33 @@ def test_crps_tables_only_keep_the_mixture_check(tmp_path, monkeypatch):
     result = json.loads(out.with_suffix(".json").read_text())
     assert result["mixture_check"]["means_over_second_half"] == mixture and result["runs"] == {}
     assert "| grpo | 0.875 |" in out.with_suffix(".md").read_text()
+
+
+def test_jobs_train_missing_runs_as_child_processes_then_tabulate(tmp_path, monkeypatch, tiny_model_dir):
+    """``--jobs 2`` trains each missing (method, seed) in its own process (this script with ``--one``), each
+    writing its record; the parent then tabulates every run from the records, and a rerun trains nothing."""
+    import json
+    import sys
+
+    from benchmarks import credit_learning
+
+    out, work = tmp_path / "credit", tmp_path / "runs"
+    argv = [credit_learning.__file__, "--smoke", "--jobs", "2", "--model", str(tiny_model_dir), "--seeds", "0",
+            "--methods", "grpo", "rewardflow", "--out", str(out), "--work", str(work)]
+    monkeypatch.setattr(sys, "argv", argv)
+    credit_learning.main()
+    logs = work.with_name(work.name + "_smoke") / "logs"
+    assert sorted(p.name for p in logs.iterdir()) == ["grpo_s0.log", "rewardflow_s0.log"]
+    result = json.loads(out.with_suffix(".json").read_text())
+    assert sorted(result["runs"]) == ["grpo", "rewardflow"]
+    records = sorted(p.name for p in (tmp_path / "credit_runs").iterdir())
+    assert records == ["grpo_s0.json", "rewardflow_s0.json"]
+    for name in records:  # each trained in its own child, which logged it
+        assert json.loads((tmp_path / "credit_runs" / name).read_text())["record"]["reused"] is False
+        assert "held-out success" in (logs / name.replace(".json", ".log")).read_text()
+
+    for log in logs.iterdir():
+        log.unlink()
+    credit_learning.main()  # every record is there: no child is started
+    assert not list(logs.iterdir()) and sorted(json.loads(out.with_suffix(".json").read_text())["runs"]) == [
+        "grpo", "rewardflow"]
