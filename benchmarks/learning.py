@@ -204,9 +204,13 @@ def _config_key(cfg) -> dict:
     key = json.loads(json.dumps(cfg.model_dump(exclude={"out_dir", "resumes"})))  # JSON-normal (tuples -> lists)
     policy = key.get("policy")
     if isinstance(policy, dict) and policy.get("dtype") == "auto" and policy.get("autocast", "none") == "none":
+        from creditflow.errors import UserError
         from creditflow.policy.model import resolve_device, resolve_dtype
 
-        policy["dtype"] = str(resolve_dtype("auto", resolve_device(policy.get("device", "auto")))).removeprefix("torch.")
+        try:
+            policy["dtype"] = str(resolve_dtype("auto", resolve_device(policy.get("device", "auto")))).removeprefix("torch.")
+        except UserError:  # a device this machine lacks (tables made elsewhere): what auto means there is unknown
+            pass
     return key
 
 
