@@ -116,9 +116,7 @@ def main() -> None:
         return [f"policy.model={model}", f"rl.steps={steps}", f"rl.algo={method}", *ENV, *budget, *args.extra]
 
     if args.jobs > 1 and not args.only_recorded:
-        pending = [(m, s) for s in args.seeds for m in args.methods
-                   if not learning.recorded(overrides_of(m), work / f"{m}_s{s}", s, args.records / f"{m}_s{s}.json")]
-        learning.train_in_parallel(args, pending, model, work / "logs")
+        learning.train_in_parallel(args, overrides_of, model, work)
     for seed in args.seeds:  # seed-major: an interrupted run still has every method on the first seeds
         for method in args.methods:
             overrides = overrides_of(method)

@@ -205,15 +205,16 @@ def main() -> None:
              else build_sft(env, work / "sft", budget, quiet=args.smoke))
     print(f"pi_SFT: {model}", flush=True)
     runs: dict[str, list[dict]] = {}
+
+    def overrides_of(method):
+        return run_overrides(env, model, method, steps, budget, args.extra, args.reward_source)
+
     if args.jobs > 1 and not args.only_recorded:
-        pending = [(m, s) for s in args.seeds for m in args.methods
-                   if not learning.recorded(run_overrides(env, model, m, steps, budget, args.extra, args.reward_source),
-                                            work / f"{m}_s{s}", s, args.records / f"{m}_s{s}.json")]
-        learning.train_in_parallel(args, pending, model, work / "logs")
+        learning.train_in_parallel(args, overrides_of, model, work)
     for seed in args.seeds:  # seed-major: an interrupted run still has every method on the first seeds
         for method in args.methods:
             record = args.records / f"{method}_s{seed}.json"
-            overrides = run_overrides(env, model, method, steps, budget, args.extra, args.reward_source)
+            overrides = overrides_of(method)
             if ((args.only_recorded or args.jobs > 1)
                     and not learning.recorded(overrides, work / f"{method}_s{seed}", seed, record)):
                 print(f"{method} seed {seed}: no record, skipped", flush=True)

@@ -111,16 +111,20 @@ def train_one(out: Path, overrides: list[str], seed: int, curves: tuple[str, ...
     return result
 
 
-def train_in_parallel(args, pending: list[tuple[str, int]], model: Path, logs: Path) -> set[tuple[str, int]]:
-    """Train the ``pending`` (method, seed) runs as ``args.jobs`` processes at once: each is this script
-    again, given ``--one METHOD:SEED`` and the built pi_SFT, which trains that run at one torch thread and
-    writes its record. Each child's output goes to ``logs/<method>_s<seed>.log``. Returns the runs that
-    failed; the caller then builds its tables from the records, as ``--only-recorded`` does."""
+def train_in_parallel(args, overrides_of, model: Path, work: Path) -> None:
+    """Train the (method, seed) runs of ``args`` that have no record as ``args.jobs`` processes at once: each
+    is this script again, given ``--one METHOD:SEED`` and the built pi_SFT, which trains that run at one
+    torch thread and writes its record (``overrides_of(method)`` is the run's overrides, as the caller trains
+    it). Each child's output goes to ``work/logs/<method>_s<seed>.log``. The caller then builds its tables
+    from the records, as ``--only-recorded`` does; a failed run has none and is left out."""
     import subprocess
     import sys
 
+    todo = [(m, s) for s in args.seeds for m in args.methods
+            if not recorded(overrides_of(m), work / f"{m}_s{s}", s, args.records / f"{m}_s{s}.json")]
+    logs = work / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    todo, running, failed = list(pending), {}, set()
+    running = {}
     print(f"training {len(todo)} runs, {args.jobs} at a time (logs in {logs})", flush=True)
     while todo or running:
         while todo and len(running) < args.jobs:
@@ -134,11 +138,8 @@ def train_in_parallel(args, pending: list[tuple[str, int]], model: Path, logs: P
                 continue
             log.close()
             del running[key]
-            if proc.returncode:
-                failed.add(key)
             print(f"{key[0]} seed {key[1]}: {'finished' if not proc.returncode else f'FAILED (exit {proc.returncode})'}"
                   f" after {(time.time() - t0) / 60:.1f} min; log {logs / f'{key[0]}_s{key[1]}.log'}", flush=True)
-    return failed
 
 
 def recorded(overrides: list[str], out: Path, seed: int, record: Path) -> bool:
