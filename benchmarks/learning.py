@@ -12,7 +12,10 @@ rliable package (1.2.0, 2024) no longer imports with current pandas/arch release
 
 Resumable across sessions: each finished run's record is written to ``<results>_runs/<arm>_s<seed>.json``
 next to the results table (commit it as it lands) together with the run's full config; a rerun with the
-same config reuses the record without training, even on a machine without the run directory.
+same config reuses the record without training, even on a machine without the run directory. A run that
+was stopped part-way (Ctrl-C, a killed job, a lease that ended) continues from its newest checkpoint
+(``rl.save_every`` steps apart) exactly as ``creditflow train --resume`` does, when its directory is still
+there; a run directory of another config is trained again from the start.
 A record names the precision its run trained in (``policy.dtype`` resolved: ``auto`` is float32 on a CPU and
 bfloat16 on a bf16 GPU) but not the device, so float32 runs made on a lent GPU and on a CPU join one suite.
 """
@@ -32,6 +35,7 @@ from scipy import stats
 
 from creditflow.config import build_config
 from creditflow.recipes.train import run_train
+from creditflow.train.checkpoint import checkpoint_step, latest_checkpoint
 from creditflow.train.metrics import read_metrics
 
 BOOTSTRAP_REPS = 2000
@@ -96,13 +100,19 @@ def train_one(out: Path, overrides: list[str], seed: int, curves: tuple[str, ...
             return {**stored["record"], "reused": True}
     t0 = time.perf_counter()
     reused = finished_run(out, cfg)
+    resumed_at = None
     if not reused:
-        if out.is_symlink():  # a shared arm that is not finished there: train it here
-            out.unlink()
-        elif out.exists():  # an interrupted run: start it again
-            shutil.rmtree(out)
-        run_train(cfg, log=lambda *_: None)
+        resumed_at = resumable_step(out, cfg)
+        if resumed_at is not None:  # stopped part-way: continue from its checkpoint (same metrics as one go)
+            run_train(cfg, resume=True, log=lambda *_: None)
+        else:
+            if out.is_symlink():  # a shared arm that is not finished there: train it here
+                out.unlink()
+            elif out.exists():  # another config, or stopped before its first checkpoint: start again
+                shutil.rmtree(out)
+            run_train(cfg, log=lambda *_: None)
     result = _record(out, seed, curves, reused, (time.perf_counter() - t0) / 60)
+    result["resumed_at_step"] = resumed_at  # ``minutes`` then counts this invocation only; rl_minutes is whole
     if record is not None:
         record.parent.mkdir(parents=True, exist_ok=True)
         tmp = record.with_suffix(".tmp")
@@ -117,6 +127,7 @@ def train_in_parallel(args, overrides_of, model: Path, work: Path) -> None:
     torch thread and writes its record (``overrides_of(method)`` is the run's overrides, as the caller trains
     it). Each child's output goes to ``work/logs/<method>_s<seed>.log``. The caller then builds its tables
     from the records, as ``--only-recorded`` does; a failed run has none and is left out."""
+    import signal
     import subprocess
     import sys
 
@@ -126,20 +137,41 @@ def train_in_parallel(args, overrides_of, model: Path, work: Path) -> None:
     logs.mkdir(parents=True, exist_ok=True)
     running = {}
     print(f"training {len(todo)} runs, {args.jobs} at a time (logs in {logs})", flush=True)
-    while todo or running:
-        while todo and len(running) < args.jobs:
-            method, seed = todo.pop(0)
-            log = (logs / f"{method}_s{seed}.log").open("w")
-            cmd = [sys.executable, sys.argv[0], "--one", f"{method}:{seed}", "--model", str(model), *sys.argv[1:]]
-            running[(method, seed)] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log, time.time())
-        time.sleep(2)
-        for key, (proc, log, t0) in list(running.items()):
-            if proc.poll() is None:
-                continue
+
+    def stop(signum, _frame):  # SIGTERM (a job scheduler, `timeout`) reaches this process only
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        while todo or running:
+            while todo and len(running) < args.jobs:
+                method, seed = todo.pop(0)
+                log = (logs / f"{method}_s{seed}.log").open("w")
+                cmd = [sys.executable, sys.argv[0], "--one", f"{method}:{seed}", "--model", str(model), *sys.argv[1:]]
+                running[(method, seed)] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log,
+                                           time.time())
+            time.sleep(2)
+            for key, (proc, log, t0) in list(running.items()):
+                if proc.poll() is None:
+                    continue
+                log.close()
+                del running[key]
+                status = "finished" if not proc.returncode else f"FAILED (exit {proc.returncode})"
+                print(f"{key[0]} seed {key[1]}: {status}"
+                      f" after {(time.time() - t0) / 60:.1f} min; log {logs / f'{key[0]}_s{key[1]}.log'}", flush=True)
+    except KeyboardInterrupt:
+        # stop every child too (none is left running on its own), then say what a rerun does
+        for proc, log, _ in running.values():
+            proc.terminate()
+        for proc, log, _ in running.values():
+            proc.wait()
             log.close()
-            del running[key]
-            print(f"{key[0]} seed {key[1]}: {'finished' if not proc.returncode else f'FAILED (exit {proc.returncode})'}"
-                  f" after {(time.time() - t0) / 60:.1f} min; log {logs / f'{key[0]}_s{key[1]}.log'}", flush=True)
+        names = ", ".join(f"{m} seed {s}" for m, s in running)
+        waiting = f" and {len(todo)} not started" if todo else ""
+        raise SystemExit(f"stopped: {names or 'no run'} interrupted{waiting}; rerun the same command to continue "
+                         f"them from their newest checkpoints (run directories under {work})") from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def recorded(overrides: list[str], out: Path, seed: int, record: Path) -> bool:
@@ -253,6 +285,21 @@ def finished_run(out: Path, cfg) -> bool:
     for key in ("out_dir", "resumes"):  # where a run lives and its resume log don't matter
         saved.pop(key, None)
     return same_config(saved, _config_key(cfg)) and bool(rows) and rows[-1].get("step") == cfg.rl.steps
+
+
+def resumable_step(out: Path, cfg) -> int | None:
+    """The step of the newest checkpoint when ``out`` (a real directory, not a shared arm's link) holds an
+    unfinished run of this configuration, else None."""
+    if out.is_symlink():
+        return None
+    try:
+        saved = yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8"))
+        step = checkpoint_step(latest_checkpoint(out))
+    except Exception:  # no config, no checkpoint, or an unreadable one: nothing to continue
+        return None
+    for key in ("out_dir", "resumes"):
+        saved.pop(key, None)
+    return step if same_config(saved, _config_key(cfg)) and 0 < step < cfg.rl.steps else None
 
 
 SCALARS = ("final_eval_success", "initial_eval_success", "final_eval_score", "mean_train_success",

@@ -175,3 +175,75 @@ def test_jobs_train_missing_runs_as_child_processes_then_tabulate(tmp_path, monk
     credit_learning.main()  # every record is there: no child is started
     assert not list(logs.iterdir()) and sorted(json.loads(out.with_suffix(".json").read_text())["runs"]) == [
         "grpo", "rewardflow"]
+
+
+def test_stopped_run_continues_from_its_checkpoint_with_the_same_metrics(tmp_path, tiny_model_dir):
+    """A run cut off after its step-2 checkpoint (a killed job, an ended lease) is continued, not trained
+    again, and ends where the uninterrupted run ends; a directory of another config is trained afresh."""
+    import shutil
+
+    from benchmarks import learning
+    from creditflow.train.metrics import read_metrics
+
+    overrides = [f"policy.model={tiny_model_dir}", "rl.steps=3", "rl.save_every=1", *SMALL]
+    whole = learning.train_one(tmp_path / "whole", overrides, 0, ("train/success_rate", "eval/success_rate"))
+    assert whole["resumed_at_step"] is None
+    cut = tmp_path / "cut"
+    shutil.copytree(tmp_path / "whole", cut)
+    shutil.rmtree(cut / "checkpoints" / "step_000003")
+    (cut / "checkpoints" / "latest").write_text("step_000002")
+    rows = [line for line in (cut / "metrics.jsonl").read_text().splitlines() if '"step": 3' not in line]
+    (cut / "metrics.jsonl").write_text("\n".join(rows) + "\n")
+    assert read_metrics(cut / "metrics.jsonl")[-1]["step"] == 2
+
+    def cfg(*extra):
+        return build_config(None, [f"out_dir={cut}", "seed=0", *overrides, *extra])
+
+    assert learning.resumable_step(cut, cfg()) == 2
+    assert learning.resumable_step(cut, cfg("rl.lr=3e-4")) is None  # another config: start again
+    assert learning.resumable_step(tmp_path / "whole", cfg()) is None  # finished: nothing to continue
+    again = learning.train_one(cut, overrides, 0, ("train/success_rate", "eval/success_rate"))
+    assert again["resumed_at_step"] == 2 and again["reused"] is False
+    assert again["curves"] == whole["curves"] and again["env_steps"] == whole["env_steps"]
+
+
+def test_jobs_parent_stopped_by_sigterm_stops_its_children(tmp_path, tiny_model_dir):
+    """`timeout` or a scheduler sends SIGTERM to the --jobs parent only: it stops every child with it (none
+    keeps training unseen), exits non-zero and says how to continue."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from benchmarks import credit_learning
+
+    work = tmp_path / "runs"
+    cmd = [sys.executable, credit_learning.__file__, "--jobs", "2", "--model", str(tiny_model_dir), "--seeds", "0",
+           "--steps", "50", "--methods", "grpo", "rewardflow", "--out", str(tmp_path / "credit"), "--work", str(work),
+           "--", *SMALL]
+
+    def children():
+        found = []
+        for proc in Path("/proc").iterdir():
+            try:
+                line = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"--one" in line and str(work).encode() in line:
+                found.append(int(proc.name))
+        return found
+
+    parent = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              cwd=Path(credit_learning.__file__).parents[1])
+    deadline = time.time() + 120
+    while len(children()) < 2 and time.time() < deadline and parent.poll() is None:
+        time.sleep(0.5)
+    assert len(children()) == 2, parent.communicate()
+    time.sleep(3)  # the children are importing or training
+    os.kill(parent.pid, signal.SIGTERM)
+    _, err = parent.communicate(timeout=60)
+    assert parent.returncode != 0
+    assert "stopped: grpo seed 0, rewardflow seed 0 interrupted" in err and "rerun the same command" in err
+    assert not children()
