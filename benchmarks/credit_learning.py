@@ -5,7 +5,8 @@
 
 Settings (``SETTINGS``): ``demo`` (Sokoban 6x6, 1 box, the demo's levels), ``hard`` (2 boxes in 7x7: long
 horizons with many shared states, where the paper says graph credit matters) and ``webshop``; each writes
-its own ``credit_learning[_<setting>].*`` and keeps per-run records in ``*_runs/`` (resumable).
+its own ``credit_learning[_<setting>].*`` (``--out`` and ``--work``, when given, are used as they are) and
+keeps per-run records in ``*_runs/`` (resumable).
 
 All methods start from the same pi_SFT (``--model``; without it the script builds one exactly as
 ``creditflow demo`` does) and get the same budget: the same steps of B tasks x G rollouts, the same
@@ -101,10 +102,12 @@ def main() -> None:
         __doc__, "credit_learning", METHODS, default_steps=12,
         add=lambda ap: ap.add_argument("--setting", default="demo", choices=list(SETTINGS), help="see SETTINGS"))
     ENV = SETTINGS[args.setting]
-    if args.setting != "demo":  # each setting keeps its own results and runs
-        out = out.with_name(out.name.replace("credit_learning", f"credit_learning_{args.setting}"))
-        args.records = out.parent / f"{out.name}_runs"
-        work = work.with_name(work.name + f"_{args.setting}")
+    if args.setting != "demo":  # each setting keeps its own results and runs; a given --out / --work is kept as is
+        if args.out is None:
+            out = out.with_name(out.name.replace("credit_learning", f"credit_learning_{args.setting}"))
+            args.records = out.parent / f"{out.name}_runs"
+        if args.work == "runs/credit_learning":
+            work = work.with_name(work.name + f"_{args.setting}")
     budget = SMOKE if args.smoke else FULL
     steps = 2 if args.smoke else args.steps
     t0 = time.perf_counter()
