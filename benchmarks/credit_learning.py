@@ -46,7 +46,7 @@ SFT = [f"sft.{k}={v}" for k, v in DEMO_DEFAULTS["sft"].items()] + ["generation.m
 FULL = ["rollout.tasks_per_step=8", "rollout.group_size=4", "generation.max_new_tokens=16",
         "rl.lr=2e-4", "rl.kl_coef=0", "rl.minibatches=2",  # as recorded (the demo itself now takes 1)
         "rl.loss_agg=traj-mean", "rl.eval_every=0", "rl.eval_episodes=128",
-        "rl.save_every=0", "tensorboard=false"]
+        "rl.save_every=10", "tensorboard=false"]  # checkpoints: a stopped run continues (learning.train_one)
 SMOKE_SFT = ["sft.demos=8", "sft.epochs=1", "policy.tiny_hidden_size=32", "policy.tiny_layers=1",
              "policy.tiny_vocab_size=400"]
 SMOKE = ["rollout.tasks_per_step=2", "rollout.group_size=2", "generation.max_new_tokens=6", "rl.lr=1e-3",

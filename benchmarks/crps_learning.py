@@ -57,7 +57,7 @@ SETTINGS = {
 FULL = {
     "sft": ["sft.demos=256", "sft.epochs=2"],
     "rl": ["rollout.tasks_per_step=8", "rollout.group_size=8", "generation.max_new_tokens=16", "rl.lr=2e-4",
-           "rl.kl_coef=0.01", "rl.eval_every=10", "rl.eval_episodes=64", "rl.save_every=0", "tensorboard=false"],
+           "rl.kl_coef=0.01", "rl.eval_every=10", "rl.eval_episodes=64", "rl.save_every=10", "tensorboard=false"],
 }
 SMOKE = {
     "sft": ["sft.demos=8", "sft.epochs=1", "policy.tiny_hidden_size=32", "policy.tiny_layers=1",

@@ -209,8 +209,11 @@ DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16",
 
 def _effective(key: dict) -> dict:
     """``key`` without the settings that cannot change the run: the device (hardware, like the CPU model:
-    a run's machine is in its results' notes), the tiny default's build settings when the run starts from a
-    given model (``policy.model``); precision names are made canonical (``fp32`` = ``float32``)."""
+    a run's machine is in its results' notes), how often checkpoints are saved (``rl.save_every``), the tiny
+    default's build settings when the run starts from a given model (``policy.model``); precision names are
+    made canonical (``fp32`` = ``float32``)."""
+    if isinstance(key.get("rl"), dict) and "save_every" in key["rl"]:
+        key = {**key, "rl": {k: v for k, v in key["rl"].items() if k != "save_every"}}
     dpo = (key.get("rro") or {}).get("dpo")
     if isinstance(dpo, dict) and dpo.get("lora") is False:  # before LoRA moved to policy.lora: off = today's default
         key = {**key, "rro": {**key["rro"], "dpo": {k: v for k, v in dpo.items() if not k.startswith("lora")}}}

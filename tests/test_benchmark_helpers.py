@@ -26,6 +26,7 @@ def test_finished_run_is_reused_only_for_the_same_config(tmp_path, tiny_model_di
     assert not learning.finished_run(out, cfg("rl.steps=2"))  # not finished for a longer budget
     assert not learning.finished_run(tmp_path / "missing", cfg())
     assert learning.finished_run(out, cfg("policy.tiny_vocab_size=2048"))  # unused with a given model
+    assert learning.finished_run(out, cfg("rl.save_every=0"))  # checkpoints do not change the run
 
 
 def test_committed_record_is_reused_without_the_run_directory(tmp_path, tiny_model_dir):
