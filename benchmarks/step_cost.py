@@ -1,24 +1,24 @@
-"""RL step cost: one RL step of 16 tasks x 4 rollouts (the issue's demo setting), three layouts side by side.
+"""RL step cost: one RL step of 16 tasks x 4 rollouts (the issue's demo setting), four layouts side by side.
 
     python benchmarks/step_cost.py [--steps 5] [--models DIR] [--threads N] [--no-levers]
 
 Layouts: ``window`` + ``paper`` (the papers' default: a fresh prompt with the last 2 observation/action pairs
 each turn, one training row per decision) and ``conversation`` + ``compact`` (one growing chat per episode,
-generation reuses the keys/values of earlier turns, one training row per trajectory). Each gets its own
+generation reuses the keys/values of earlier turns, one training row per trajectory), each as it ran before
+``policy.share_prefix`` (every prompt and row in full) and with it (``+shared``: each distinct prompt / row
+and the instruction they all start with computed once, on the same pi_SFT). Each layout gets its own
 pi_SFT, fine-tuned exactly as ``creditflow demo`` does it (384 expert demos x 2 epochs) but in its own
-layout and template; the models are cached under ``--models`` (default ``runs/step_cost_models``). The third,
-``conversation`` + ``compact`` + ``bf16``, is the second with ``policy.autocast=bf16`` (float32 weights, the RL
-passes in bfloat16 mixed precision), on the same float32 pi_SFT.
+layout and template; the models are cached under ``--models`` (default ``runs/step_cost_models``).
 
-The three trainers then take ``--steps`` RL steps of the demo setting (GRPO on success, traj-mean, no KL, 2
-mini-batches, 16 new tokens), interleaved step by step so that load from other jobs hits both alike, with
+The trainers then take ``--steps`` RL steps of the demo setting (GRPO on success, traj-mean, no KL, 2
+mini-batches, 16 new tokens), interleaved step by step so that load from other jobs hits all alike, with
 the same task draws and the same torch seed per step. Each step is split into rollout (generation with
 its behaviour log-probs, and the env steps), reference log-probs (none: the demo has no KL term, and the
 behaviour log-probs come from generation, so there is no separate old-log-prob pass), credit and
 update; the medians are compared, and the cost per decision (the two pi_SFT do not take equally long
 episodes). ``--no-levers`` skips the lever measurements taken on the first step's batch: LM head at the
-trained positions only, ``inference_mode`` for reference log-probs, padding and packing, the prefix
-cache, the generation loop, grouped-query attention, bf16 autocast, threads.
+trained positions only, ``inference_mode`` for reference log-probs, padding and packing, shared prefixes,
+the prefix cache, the generation loop, grouped-query attention, bf16 autocast, threads.
 Writes ``benchmarks/results/step_cost.{json,md}`` with machine info and the machine's load.
 """
 
@@ -53,14 +53,16 @@ from creditflow.train import rl  # noqa: E402
 from creditflow.train.loss import token_logprobs  # noqa: E402
 from creditflow.train.rl import RLTrainer  # noqa: E402
 
-LAYOUTS = {"window+paper": ["rollout.history=window", "policy.template=paper"],
-           "conversation+compact": ["rollout.history=conversation", "policy.template=compact"],
-           # the same layout and pi_SFT, its RL passes (generation, log-probs, update) in bf16 mixed precision
-           "conversation+compact+bf16": ["rollout.history=conversation", "policy.template=compact",
-                                         "policy.autocast=bf16"]}
+LAYOUTS = {  # share_prefix=false: every prompt and row in full, as before policy.share_prefix existed
+    "window+paper": ["rollout.history=window", "policy.template=paper", "policy.share_prefix=false"],
+    # the same layout and pi_SFT; distinct prompts / rows and the shared instruction computed once
+    "window+paper+shared": ["rollout.history=window", "policy.template=paper", "policy.share_prefix=true"],
+    "conversation+compact": ["rollout.history=conversation", "policy.template=compact", "policy.share_prefix=false"],
+    "conversation+compact+shared": ["rollout.history=conversation", "policy.template=compact",
+                                    "policy.share_prefix=true"]}
 BASELINE, *OTHERS = LAYOUTS
 FAST = OTHERS[-1]
-SFT_OF = {layout: layout.removesuffix("+bf16") for layout in LAYOUTS}  # pi_SFT trained in float32 as the demo does
+SFT_OF = {layout: layout.removesuffix("+shared") for layout in LAYOUTS}  # the +shared ones reuse their layout's
 ENV = [f"{k}={str(v).lower()}" for k, v in DEMO_ENV_SETTINGS["sokoban"].items()]
 PHASES = ("rollout_s", "ref_s", "credit_s", "update_s", "step_s")
 
@@ -146,15 +148,16 @@ def timed(fn, repeat: int = 1) -> float:
 
 
 def update_pass(model, rows, pad_id: int, budget: int, all_positions: bool = False, pad: bool = True,
-                autocast: str = "none") -> None:
-    """One forward + backward of the PPO loss's log-probs over ``rows`` (the update's compute)."""
+                autocast: str = "none", share: bool = False) -> None:
+    """One forward + backward of the PPO loss's log-probs over ``rows`` (the update's compute; ``share``:
+    ``policy.share_prefix``)."""
     for micro in rl.pack_microbatches(rows, budget, pad):
         b = rl._collate(micro, pad_id, "cpu")
         if all_positions:  # the LM head over every position, as before
             logits = model(input_ids=b["ids"], attention_mask=b["attn"]).logits[:, :-1]
             logp = token_logprobs(logits, b["ids"][:, 1:])
         else:
-            logits, targets = rl._trained_logits(model, b, autocast)
+            logits, targets = rl._trained_logits(model, b, autocast, share)
             logp = rl._spread(token_logprobs(logits, targets), b["mask"])
         (logp * b["mask"] * b["adv"]).sum().backward()
     model.zero_grad(set_to_none=True)
@@ -184,10 +187,10 @@ def levers(base: Trainer, fast: Trainer, base_trajs, fast_trajs) -> list[dict]:
 
     def no_grad():
         with torch.no_grad():
-            plain(ref, win_rows, pad, budget)
+            plain(ref, win_rows, pad, budget, share=False)
 
     lever("reference log-probs under inference_mode", f"{len(win_rows)} window rows", timed(no_grad, 2),
-          timed(lambda: rl.fill_ref_logprobs(ref, win_rows, pad, budget), 2), ("no_grad", "inference_mode"))
+          timed(lambda: rl.fill_ref_logprobs(ref, win_rows, pad, budget, share=False), 2), ("no_grad", "inference_mode"))
 
     lever("conversation rows without padding (equal lengths only per micro-batch)",
           f"{len(conv_rows)} conversation rows (fwd+bwd)",
@@ -225,6 +228,33 @@ def levers(base: Trainer, fast: Trainer, base_trajs, fast_trajs) -> list[dict]:
     lever("window generation through the prefix-cached loop (no reuse: preallocated cache only)",
           "window rollout 4 x 4", timed(lambda: rollout(base, win_backend, False)),
           timed(lambda: rollout(base, win_backend, True)), ("transformers generate", "own loop"))
+
+    # policy.share_prefix: distinct rows / prompts and the instruction they all start with, computed once
+    all_win = [r for r in rl.rows_from(base_trajs, "window") if any(s.advantage for s in r.samples)]
+    lever("distinct rows and their shared prefix computed once (policy.share_prefix), update fwd+bwd",
+          f"all {len(all_win)} trained window rows of the step",
+          timed(lambda: update_pass(base.model, all_win, pad, budget)),
+          timed(lambda: update_pass(base.model, all_win, pad, budget, share=True)), ("every row in full", "shared"))
+    lever("distinct rows and their shared prefix computed once (policy.share_prefix), update fwd+bwd",
+          f"{len(conv_rows)} conversation rows",
+          timed(lambda: update_pass(fast.model, conv_rows, pad, budget, pad=False)),
+          timed(lambda: update_pass(fast.model, conv_rows, pad, budget, pad=False, share=True)),
+          ("every row in full", "shared"))
+
+    def shared_rollout(trainer, share: bool, cached: bool):
+        backend = trainer.trainer.train_engine.backend
+        backend.share_prefix = share
+        try:
+            return timed(lambda: rollout(trainer, backend, cached))
+        finally:
+            backend.share_prefix = trainer.cfg.policy.share_prefix
+
+    lever("each distinct prompt and the shared instruction prefilled once (policy.share_prefix)",
+          "window rollout 4 x 4", shared_rollout(base, False, False), shared_rollout(base, True, False),
+          ("transformers generate", "shared prefill"))
+    lever("each distinct prompt and the shared instruction prefilled once (policy.share_prefix)",
+          "conversation rollout 4 x 4", shared_rollout(fast, False, True), shared_rollout(fast, True, True),
+          ("prefix cache", "prefix cache + shared prefill"))
 
     def attention(gqa: bool):  # transformers reads this switch at every attention call
         os.environ["TRANSFORMERS_SDPA_FORCE_GQA"] = "1" if gqa else "0"
@@ -288,8 +318,8 @@ def markdown(result: dict) -> str:
         f"{result['load']['end']['loadavg']} ({result['load']['note']}).", "",
         f"One RL step of the demo setting: {s['tasks']} tasks x {s['group']} rollouts of {s['env']}, GRPO on "
         f"success, traj-mean, no KL, {s['minibatches']} mini-batches, {s['max_new_tokens']} new tokens; each "
-        f"layout from its own pi_SFT ({s['sft']}; +bf16 shares its layout's float32 pi_SFT and runs RL under "
-        f"policy.autocast=bf16). Median over {s['steps']} steps, interleaved, same seeds.", "",
+        f"layout from its own pi_SFT ({s['sft']}; +shared shares its layout's pi_SFT and runs with "
+        f"policy.share_prefix=true, the others with false). Median over {s['steps']} steps, interleaved, same seeds.", "",
         "| layout | rollout s | ref log-probs s | credit s | update s | **step s** |",
         "|---|---|---|---|---|---|",
     ]
@@ -342,7 +372,7 @@ def main() -> None:
             steps[layout].append(trainer.step(seed=1000 + k))
             print(layout, {key: round(v, 3) for key, v in steps[layout][-1].items()}, flush=True)
             first.setdefault(layout, trainer.trajs)
-    conv = OTHERS[0]  # the levers are measured on the float32 conversation trainer (the bf16 ones switch it)
+    conv = "conversation+compact"  # the levers are measured on the trainers without sharing (they switch it)
     lever_rows = [] if args.no_levers else levers(trainers[BASELINE], trainers[conv], first[BASELINE], first[conv])
     load_end = load_snapshot()
     median = {layout: {key: statistics.median(r[key] for r in rows) for key in rows[0]}

@@ -80,6 +80,13 @@ class PolicyConfig(_Section):
     of generation, log-probs and the update (and TRL's SFT / DPO) under ``torch.autocast`` in bfloat16, as
     TRL's ``bf16=True`` does; log-probs and the loss are taken in float32 from the bf16 logits. ``none``: every
     pass in ``dtype``. CPU (AVX-512 BF16 / AMX) or CUDA; with ``backend=vllm`` the engine runs in bfloat16."""
+    share_prefix: bool = True
+    """Compute repeated tokens once: ``hf`` generation prefills each distinct prompt of a turn's batch once
+    and the prefix all of them share (the template's instruction) once; the training and log-prob passes
+    run each distinct row once and a micro-batch's shared prefix once, its keys/values broadcast to the rows.
+    Causal attention makes this exact: the same samples' distribution, loss and gradients up to float
+    rounding (tests/train/test_rl.py), with fewer tokens through the model (benchmarks/results/step_cost.md).
+    False: every prompt and row in full through transformers' ``generate`` and forward."""
     tiny_vocab_size: Optional[int] = Field(None, ge=300)
     """Vocabulary size of the tokenizer trained for the tiny default. None: the env's suggestion
     (webshop: 4096, for its product words and IDs), else 1024."""

@@ -220,7 +220,7 @@ def make_backend(cfg: RunConfig, model, tokenizer, model_path: str | Path | None
     check_backend(cfg)
     p = cfg.policy
     if p.backend == "hf":
-        return HFBackend(model, tokenizer, autocast=p.autocast)
+        return HFBackend(model, tokenizer, autocast=p.autocast, share_prefix=p.share_prefix)
     if p.backend == "openai":
         return openai_backend.OpenAIBackend(p.base_url, p.model_name, tokenizer,
                                             api_key=os.environ.get("OPENAI_API_KEY"), timeout=p.request_timeout,
@@ -252,7 +252,8 @@ def make_engine(cfg: RunConfig, model, tokenizer, factory, env_executor=None, *,
     env = factory()
     prompts = prompt_builder(cfg, env)
     engine = WatchedEngine(
-        backend=backend if backend is not None else HFBackend(model, tokenizer, autocast=cfg.policy.autocast),
+        backend=backend if backend is not None else HFBackend(model, tokenizer, autocast=cfg.policy.autocast,
+                                                                   share_prefix=cfg.policy.share_prefix),
         encode=chat_encoder(tokenizer),
         env_factory=factory,
         prompt_builder=prompts,

@@ -31,6 +31,7 @@ from typing import Callable
 
 import numpy as np
 import torch
+from transformers.cache_utils import DynamicLayer
 
 from creditflow import credit
 from creditflow.config import RunConfig
@@ -194,19 +195,66 @@ def _plain_head(model) -> bool:
     return _PLAIN_HEAD[model]
 
 
-def _trained_logits(model, b: dict[str, torch.Tensor], autocast: str = "none") -> tuple[torch.Tensor, torch.Tensor]:
+def _trained_logits(model, b: dict[str, torch.Tensor], autocast: str = "none",
+                    share: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """Logits (N, V) and targets (N,) at the N trained positions of a collated batch only: the LM head is
     applied to those positions' hidden states, never to prompt or environment positions. ``autocast``
-    (``policy.autocast``): the forward pass in bfloat16; the logits come back in float32 either way."""
+    (``policy.autocast``): the forward pass in bfloat16; the logits come back in float32 either way.
+    ``share`` (``policy.share_prefix``): identical rows and the rows' common prefix are computed once
+    (:func:`_trained_hidden`)."""
     keep = b["mask"].bool()
     targets = b["ids"][:, 1:][keep]
     with mixed_precision(model, autocast):
         if _plain_head(model):
-            hidden = model.get_decoder()(input_ids=b["ids"], attention_mask=b["attn"]).last_hidden_state[:, :-1]
-            logits = model.get_output_embeddings()(hidden[keep])
+            hidden = _trained_hidden(model.get_decoder(), b["ids"], b["attn"], keep, share)
+            logits = model.get_output_embeddings()(hidden)
         else:
             logits = model(input_ids=b["ids"], attention_mask=b["attn"]).logits[:, :-1][keep]
     return logits.float(), targets
+
+
+_MIN_SHARED_PREFIX = 16  # tokens; a shorter common prefix is not worth a second forward call
+
+
+def _common_prefix(ids: torch.Tensor, attn: torch.Tensor) -> int:
+    """Length of the token prefix every row of right-padded ``ids`` shares (real tokens only)."""
+    same = (ids == ids[:1]).all(0) & attn.bool().all(0)
+    return int(same.long().cumprod(0).sum())
+
+
+def _trained_hidden(decoder, ids: torch.Tensor, attn: torch.Tensor, keep: torch.Tensor,
+                    share: bool = True) -> torch.Tensor:
+    """The decoder's last hidden states (N, H) at the N trained positions ``keep`` (B, T - 1) of right-padded
+    rows ``ids`` / ``attn`` (B, T), in row-major order.
+
+    With ``share``, the forward pass runs once per distinct row (group rollouts of one task repeat prompts
+    and, at low entropy, whole responses), and the prefix those rows share up to their first trained
+    position (the template's instruction, ~20% of a window prompt) runs once: its keys/values are broadcast
+    to the other rows, which attend to them as a cache. Causal attention makes both exact: a position's
+    hidden state depends on its own tokens and the ones before it only; the gradients of the shared part
+    are the sums over the rows that share it. Rows of a model whose cache is not a plain dynamic cache
+    (sliding-window layers, ...) fall back to the full forward.
+    """
+    if not share:
+        return decoder(input_ids=ids, attention_mask=attn).last_hidden_state[:, :-1][keep]
+    rows, cols = keep.nonzero(as_tuple=True)
+    distinct, inverse = torch.unique(torch.cat([ids, attn], 1), dim=0, return_inverse=True)
+    u_ids, u_attn = distinct[:, : ids.shape[1]], distinct[:, ids.shape[1]:]
+    first_trained = int(cols.min()) if len(cols) else 0
+    prefix = min(_common_prefix(u_ids, u_attn), first_trained)  # trained positions stay outside it
+    if prefix >= _MIN_SHARED_PREFIX and len(distinct) > 1:
+        head = decoder(input_ids=u_ids[:1, :prefix], use_cache=True).past_key_values
+        if all(type(layer) is DynamicLayer for layer in getattr(head, "layers", [None])):
+            for layer in head.layers:  # a view per row: the backward pass sums the rows' gradients
+                layer.keys = layer.keys.expand(len(distinct), -1, -1, -1)
+                layer.values = layer.values.expand(len(distinct), -1, -1, -1)
+            positions = torch.arange(prefix, ids.shape[1], device=ids.device).expand(len(distinct), -1)
+            tail = decoder(input_ids=u_ids[:, prefix:], attention_mask=u_attn, position_ids=positions,
+                           past_key_values=head, use_cache=True).last_hidden_state
+            return tail[inverse[rows], cols - prefix]
+    if len(distinct) == len(ids):
+        return decoder(input_ids=ids, attention_mask=attn).last_hidden_state[rows, cols]
+    return decoder(input_ids=u_ids, attention_mask=u_attn).last_hidden_state[inverse[rows], cols]
 
 
 def _spread(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -216,7 +264,7 @@ def _spread(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 @torch.inference_mode()
 def decision_logprobs(model, rows: list[Row], pad_id: int, token_budget: int, pad: bool = True,
-                      autocast: str = "none") -> list[list[float]]:
+                      autocast: str = "none", share: bool = True) -> list[list[float]]:
     """log pi(a|s) of every decision's sampled tokens under ``model`` as it is, in the order of
     ``[s for row in rows for s in row.samples]`` (``pad``: see :func:`pack_microbatches`; ``autocast``:
     ``policy.autocast``)."""
@@ -224,7 +272,7 @@ def decision_logprobs(model, rows: list[Row], pad_id: int, token_budget: int, pa
     found: dict[int, list[float]] = {}  # by id() of the sample: the micro-batches hold the rows by length
     for batch in pack_microbatches(rows, token_budget, pad):
         b = _collate(batch, pad_id, device)
-        logits, targets = _trained_logits(model, b, autocast)
+        logits, targets = _trained_logits(model, b, autocast, share)
         lp = token_logprobs(logits, targets).tolist()  # row-major: rows in order, their decisions in order
         at = 0
         for row in batch:
@@ -235,21 +283,21 @@ def decision_logprobs(model, rows: list[Row], pad_id: int, token_budget: int, pa
 
 
 def fill_ref_logprobs(ref_model, rows: list[Row], pad_id: int, token_budget: int, pad: bool = True,
-                      autocast: str = "none") -> None:
+                      autocast: str = "none", share: bool = True) -> None:
     """Reference log-probs of every decision's sampled tokens (``pad``: see :func:`pack_microbatches`)."""
     samples = [s for row in rows for s in row.samples]
-    for s, lp in zip(samples, decision_logprobs(ref_model, rows, pad_id, token_budget, pad, autocast)):
+    for s, lp in zip(samples, decision_logprobs(ref_model, rows, pad_id, token_budget, pad, autocast, share)):
         s.ref_logprobs = lp
 
 
 def rollout_mismatch(model, rows: list[Row], pad_id: int, token_budget: int, pad: bool,
-                     tis_cap: float | None, autocast: str = "none") -> dict:
+                     tis_cap: float | None, autocast: str = "none", share: bool = True) -> dict:
     """``train/rollout_logprob_gap`` between the backend's behaviour log-probs and the trainer's (``model``
     in eval mode, as the backends generate), and with ``tis_cap`` truncated IS (:mod:`creditflow.train.mismatch`)."""
     training = model.training
     model.eval()
     try:
-        train = decision_logprobs(model, rows, pad_id, token_budget, pad, autocast)
+        train = decision_logprobs(model, rows, pad_id, token_budget, pad, autocast, share)
     finally:
         model.train(training)
     return check_mismatch([s for row in rows for s in row.samples], train, tis_cap)
@@ -302,7 +350,7 @@ def policy_update(model, optimizer, rows: list[Row], cfg: RunConfig, pad_id: int
             for micro in pack_microbatches(work, rl.token_budget, pad=cfg.rollout.history == "window"):
                 b = _collate(micro, pad_id, device)
                 mask = b["mask"]
-                logits, targets = _trained_logits(model, b, cfg.policy.autocast)
+                logits, targets = _trained_logits(model, b, cfg.policy.autocast, cfg.policy.share_prefix)
                 logp = _spread(token_logprobs(logits, targets), mask)
                 with torch.set_grad_enabled(rl.entropy_coef > 0):  # else entropy is only logged
                     entropy = _spread(entropy_from_logits(logits), mask)
@@ -418,12 +466,13 @@ class RLTrainer:
         if rows and (gap or cfg.rl.tis_cap is not None):  # rollout_logprob_gap; rl.tis_cap: TIS (mismatch.py)
             mismatch = rollout_mismatch(self.model, rows, self.tok.pad_token_id, cfg.rl.token_budget,
                                         pad=cfg.rollout.history == "window", tis_cap=cfg.rl.tis_cap,
-                                        autocast=cfg.policy.autocast)
+                                        autocast=cfg.policy.autocast, share=cfg.policy.share_prefix)
         t_mismatch = time.perf_counter()
         if cfg.rl.kl_coef > 0:
             with self.reference() as ref:
                 fill_ref_logprobs(ref, rows, self.tok.pad_token_id, cfg.rl.token_budget,
-                                  pad=cfg.rollout.history == "window", autocast=cfg.policy.autocast)
+                                  pad=cfg.rollout.history == "window", autocast=cfg.policy.autocast,
+                                  share=cfg.policy.share_prefix)
         t2 = time.perf_counter()
         update = policy_update(self.model, self.optimizer, rows, cfg, self.tok.pad_token_id, self.update_rng,
                                self.world)

@@ -28,7 +28,8 @@ def test_prefix_cache_generates_what_full_prompts_generate(tiny_model_dir):
         follow[1] = prompts[1]  # a prompt with no cached prefix in the same batch
         cached = backend.generate(follow, greedy)
     assert backend._cache is None  # dropped with the block
-    for want, got in ((backend.generate(prompts, greedy), first), (backend.generate(follow, greedy), cached)):
+    plain = HFBackend(model, tok, share_prefix=False)  # transformers' generate on the full prompts
+    for want, got in ((plain.generate(prompts, greedy), first), (plain.generate(follow, greedy), cached)):
         for a, b in zip(want, got):
             assert a.token_ids == b.token_ids and a.text == b.text
             assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
@@ -42,3 +43,28 @@ def test_sampling_respects_greedy_and_top_p():
     assert (draws[:, 0] == 1).all() and (draws[:, 1] == 0).all()  # the nucleus is the top token only
     draws = torch.stack([_sample(logits, SamplingParams(temperature=1.0)) for _ in range(200)])
     assert set(draws[:, 0].tolist()) == {0, 1, 2}
+
+
+def test_shared_prefill_generates_what_full_prompts_generate(tiny_model_dir):
+    """``share_prefix``: window prompts with repeats and a common instruction, each distinct prompt and the
+    shared prefix prefilled once; greedy output equals transformers' ``generate`` on the full prompts, and
+    sampled responses carry the log-probs a full forward pass gives them."""
+    model, tok = load_policy(tiny_model_dir, "cpu")
+    chat, pb, env = ChatTemplate(tok), PromptBuilder("sokoban"), make("sokoban")
+    prompts = []
+    for seed in (0, 1, 0, 2, 1, 0):  # repeats, as a group's first turns
+        obs, info = env.reset(seed=seed)
+        prompts.append(chat.encode(pb.chat(info["task"], [], obs, info["admissible_actions"])))
+    shared, plain = HFBackend(model, tok), HFBackend(model, tok, share_prefix=False)
+    greedy = SamplingParams(max_new_tokens=6, temperature=0.0)
+    for a, b in zip(plain.generate(prompts, greedy), shared.generate(prompts, greedy)):
+        assert a.token_ids == b.token_ids and a.text == b.text
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+    torch.manual_seed(0)
+    sampled = shared.generate(prompts, SamplingParams(max_new_tokens=6, temperature=1.0))
+    assert len({tuple(g.token_ids) for g in sampled}) > 1  # repeated prompts still draw independently
+    for p, g in zip(prompts, sampled):
+        with torch.no_grad():
+            lp = torch.log_softmax(model(torch.tensor([p + g.token_ids])).logits[0, len(p) - 1:-1], -1)
+        assert g.logprobs == pytest.approx(lp.gather(-1, torch.tensor(g.token_ids)[:, None])[:, 0].tolist(),
+                                           abs=1e-4)

@@ -240,3 +240,64 @@ def test_conversation_layout_trains_end_to_end(tmp_path, tiny_model_dir):
     assert last["train/samples"] == last["env_steps"] > 0 and last["train/kl"] >= 0
     assert np.isfinite(last["train/loss"]) and "eval/success_rate" in last
     assert trainer.train_engine.prompts.conversation and trainer.train_engine.prompts.template == "compact"
+
+
+# -- policy.share_prefix: repeated rows and the shared prefix computed once, the same loss and gradient ----
+
+def window_rollout(model, tok, seed=0, group=4):
+    """A group of 4-step Sokoban episodes of one level in the window + paper layout: the first turns
+    repeat one prompt, and every prompt starts with the template's instruction."""
+    chat = ChatTemplate(tok)
+    engine = RolloutEngine(HFBackend(model, tok), chat.encode, lambda: make("sokoban"), PromptBuilder("sokoban"),
+                           SamplingParams(max_new_tokens=6), max_steps=4, chat=chat)
+    torch.manual_seed(seed)
+    trajs = engine.rollout([TaskSpec("sokoban/3", 3)], group)
+    for i, traj in enumerate(trajs):
+        for t, step in enumerate(traj.steps):
+            step.advantage = (-1.0) ** (i + t) * (t + 1) / 4
+    return trajs
+
+
+def test_shared_prefix_forward_gives_the_same_hidden_states_and_gradients(tiny_model_dir):
+    from creditflow.train.rl import _common_prefix, _trained_hidden
+
+    model, tok = load_policy(tiny_model_dir, "cpu")
+    rows = rows_from(window_rollout(model, tok), "window")
+    rows.append(rows[0])  # an exact duplicate row
+    b = _collate(rows, tok.pad_token_id, "cpu")
+    keep = b["mask"].bool()
+    assert _common_prefix(b["ids"], b["attn"]) >= 16  # the instruction the template starts with
+    out = {}
+    for share in (False, True):
+        model.zero_grad()
+        hidden = _trained_hidden(model.get_decoder(), b["ids"], b["attn"], keep, share)
+        weights = torch.linspace(-1, 1, hidden.numel()).reshape(hidden.shape)
+        (hidden * weights).sum().backward()
+        out[share] = hidden.detach(), torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+    assert out[True][0].shape == (int(keep.sum()), model.config.hidden_size)
+    torch.testing.assert_close(out[True][0], out[False][0], atol=1e-5, rtol=0)
+    assert out[False][1].abs().max() > 1e-3
+    torch.testing.assert_close(out[True][1], out[False][1], atol=1e-5, rtol=1e-4)
+
+
+def test_shared_prefix_update_is_the_plain_update(tiny_model_dir):
+    """The PPO update through ``policy.share_prefix`` equals the row-by-row one (loss, stats, weights)."""
+    model, tok = load_policy(tiny_model_dir, "cpu")
+    trajs = window_rollout(model, tok, seed=2)
+    out = {}
+    for share in (False, True):
+        m, _ = load_policy(tiny_model_dir, "cpu")
+        rows = rows_from(trajs, "window")
+        for row in rows:
+            for s in row.samples:
+                s.ref_logprobs = [x - 0.1 for x in s.old_logprobs]
+        cfg = build_config(None, [f"policy.share_prefix={str(share).lower()}", "rl.kl_coef=0.05",
+                                  "rl.minibatches=2", "rl.loss_agg=traj-mean"])
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        out[share] = (policy_update(m, opt, rows, cfg, tok.pad_token_id, np.random.default_rng(0)),
+                      torch.cat([p.detach().flatten() for p in m.parameters()]))
+    before = torch.cat([p.detach().flatten() for p in model.parameters()])
+    assert (out[False][1] - before).abs().max() > 1e-4
+    for key in ("train/loss", "train/pg_loss", "train/kl", "train/ratio", "train/grad_norm"):
+        assert out[True][0][key] == pytest.approx(out[False][0][key], rel=1e-4, abs=1e-6), key
+    torch.testing.assert_close(out[True][1], out[False][1], atol=1e-6, rtol=0)

@@ -3,13 +3,17 @@
 Behaviour log-probs are taken from the raw (untempered) logits of each sampled token, i.e.
 log pi_old(a|s) of the policy itself, which is what the PPO ratio needs.
 
-Two paths:
+Paths:
 
-* ``generate`` outside a prefix cache: transformers' ``generate`` on the left-padded prompts.
+* ``share_prefix`` (``policy.share_prefix``, default): a sampling loop over a preallocated key/value cache.
+  Each distinct prompt of the batch is prefilled once, on top of the prefix all of them share (the
+  template's instruction), prefilled once; every row then samples on its own.
+* ``share_prefix=False``: transformers' ``generate`` on the left-padded prompts.
 * inside ``with backend.prefix_cache():`` (the conversation layout, where turn t+1's prompt extends turn
-  t's prompt and response): a sampling loop that keeps every sequence's keys/values after each call and,
-  when a later prompt extends one of those sequences, feeds only the new tokens. The cache lives until
-  the ``with`` block ends (one rollout: the weights do not change inside it).
+  t's prompt and response): the sampling loop keeps every sequence's keys/values after each call and,
+  when a later prompt extends one of those sequences, feeds only the new tokens (prompts that extend
+  none are prefilled as above). The cache lives until the ``with`` block ends (one rollout: the weights
+  do not change inside it).
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ from transformers.cache_utils import Cache, DynamicLayer
 
 from creditflow.policy.backends.base import Generation, SamplingParams
 from creditflow.policy.model import mixed_precision
+
+
+_MIN_SHARED_PREFIX = 16  # tokens; a shorter shared prefix is not worth its own forward call
 
 
 @dataclass
@@ -55,8 +62,10 @@ class HFBackend:
     """``autocast``: ``bf16`` runs generation's forward passes under bfloat16 autocast (``policy.autocast``), so
     the behaviour log-probs come from the same precision as the update's."""
 
-    def __init__(self, model, tokenizer, max_batch_size: int = 256, autocast: str = "none"):
+    def __init__(self, model, tokenizer, max_batch_size: int = 256, autocast: str = "none",
+                 share_prefix: bool = True):
         self.model = model
+        self.share_prefix = share_prefix
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
         self.autocast = autocast
@@ -91,15 +100,56 @@ class HFBackend:
             kept: dict[int, list[_Cached]] = {}
             for start in range(0, len(prompts), self.max_batch_size):
                 end = start + self.max_batch_size
-                gens, cached = self._generate_cached(prompts[start:end], found[start:end], params)
+                chunk, chunk_found = prompts[start:end], found[start:end]
+                if self.share_prefix:  # the first turns: the group's prompts repeat
+                    fresh = [i for i, c in enumerate(chunk_found) if c is None]
+                    for i, c in zip(fresh, self._prefill_distinct([chunk[i] for i in fresh])):
+                        chunk_found[i] = c
+                gens, cached = self._generate_cached(chunk, chunk_found, params)
                 out.extend(gens)
                 for c in cached:
                     kept.setdefault(len(c.ids), []).append(c)
             self._cache = kept  # the next turn extends this turn's sequences
             return out
         for start in range(0, len(prompts), self.max_batch_size):
-            out.extend(self._generate(prompts[start:start + self.max_batch_size], params))
+            chunk = prompts[start:start + self.max_batch_size]
+            if self.share_prefix:
+                out.extend(self._generate_cached(chunk, self._prefill_distinct(chunk), params, keep=False)[0])
+            else:
+                out.extend(self._generate(chunk, params))
         return out
+
+    def _prefill_distinct(self, prompts: list[list[int]]) -> list[_Cached | None]:
+        """The keys/values of every prompt but its last token, computed once per distinct prompt, on top of
+        those of the prefix all prompts share (the template's instruction), computed once (``share_prefix``).
+
+        A group's rollouts of one task repeat prompts (every first turn; later turns while the episodes
+        agree), and every prompt starts with the same instruction, so a batch holds far fewer distinct
+        prompt tokens than prompt tokens. The sampling loop (:meth:`_generate_cached`) copies these to the
+        rows that need them and feeds the last tokens on top; attention is causal, so every row computes
+        what it would alone. None for a one-token prompt.
+        """
+        if not prompts:
+            return []
+        greedy1 = SamplingParams(max_new_tokens=1, temperature=0.0)  # prefill only: no draw from the RNG
+        distinct = list(dict.fromkeys(tuple(p) for p in prompts))
+        shortest = min(len(p) for p in distinct)
+        head = 0
+        if len(distinct) > 1:
+            while head < shortest - 2 and all(p[head] == distinct[0][head] for p in distinct):
+                head += 1
+        found: list[_Cached | None] = [None] * len(distinct)
+        if head >= _MIN_SHARED_PREFIX:
+            _, (shared,) = self._generate_cached([list(distinct[0][:head])], [None], greedy1)
+            found = [shared] * len(distinct)
+        longer = [i for i, p in enumerate(distinct) if len(p) > 1]
+        if longer:  # each distinct prompt but its last token, on top of the shared prefix
+            _, done = self._generate_cached([list(distinct[i][:-1]) for i in longer], [found[i] for i in longer],
+                                            greedy1)
+            for i, c in zip(longer, done):
+                found[i] = c
+        cache = dict(zip(distinct, found))
+        return [cache[tuple(p)] for p in prompts]
 
     def _generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
         tok = self.tokenizer
@@ -161,8 +211,8 @@ class HFBackend:
                         return c
         return None
 
-    def _generate_cached(self, prompts: list[list[int]], found: list[_Cached | None],
-                         params: SamplingParams) -> tuple[list[Generation], list[_Cached]]:
+    def _generate_cached(self, prompts: list[list[int]], found: list[_Cached | None], params: SamplingParams,
+                         keep: bool = True) -> tuple[list[Generation], list[_Cached]]:
         """Sample responses, feeding each prompt's uncached tail on top of its cached keys/values.
 
         Layout of row i (left padding in both parts): ``[pad | cached c_i][pad | new m_i]``, then one column
@@ -220,14 +270,16 @@ class HFBackend:
         if was_training:
             self.model.train()
         tokens_t, logps_t = torch.stack(tokens, 1).tolist(), torch.stack(logps, 1).tolist()
-        gens, keep = [], []
+        gens, kept = [], []
         for i in range(b):
             n = int(length[i])
             gens.append(self._generation(tokens_t[i][:n], logps_t[i][:n]))
+            if not keep:
+                continue
             real = mask[i].nonzero()[:, 0]  # this row's tokens: cached, new, and the generated ones fed back
             kv = [(layer.keys[i][:, real], layer.values[i][:, real]) for layer in past.layers]
-            keep.append(_Cached(prompts[i] + tokens_t[i][:n - 1], kv))
-        return gens, keep
+            kept.append(_Cached(prompts[i] + tokens_t[i][:n - 1], kv))
+        return gens, kept
 
 
 def _sample(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
