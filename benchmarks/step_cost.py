@@ -190,7 +190,8 @@ def levers(base: Trainer, fast: Trainer, base_trajs, fast_trajs) -> list[dict]:
             plain(ref, win_rows, pad, budget, share=False)
 
     lever("reference log-probs under inference_mode", f"{len(win_rows)} window rows", timed(no_grad, 2),
-          timed(lambda: rl.fill_ref_logprobs(ref, win_rows, pad, budget, share=False), 2), ("no_grad", "inference_mode"))
+          timed(lambda: rl.fill_ref_logprobs(ref, win_rows, pad, budget, share=False), 2),
+          ("no_grad", "inference_mode"))
 
     lever("conversation rows without padding (equal lengths only per micro-batch)",
           f"{len(conv_rows)} conversation rows (fwd+bwd)",
@@ -319,7 +320,8 @@ def markdown(result: dict) -> str:
         f"One RL step of the demo setting: {s['tasks']} tasks x {s['group']} rollouts of {s['env']}, GRPO on "
         f"success, traj-mean, no KL, {s['minibatches']} mini-batches, {s['max_new_tokens']} new tokens; each "
         f"layout from its own pi_SFT ({s['sft']}; +shared shares its layout's pi_SFT and runs with "
-        f"policy.share_prefix=true, the others with false). Median over {s['steps']} steps, interleaved, same seeds.", "",
+        f"policy.share_prefix=true, the others with false). Median over {s['steps']} steps, interleaved, same "
+        "seeds.", "",
         "| layout | rollout s | ref log-probs s | credit s | update s | **step s** |",
         "|---|---|---|---|---|---|",
     ]
@@ -404,7 +406,10 @@ def main() -> None:
                   "change (docs/formats.md, 'Multi-turn layouts'): the prompt text, the context the policy "
                   "conditions on (the whole episode instead of the last 2 pairs), and mini-batches that split "
                   "trajectories instead of decisions; on one batch the loss is the same "
-                  "(tests/train/test_rl.py)."),
+                  "(tests/train/test_rl.py). policy.share_prefix changes no sample: its sampling loop makes the "
+                  "same draws as transformers' generate from the same torch seed, up to float rounding of the "
+                  "probabilities (here the +shared steps took the same episodes, decisions and successes as their layouts' steps), and the update's loss and "
+                  "gradients agree to float rounding (tests/train/test_rl.py, tests/policy/test_hf_backend.py)."),
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -100,7 +100,7 @@ class PolicyConfig(_Section):
     few words, 30-50% fewer tokens; for the tiny from-scratch policy). docs/formats.md "Prompts and
     multi-turn layouts"."""
     backend: Literal["hf", "vllm", "openai"] = "hf"
-    """Generation backend: ``hf`` (transformers ``generate`` on the trained model), ``vllm`` (a colocated
+    """Generation backend: ``hf`` (the trained transformers model itself; see ``share_prefix``), ``vllm`` (a colocated
     vLLM engine, weights pushed after every update; ``make vllm``) or ``openai`` (an OpenAI-compatible server,
     for fixed policies: ``eval``, ``rro collect``). See docs/scaling.md."""
     base_url: Optional[str] = None
