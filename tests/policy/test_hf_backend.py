@@ -68,3 +68,15 @@ def test_shared_prefill_generates_what_full_prompts_generate(tiny_model_dir):
             lp = torch.log_softmax(model(torch.tensor([p + g.token_ids])).logits[0, len(p) - 1:-1], -1)
         assert g.logprobs == pytest.approx(lp.gather(-1, torch.tensor(g.token_ids)[:, None])[:, 0].tolist(),
                                            abs=1e-4)
+
+
+def test_sliding_window_models_sample_through_generate(tiny_model_dir):
+    from creditflow.policy.backends.hf import _full_attention_only
+
+    model, tok = load_policy(tiny_model_dir, "cpu")
+    assert _full_attention_only(model) and HFBackend(model, tok).share_prefix
+    model.config.layer_types = ["sliding_attention"] + model.config.layer_types[1:]
+    try:
+        assert not _full_attention_only(model) and not HFBackend(model, tok).share_prefix
+    finally:
+        model.config.layer_types = ["full_attention"] * len(model.config.layer_types)

@@ -65,7 +65,8 @@ class HFBackend:
     def __init__(self, model, tokenizer, max_batch_size: int = 256, autocast: str = "none",
                  share_prefix: bool = True):
         self.model = model
-        self.share_prefix = share_prefix
+        # the cached loop keeps full-attention caches; a model with sliding-window layers samples through generate
+        self.share_prefix = share_prefix and _full_attention_only(model)
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
         self.autocast = autocast
@@ -280,6 +281,14 @@ class HFBackend:
             kv = [(layer.keys[i][:, real], layer.values[i][:, real]) for layer in past.layers]
             kept.append(_Cached(prompts[i] + tokens_t[i][:n - 1], kv))
         return gens, kept
+
+
+def _full_attention_only(model) -> bool:
+    """Whether every layer of ``model`` attends over the whole context (no sliding-window layers)."""
+    config = model.config.get_text_config(decoder=True)
+    types = getattr(config, "layer_types", None) or []
+    sliding = getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True)
+    return all(t == "full_attention" for t in types) and not sliding
 
 
 def _sample(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
