@@ -37,6 +37,7 @@ from creditflow import credit
 from creditflow.config import RunConfig
 from creditflow.policy import lora
 from creditflow.policy.backends.base import SamplingParams
+from creditflow.policy.backends.hf import MIN_SHARED_PREFIX
 from creditflow.policy.model import mixed_precision
 from creditflow.rollout.engine import RolloutEngine, TaskSpec
 from creditflow.rollout.evaluate import evaluate, rollout_metrics
@@ -213,9 +214,6 @@ def _trained_logits(model, b: dict[str, torch.Tensor], autocast: str = "none",
     return logits.float(), targets
 
 
-_MIN_SHARED_PREFIX = 16  # tokens; a shorter common prefix is not worth a second forward call
-
-
 def _common_prefix(ids: torch.Tensor, attn: torch.Tensor) -> int:
     """Length of the token prefix every row of right-padded ``ids`` shares (real tokens only)."""
     same = (ids == ids[:1]).all(0) & attn.bool().all(0)
@@ -242,7 +240,7 @@ def _trained_hidden(decoder, ids: torch.Tensor, attn: torch.Tensor, keep: torch.
     u_ids, u_attn = distinct[:, : ids.shape[1]], distinct[:, ids.shape[1]:]
     first_trained = int(cols.min()) if len(cols) else 0
     prefix = min(_common_prefix(u_ids, u_attn), first_trained)  # trained positions stay outside it
-    if prefix >= _MIN_SHARED_PREFIX and len(distinct) > 1:
+    if prefix >= MIN_SHARED_PREFIX and len(distinct) > 1:
         head = decoder(input_ids=u_ids[:1, :prefix], use_cache=True).past_key_values
         if all(type(layer) is DynamicLayer for layer in getattr(head, "layers", [None])):
             for layer in head.layers:  # a view per row: the backward pass sums the rows' gradients

@@ -28,7 +28,8 @@ from creditflow.policy.backends.base import Generation, SamplingParams
 from creditflow.policy.model import mixed_precision
 
 
-_MIN_SHARED_PREFIX = 16  # tokens; a shorter shared prefix is not worth its own forward call
+# tokens; a shorter shared prefix is not worth its own forward call (here and in the update, train/rl.py)
+MIN_SHARED_PREFIX = 16
 
 
 @dataclass
@@ -140,7 +141,7 @@ class HFBackend:
             while head < shortest - 2 and all(p[head] == distinct[0][head] for p in distinct):
                 head += 1
         found: list[_Cached | None] = [None] * len(distinct)
-        if head >= _MIN_SHARED_PREFIX:
+        if head >= MIN_SHARED_PREFIX:
             _, (shared,) = self._generate_cached([list(distinct[0][:head])], [None], greedy1)
             found = [shared] * len(distinct)
         longer = [i for i, p in enumerate(distinct) if len(p) > 1]
