@@ -1,6 +1,8 @@
-"""The learning-check benchmarks reuse a finished run only when its configuration is identical."""
+"""Benchmark helpers: the learning checks reuse a finished run only when its configuration is identical;
+update_roofline counts FLOPs as torch does."""
 
 import pytest
+import torch
 
 from creditflow.config import build_config
 
@@ -248,3 +250,24 @@ def test_jobs_parent_stopped_by_sigterm_stops_its_children(tmp_path, tiny_model_
     assert parent.returncode != 0
     assert "stopped: grpo seed 0, rewardflow seed 0 interrupted" in err and "rerun the same command" in err
     assert not children()
+
+
+def test_roofline_flop_count_matches_torch_flop_counter():
+    """update_roofline counts a forward's FLOPs from the shapes: the linear maps and LM head as torch's
+    FlopCounterMode counts them; attention as the eager implementation's two products (every query-key
+    pair: the counter does not know the mask)."""
+    from torch.utils.flop_counter import FlopCounterMode
+    from transformers import Qwen2ForCausalLM
+
+    from benchmarks.update_roofline import flops, model_shape
+    from creditflow.policy.model import tiny_config
+
+    config = tiny_config(attn_implementation="eager")
+    config.vocab_size = 300
+    model = Qwen2ForCausalLM(config)
+    rows, length = 2, 37
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        model(input_ids=torch.randint(3, 300, (rows, length)))
+    counted = flops(model_shape(model), tokens=rows * length, head_positions=rows * length,
+                    attention_pairs=rows * length * length)
+    assert counter.get_total_flops() == counted["linear"] + counted["attention"]
