@@ -128,12 +128,21 @@ def step_flops(shape: dict, work: dict, layout: str) -> dict:
     return out
 
 
+def load_record(start: list[float], threads: int) -> dict:
+    """The load averages around the run and whether other jobs plausibly shared the cores."""
+    end = [round(x, 2) for x in os.getloadavg()]
+    busy = max(start[0], end[0]) > 1.5 * threads
+    return {"start": start, "end": end,
+            "note": "other jobs shared the cores: rates are low" if busy else "no other heavy jobs"}
+
+
 def markdown(r: dict) -> str:
     m, s = r["machine"], r["shape"]
     lines = [
         "# Where the RL step's time goes on the 2-core CPU", "",
         f"Machine: {m['cpu']} ({m['cores']} cores), torch {m.get('torch')}, {r['threads']} torch thread(s), "
-        f"{m['date']}. Load average at start {r['load']['start']}, at end {r['load']['end']}.", "",
+        f"{m['date']}. Load average at start {r['load']['start']}, at end {r['load']['end']} ({r['load']['note']}).",
+        "",
         f"Tiny policy: {s['params'] / 1e6:.2f}M parameters ({s['layers']} layers, hidden {s['hidden']}, "
         f"{s['heads']} heads / {s['kv_heads']} key-value heads, MLP {s['intermediate']}, vocabulary {s['vocab']}), "
         "float32. One large matrix product (2048^3) runs at "
@@ -189,7 +198,7 @@ def main() -> None:
         "benchmark": "update_roofline", "threads": args.threads, "shape": shape,
         "ceiling_gflops": matmul_ceiling(args.repeats), "micro_batches": batches, "steps": steps,
         "flop_ratio": base["step_gflop"] / fast["step_gflop"], "time_ratio": base["step_s"] / fast["step_s"],
-        "load": {"start": load_start, "end": [round(x, 2) for x in os.getloadavg()]},
+        "load": load_record(load_start, args.threads),
         "machine": machine_info(),
     }
     rates = [v for b in batches.values() for v in b["gflops"].values()]
