@@ -92,7 +92,7 @@ def checkpoint_world_size(path: Path) -> int:
 def _loop_state(path: Path) -> dict[str, int]:
     """Step and process count of a checkpoint's ``trainer_state.pt``; unreadable is a one-line UserError."""
     try:
-        state = torch.load(path / "trainer_state.pt", weights_only=False)
+        state = torch.load(path / "trainer_state.pt", map_location="cpu", weights_only=False)
         return {"step": int(state["step"]), "world_size": int(state.get("world_size", 1))}
     except (OSError, KeyError, RuntimeError, EOFError) as exc:
         first = (str(exc).strip().splitlines() or [""])[0]
@@ -100,5 +100,8 @@ def _loop_state(path: Path) -> dict[str, int]:
 
 
 def load_trainer_state(trainer, path: Path) -> None:
-    trainer.optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=False))
-    trainer.load_state_dict(torch.load(path / "trainer_state.pt", weights_only=False))
+    """Optimizer and loop state of ``path``, whatever device wrote it: tensors are read onto the CPU and the
+    optimizer moves its state onto each parameter's device, so a run saved on a GPU continues on a CPU (and
+    the other way round)."""
+    trainer.optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu", weights_only=False))
+    trainer.load_state_dict(torch.load(path / "trainer_state.pt", map_location="cpu", weights_only=False))
