@@ -138,7 +138,11 @@ def train_in_parallel(args, overrides_of, model: Path, work: Path) -> None:
     running = {}
     print(f"training {len(todo)} runs, {args.jobs} at a time (logs in {logs})", flush=True)
 
-    def stop(signum, _frame):  # SIGTERM (a job scheduler, `timeout`) reaches this process only
+    stopping = False
+
+    def stop(signum, _frame):  # SIGTERM from a job scheduler or `timeout`
+        if stopping:  # `timeout` signals this process and then its whole group: stop once, quietly
+            return
         raise KeyboardInterrupt(f"signal {signum}")
 
     previous = signal.signal(signal.SIGTERM, stop)
@@ -161,6 +165,7 @@ def train_in_parallel(args, overrides_of, model: Path, work: Path) -> None:
                       f" after {(time.time() - t0) / 60:.1f} min; log {logs / f'{key[0]}_s{key[1]}.log'}", flush=True)
     except KeyboardInterrupt:
         # stop every child too (none is left running on its own), then say what a rerun does
+        stopping = True
         for proc, log, _ in running.values():
             proc.terminate()
         for proc, log, _ in running.values():
@@ -171,7 +176,8 @@ def train_in_parallel(args, overrides_of, model: Path, work: Path) -> None:
         raise SystemExit(f"stopped: {names or 'no run'} interrupted{waiting}; rerun the same command to continue "
                          f"them from their newest checkpoints (run directories under {work})") from None
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if not stopping:  # once stopping, later signals stay ignored until this process exits
+            signal.signal(signal.SIGTERM, previous)
 
 
 def recorded(overrides: list[str], out: Path, seed: int, record: Path) -> bool:

@@ -211,8 +211,9 @@ def test_stopped_run_continues_from_its_checkpoint_with_the_same_metrics(tmp_pat
 
 
 def test_jobs_parent_stopped_by_sigterm_stops_its_children(tmp_path, tiny_model_dir):
-    """`timeout` or a scheduler sends SIGTERM to the --jobs parent only: it stops every child with it (none
-    keeps training unseen), exits non-zero and says how to continue."""
+    """`timeout` or a scheduler sends SIGTERM to the --jobs parent: it stops every child with it (none keeps
+    training unseen), exits non-zero and says how to continue. GNU `timeout` signals the parent and then its
+    whole process group, so a second SIGTERM arrives while the parent stops its children: no traceback."""
     import os
     import signal
     import subprocess
@@ -239,16 +240,23 @@ def test_jobs_parent_stopped_by_sigterm_stops_its_children(tmp_path, tiny_model_
         return found
 
     parent = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              cwd=Path(credit_learning.__file__).parents[1])
+                              cwd=Path(credit_learning.__file__).parents[1], start_new_session=True)
     deadline = time.time() + 120
     while len(children()) < 2 and time.time() < deadline and parent.poll() is None:
         time.sleep(0.5)
     assert len(children()) == 2, parent.communicate()
     time.sleep(3)  # the children are importing or training
-    os.kill(parent.pid, signal.SIGTERM)
+    os.kill(parent.pid, signal.SIGTERM)  # as `timeout` does: the parent, then its process group
+    os.killpg(parent.pid, signal.SIGTERM)
+    deadline = time.time() + 60
+    while parent.poll() is None and time.time() < deadline:  # more while it stops its children
+        time.sleep(0.005)
+        if parent.poll() is None:
+            os.kill(parent.pid, signal.SIGTERM)
     _, err = parent.communicate(timeout=60)
     assert parent.returncode != 0
     assert "stopped: grpo seed 0, rewardflow seed 0 interrupted" in err and "rerun the same command" in err
+    assert "Traceback" not in err, err
     assert not children()
 
 
