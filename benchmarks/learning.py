@@ -141,8 +141,10 @@ def train_in_parallel(args, overrides_of, model: Path, work: Path) -> None:
     stopping = False
 
     def stop(signum, _frame):  # SIGTERM from a job scheduler or `timeout`
+        nonlocal stopping
         if stopping:  # `timeout` signals this process and then its whole group: stop once, quietly
             return
+        stopping = True
         raise KeyboardInterrupt(f"signal {signum}")
 
     previous = signal.signal(signal.SIGTERM, stop)
@@ -165,7 +167,7 @@ def train_in_parallel(args, overrides_of, model: Path, work: Path) -> None:
                       f" after {(time.time() - t0) / 60:.1f} min; log {logs / f'{key[0]}_s{key[1]}.log'}", flush=True)
     except KeyboardInterrupt:
         # stop every child too (none is left running on its own), then say what a rerun does
-        stopping = True
+        stopping = True  # (already so for SIGTERM; Ctrl-C arrives as KeyboardInterrupt itself)
         for proc, log, _ in running.values():
             proc.terminate()
         for proc, log, _ in running.values():
