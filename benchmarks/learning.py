@@ -258,6 +258,9 @@ def _config_key(cfg) -> dict:
     return key
 
 
+DIAGNOSTICS = ("train/noop_frac", "train/invalid_frac", "train/adv_std")  # per-run means in each record
+
+
 def _record(out: Path, seed: int, curves: tuple[str, ...], reused: bool, minutes: float) -> dict:
     rows = read_metrics(out / "metrics.jsonl")
     train_rows = [r for r in rows if r.get("step", 0) > 0]
@@ -281,6 +284,9 @@ def _record(out: Path, seed: int, curves: tuple[str, ...], reused: bool, minutes
         "env_steps": rows[-1].get("env_steps"),
         "rl_minutes": sum(r.get("time/step_s", 0.0) for r in train_rows) / 60,  # training steps, no evals
         "restore_mismatches": rows[-1].get("crps/restore_mismatches", 0),
+        # what each arm's credit saw (e.g. groups with a success, degenerate groups) and what it changed
+        "diagnostics": {k: mean_of(k) for k in sorted({k for r in train_rows for k in r})
+                        if k.startswith("credit/") or k in DIAGNOSTICS},
     }
 
 

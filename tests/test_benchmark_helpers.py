@@ -40,6 +40,8 @@ def test_committed_record_is_reused_without_the_run_directory(tmp_path, tiny_mod
     overrides = [f"policy.model={tiny_model_dir}", "rl.steps=1", *SMALL]
     first = learning.train_one(out, overrides, 0, ("eval/success_rate",), record=record)
     assert record.exists() and first["eval_by_env_steps"][-1][0] > 0
+    assert {"credit/groups", "train/noop_frac", "train/adv_std"} <= set(first["diagnostics"])
+    assert first["diagnostics"]["credit/groups"] > 0  # GRPO's group count, averaged over the steps
     shutil.rmtree(out)  # another machine: only the committed record is there
     again = learning.train_one(out, overrides, 0, ("eval/success_rate",), record=record)
     assert again["reused"] is True and again["final_eval_success"] == first["final_eval_success"]
