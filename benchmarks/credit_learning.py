@@ -1,10 +1,11 @@
 """Learning check for state-graph credit: GRPO vs GiGPO vs RewardFlow with the tiny policy.
 
-    python benchmarks/credit_learning.py [--setting demo|hard|webshop] [--model SFT_DIR] [--seeds 0 1 2 3 4]
+    python benchmarks/credit_learning.py [--setting demo|hard|household|webshop] [--model SFT_DIR] [--seeds 0 1 2 3 4]
                                          [--steps 100] [--threads 1] [--smoke] [key=value ...]
 
 Settings (``SETTINGS``): ``demo`` (Sokoban 6x6, 1 box, the demo's levels), ``hard`` (2 boxes in 7x7: long
-horizons with many shared states, where the paper says graph credit matters) and ``webshop``; each writes
+horizons with many shared states, where the paper says graph credit matters), ``household`` (TextWorld
+pick-and-place, medium: 2 rooms, 6 objects, 25 steps) and ``webshop``; each writes
 its own ``credit_learning[_<setting>].*`` (``--out`` and ``--work``, when given, are used as they are) and
 keeps per-run records in ``*_runs/`` (resumable).
 
@@ -39,6 +40,8 @@ SETTINGS = {  # where RewardFlow's graph has shared states to work with
     # long horizons, many shared states (the paper's Sokoban setting): 2 boxes in 7x7
     "hard": ["env.name=sokoban", "env.kwargs.size=7", "env.kwargs.num_boxes=2", "env.kwargs.max_steps=20",
              "env.kwargs.min_plan=4", "env.kwargs.describe_positions=true"],
+    # ALFWorld-like pick-and-place in TextWorld (the paper's ALFWorld setting): 2 rooms, 6 objects, 25 steps
+    "household": ["env.name=household", "env.kwargs.difficulty=medium", "env.kwargs.num_games=400"],
     "webshop": ["env.name=webshop", "generation.max_new_tokens=48", "sft.max_length=2048"],
 }
 
@@ -47,6 +50,9 @@ FULL = ["rollout.tasks_per_step=8", "rollout.group_size=4", "generation.max_new_
         "rl.lr=2e-4", "rl.kl_coef=0", "rl.minibatches=2",  # as recorded (the demo itself now takes 1)
         "rl.loss_agg=traj-mean", "rl.eval_every=0", "rl.eval_episodes=128",
         "rl.save_every=10", "tensorboard=false"]  # checkpoints: a stopped run continues (learning.train_one)
+# pi_SFT per setting on top of SFT: with the demo's 384 demos x 2 epochs the tiny policy solves 0 of 128 held-out
+# household games (it writes object names from its training games); 800 demos of 400 games x 4 epochs: 0.055
+SFT_EXTRA = {"household": ["sft.demos=800", "sft.epochs=4"]}
 SMOKE_SFT = ["sft.demos=8", "sft.epochs=1", "policy.tiny_hidden_size=32", "policy.tiny_layers=1",
              "policy.tiny_vocab_size=400"]
 SMOKE = ["rollout.tasks_per_step=2", "rollout.group_size=2", "generation.max_new_tokens=6", "rl.lr=1e-3",
@@ -56,14 +62,14 @@ CURVES = ("eval/success_rate", "train/success_rate", "groups/all_zero_frac", "gr
 PANELS = [("eval/success_rate", "held-out success (greedy)"), ("train/success_rate", "training success (T=1)")]
 
 
-def build_sft(out: Path, smoke: bool, env: list[str]) -> Path:
-    """pi_SFT exactly as the demo builds it (same function as ``creditflow sft``)."""
+def build_sft(out: Path, smoke: bool, env: list[str], extra: list[str] = ()) -> Path:
+    """pi_SFT as the demo builds it (same function as ``creditflow sft``), plus a setting's ``SFT_EXTRA``."""
     import contextlib
     import io
 
     from creditflow.recipes.train import run_sft_command
 
-    cfg = build_config(None, [f"out_dir={out}", *env, *(SMOKE_SFT if smoke else SFT)])
+    cfg = build_config(None, [f"out_dir={out}", *env, *(SMOKE_SFT if smoke else [*SFT, *extra])])
     with contextlib.redirect_stderr(io.StringIO()) if smoke else contextlib.nullcontext():
         return run_sft_command(cfg)
 
@@ -111,7 +117,8 @@ def main() -> None:
     budget = SMOKE if args.smoke else FULL
     steps = 2 if args.smoke else args.steps
     t0 = time.perf_counter()
-    model = Path(args.model) if args.model or args.only_recorded else build_sft(work / "sft", args.smoke, ENV)
+    model = Path(args.model) if args.model or args.only_recorded else build_sft(work / "sft", args.smoke, ENV,
+                                                                               SFT_EXTRA.get(args.setting, []))
     print(f"pi_SFT: {model}", flush=True)
     runs: dict[str, list[dict]] = {}
 

@@ -152,6 +152,19 @@ def test_crps_tables_only_keep_the_mixture_check(tmp_path, monkeypatch):
     assert "| grpo | 0.875 |" in out.with_suffix(".md").read_text()
 
 
+@pytest.mark.parametrize("setting", ["demo", "hard", "household", "webshop"])
+def test_credit_learning_settings_build_valid_configs(setting):
+    """Each setting's env, its pi_SFT recipe (SFT + SFT_EXTRA) and the RL budget are valid config overrides."""
+    from benchmarks import credit_learning as c
+
+    env = c.SETTINGS[setting]
+    sft = build_config(None, [*env, *c.SFT, *c.SFT_EXTRA.get(setting, [])])
+    rl = build_config(None, [*env, *c.FULL])
+    assert sft.env.name == rl.env.name == env[0].split("=")[1]
+    if setting == "household":  # 800 demos x 4 epochs over 400 training games (0 held-out successes with less)
+        assert (sft.sft.demos, sft.sft.epochs, rl.env.kwargs["num_games"]) == (800, 4, 400)
+
+
 def test_jobs_train_missing_runs_as_child_processes_then_tabulate(tmp_path, monkeypatch, tiny_model_dir):
     """``--jobs 2`` trains each missing (method, seed) in its own process (this script with ``--one``), each
     writing its record; the parent then tabulates every run from the records, and a rerun trains nothing."""
