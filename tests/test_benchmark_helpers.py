@@ -4,6 +4,7 @@ update_roofline counts FLOPs as torch does."""
 import pytest
 import torch
 
+from benchmarks import credit_learning
 from creditflow.config import build_config
 
 SMALL = ["rollout.tasks_per_step=2", "rollout.group_size=2", "rl.eval_episodes=2", "rl.eval_every=1",
@@ -152,11 +153,10 @@ def test_crps_tables_only_keep_the_mixture_check(tmp_path, monkeypatch):
     assert "| grpo | 0.875 |" in out.with_suffix(".md").read_text()
 
 
-@pytest.mark.parametrize("setting", ["demo", "hard", "household", "webshop"])
+@pytest.mark.parametrize("setting", list(credit_learning.SETTINGS))
 def test_credit_learning_settings_build_valid_configs(setting):
     """Each setting's env, its pi_SFT recipe (SFT + SFT_EXTRA) and the RL budget are valid config overrides."""
-    from benchmarks import credit_learning as c
-
+    c = credit_learning
     env = c.SETTINGS[setting]
     sft = build_config(None, [*env, *c.SFT, *c.SFT_EXTRA.get(setting, [])])
     rl = build_config(None, [*env, *c.FULL])
