@@ -7,7 +7,10 @@ RewardFlow's closest baseline. Two levels of group-relative advantage, no graph:
 - step level: anchor-state groups (Eq. 6): steps of the same task group whose state is identical
   (canonical state ``state_fn``, ``state_key`` by default) form a group; each step carries its
   discounted return R_t = sum_k gamma^k r_{t+k} (Eq. 5, gamma = 0.95) and
-  A_S = (R_t - mean) / F_norm (Eq. 7);
+  A_S = (R_t - mean) / F_norm (Eq. 7). The r_t are the env rewards under ``reward_source="return"``;
+  under ``success`` or ``score`` they are that outcome on a trajectory's last step and 0 before it
+  (``step_reward_source`` sets them apart from R(tau)), so both levels see the same reward, as in the
+  paper's sparse-reward envs, where the env reward is the outcome at the end;
 - A = A_E + w * A_S (Eq. 8, w = 1).
 
 ``normalize="mean_std"`` divides by the sample std + eps (F_norm = std, as GRPO; ``ddof=1`` as
@@ -54,6 +57,16 @@ def discounted_returns(rewards, lengths, gamma: float = 0.95) -> np.ndarray:
     return grid[row, col]
 
 
+def outcome_step_rewards(outcomes, lengths) -> np.ndarray:
+    """(S,) step rewards that carry each trajectory's outcome on its last step and 0 elsewhere: the r_t of
+    Eq. 5 in a sparse-reward env (steps laid end to end, ``lengths`` steps per trajectory)."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    r = np.zeros(int(lengths.sum()))
+    last = np.cumsum(lengths)[lengths > 0] - 1
+    r[last] = np.asarray(outcomes, dtype=np.float64)[lengths > 0]
+    return r
+
+
 def gigpo_advantages(returns, group_ids, step_returns, anchor_ids, step_traj, *, step_weight: float = 1.0,
                      normalize: str = "mean_std", eps: float = 1e-6, ddof: int = 1,
                      traj_stats: str = "rollouts") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -89,6 +102,9 @@ class GiGPOKnobs(Knobs):
     traj_stats=steps unless given."""
     reward_source: ReturnSource = "return"
     """R(tau) of Eq. 3: return (summed env reward, the paper), score or success (0/1)."""
+    step_reward_source: ReturnSource | None = None
+    """r_t of Eq. 5: return = the env rewards; score or success = that outcome on the last step, 0 before it.
+    None (default): as reward_source, so success trains both levels on success alone."""
     state_fn: StateFn = "state_key"
     """Anchor-state identity (Eq. 6): state_key (exact state, the paper), observation, enriched or embedding."""
     similarity: float = Field(0.9, ge=-1, le=1)
@@ -99,9 +115,9 @@ class GiGPOKnobs(Knobs):
 
 @register_estimator("gigpo", knobs=GiGPOKnobs)
 def gigpo(batch: StepBatch, knobs: GiGPOKnobs) -> Credit:
-    """GiGPO: ``process_reward`` (discounted return R_t from the step, Eq. 5), ``step_reward`` (the env
-    reward r_t) and ``advantage`` (Eq. 8) per row. Metrics are batch totals or means over anchor groups;
-    ``credit/time_ms`` is the wall time of this call."""
+    """GiGPO: ``process_reward`` (discounted return R_t from the step, Eq. 5), ``step_reward`` (the r_t of
+    Eq. 5: the env reward, or the outcome on the last step) and ``advantage`` (Eq. 8) per row. Metrics are
+    batch totals or means over anchor groups; ``credit/time_ms`` is the wall time of this call."""
     t0 = time.perf_counter()
     knobs = knobs.resolved()
     traj_group = batch.traj_group
@@ -109,9 +125,13 @@ def gigpo(batch: StepBatch, knobs: GiGPOKnobs) -> Credit:
     step_traj = batch.step_traj
     anchor, _, _ = intern_nodes(st.pre, traj_group[step_traj])  # Eq. 6: anchor states per task group
 
-    rewards = batch.reward
-    step_returns = discounted_returns(rewards, batch.lengths, knobs.gamma)
     returns = batch_returns(batch, knobs.reward_source)
+    step_source = knobs.step_reward_source or knobs.reward_source
+    if step_source == "return":
+        rewards = batch.reward
+    else:  # the outcome at the end, nothing before it (a sparse-reward env's r_t)
+        rewards = outcome_step_rewards(batch_returns(batch, step_source), batch.lengths)
+    step_returns = discounted_returns(rewards, batch.lengths, knobs.gamma)  # Eq. 5
     advantage, _, _ = gigpo_advantages(returns, traj_group, step_returns, anchor, step_traj,
                                        step_weight=knobs.step_weight, normalize=knobs.normalize, eps=knobs.eps,
                                        ddof=knobs.ddof, traj_stats=knobs.traj_stats)

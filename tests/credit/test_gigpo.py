@@ -5,7 +5,7 @@ import pytest
 from tests.credit.credit_testlib import field, traj
 
 from creditflow.credit import compute
-from creditflow.credit.gigpo import discounted_returns
+from creditflow.credit.gigpo import discounted_returns, outcome_step_rewards
 
 
 def group():
@@ -54,3 +54,33 @@ def test_gigpo_metrics_and_knobs():
     assert compute("gigpo", same)["credit/degenerate_group_frac"] == 0.5
     with pytest.raises(Exception, match="normalize"):
         compute("gigpo", group(), normalize="std")
+
+
+def test_outcome_step_rewards():
+    assert outcome_step_rewards([1.0, 0.5], [2, 3]).tolist() == [0.0, 1.0, 0.0, 0.0, 0.5]
+    assert outcome_step_rewards([1.0, 1.0], [0, 1]).tolist() == [1.0]  # an empty trajectory has no step
+
+
+def test_gigpo_on_success_both_levels():
+    """reward_source=success: Eq. 5's r_t are the outcome on the last step, so the env's shaped rewards
+    (here +1 and -1 on the second step) reach neither level."""
+    trajs = group()
+    compute("gigpo", trajs, gamma=0.5, normalize="mean", reward_source="success")
+    assert field(trajs, "step_reward") == [[0.0, 1.0], [0.0, 0.0], [0.0, 0.0]]
+    assert field(trajs, "process_reward") == [[0.5, 1.0], [0.0, 0.0], [0.0, 0.0]]
+    # Eq. 3: R = [1, 0, 0], mean 1/3; anchor A: [0.5, 0, 0] (mean 1/6); B: [1, 0] (mean 1/2); D: singleton
+    assert field(trajs, "advantage") == [pytest.approx([2 / 3 + 1 / 3, 2 / 3 + 0.5]),
+                                         pytest.approx([-1 / 3 - 1 / 6, -1 / 3]),
+                                         pytest.approx([-1 / 3 - 1 / 6, -1 / 3 - 0.5])]
+    failed = [traj(["A", "B", "C"], rewards=[1.0, -0.1]), traj(["A", "D", "E"], rewards=[-0.1, 1.0])]
+    compute("gigpo", failed, reward_source="success")  # an all-fail group: no signal at either level
+    assert field(failed, "advantage") == [[0.0, 0.0], [0.0, 0.0]]
+
+
+def test_gigpo_step_reward_source_apart():
+    """step_reward_source=return keeps the env rewards in Eq. 5 while Eq. 3 compares success."""
+    trajs = group()
+    compute("gigpo", trajs, gamma=0.5, normalize="mean", reward_source="success", step_reward_source="return")
+    assert field(trajs, "process_reward") == [[0.5, 1.0], [0.0, 0.0], [-0.5, -1.0]]
+    assert field(trajs, "advantage") == [pytest.approx([2 / 3 + 0.5, 2 / 3 + 1.0]), pytest.approx([-1 / 3, -1 / 3]),
+                                         pytest.approx([-1 / 3 - 0.5, -1 / 3 - 1.0])]
