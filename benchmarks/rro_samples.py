@@ -28,7 +28,8 @@ evaluation, is stored under ``benchmarks/results/<name>_runs/`` with the setting
 as it lands); a rerun with the same settings reuses it, even on a machine without the work directory, so
 a suite can accumulate across sessions. The results carry, per arm, ``summary.<arm>.final_eval_score``
 and ``final_eval_success`` with the per-seed ``values``, the ``mean`` and a 95% stratified-bootstrap
-``ci95`` (benchmarks/learning.py), and ``settings.seeds``.
+``ci95`` (benchmarks/learning.py), and ``settings.seeds``. ``--methods rising`` (or ``fixed``) runs one arm
+now and reuses the other's finished runs; a session too short for a whole seed can still finish one arm.
 """
 
 from __future__ import annotations
@@ -77,12 +78,20 @@ def settings(args) -> list[str]:
     return out + ENVS[args.env] + [f"rollout.history_length={args.history}"]
 
 
+def stored(path: Path, key: dict):
+    """The value stored at ``path`` by a finished run with the same ``key``, else None."""
+    if path.exists():
+        record = json.loads(path.read_text())
+        if record.get("key") == key:
+            return record["value"]
+    return None
+
+
 def cached(path: Path, key: dict, compute):
     """``compute()``'s result, stored at ``path`` with ``key``; reused when a finished run has the same key."""
-    if path.exists():
-        stored = json.loads(path.read_text())
-        if stored.get("key") == key:
-            return stored["value"]
+    value = stored(path, key)
+    if value is not None:
+        return value
     value = compute()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
@@ -143,6 +152,9 @@ def main() -> None:
                     help="H: observation/action pairs in the prompt (default: 2 as the papers; webshop 0)")
     ap.add_argument("--model", default=None, help="π_SFT directory (default: build one with the SFT pipeline)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS,
+                    help="the arms to run now, in this order (default: both); the others' finished runs are "
+                         "reused, and the tables are written once every seed of every arm has one")
     ap.add_argument("--tasks", type=int, default=32, help="training tasks per collection")
     ap.add_argument("--candidates", type=int, default=5, help="N (fixed) / N_max (rising)")
     ap.add_argument("--mc-rollouts", type=int, default=5, help="m rollouts per process reward")
@@ -196,8 +208,9 @@ def main() -> None:
     key = {"model": str(sft), "overrides": base, "eval_episodes": args.eval_episodes}
     sft_eval = cached(records / "sft_eval.json", key, lambda: evaluate_policy(cfg0, sft, args.eval_episodes))
     runs: list[dict] = []
+    missing: list[str] = []
     for seed in args.seeds:
-        for method in METHODS:
+        for method in [*args.methods, *[m for m in METHODS if m not in args.methods]]:
             cfg = build_config(None, base + [f"seed={seed}", f"rro.exploration={method}",
                                              f"out_dir={work / f'{method}_s{seed}'}"])
 
@@ -225,9 +238,21 @@ def main() -> None:
                     "success_rate": ev.get("eval/success_rate", 0.0), "score": ev.get("eval/score", 0.0),
                 }
 
-            runs.append(cached(records / f"{method}_s{seed}.json",
-                               {**key, "seed": seed, "method": method, "settings": settings(args)}, one_run))
+            run_key = {**key, "seed": seed, "method": method, "settings": settings(args)}
+            if method not in args.methods:
+                record = stored(records / f"{method}_s{seed}.json", run_key)
+                if record is None:
+                    missing.append(f"{method}_s{seed}")
+                    continue
+                runs.append(record)
+            else:
+                runs.append(cached(records / f"{method}_s{seed}.json", run_key, one_run))
             log(json.dumps(runs[-1]))
+    if missing:
+        log(f"not run yet: {', '.join(missing)} (--methods {' '.join(args.methods)}); the finished runs are stored "
+            f"under {records}, and the tables are written once every arm has every seed")
+        return
+    runs.sort(key=lambda r: (r["seed"], METHODS.index(r["method"])))
     shopping = shopping_table(args, base, sft, work, records) if args.env == "webshop" else {}
     agg: dict[str, dict] = {}
     for method in METHODS:
@@ -248,7 +273,7 @@ def main() -> None:
             "score_ge_fixed": agg["rising"]["score"][0] >= agg["fixed"]["score"][0]}
     result = {
         "benchmark": "rro_samples", "smoke": args.smoke,
-        "settings": {k: v for k, v in vars(args).items() if k not in ("out", "work", "note")} | {
+        "settings": {k: v for k, v in vars(args).items() if k not in ("out", "work", "note", "methods")} | {
             "model": str(sft), "overrides": base,
             "env": ("sokoban 6x6, 1 box" + ("" if args.bare_grid else ", describe_positions")
                     if args.env == "sokoban" else "webshop (generated catalog, 1000 products)")},

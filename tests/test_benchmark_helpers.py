@@ -294,3 +294,40 @@ def test_roofline_flop_count_matches_torch_flop_counter():
     counted = flops(model_shape(model), tokens=rows * length, head_positions=rows * length,
                     attention_pairs=rows * length * length)
     assert counter.get_total_flops() == counted["linear"] + counted["attention"]
+
+
+def test_rro_samples_runs_one_arm_now_and_tabulates_when_both_are_done(tmp_path, monkeypatch, tiny_model_dir):
+    """``--methods rising`` trains only the rising arm and writes no table while fixed-5 has no run; a later
+    ``--methods fixed`` trains fixed-5, reuses the stored rising run and writes both, in the usual order."""
+    import json
+    import sys
+
+    from benchmarks import rro_samples
+
+    calls = []
+
+    def collect(cfg, log, model_path):
+        calls.append(cfg.rro.exploration)
+        return {"samples_per_step": 2.0 if cfg.rro.exploration == "rising" else 5.0, "steps": 4, "pairs": 3,
+                "rollouts": 10, "generated_tokens": 100, "wall_seconds": 1.0,
+                "totals": {"omitted_no_rising": 0, "omitted_no_contrast": 1}}
+
+    monkeypatch.setattr(rro_samples, "run_collect", collect)
+    monkeypatch.setattr(rro_samples, "run_dpo_training",
+                        lambda cfg, log, model_path: (model_path, {"dpo/steps": 1, "dpo/train_loss": 0.6}))
+    monkeypatch.setattr(rro_samples, "evaluate_policy", lambda cfg, path, n: {"eval/success_rate": 0.5,
+                                                                              "eval/score": 0.5})
+    out = tmp_path / "rro"
+    argv = ["rro_samples.py", "--model", str(tiny_model_dir), "--seeds", "0", "--tasks", "2", "--out", str(out),
+            "--work", str(tmp_path / "work")]
+    monkeypatch.setattr(sys, "argv", [*argv, "--methods", "rising"])
+    rro_samples.main()
+    assert calls == ["rising"] and not out.with_suffix(".json").exists()
+    assert (tmp_path / "rro_runs" / "rising_s0.json").exists()
+    monkeypatch.setattr(sys, "argv", [*argv, "--methods", "fixed"])
+    rro_samples.main()
+    assert calls == ["rising", "fixed"]
+    result = json.loads(out.with_suffix(".json").read_text())
+    assert [r["method"] for r in result["runs"]] == ["fixed", "rising"]
+    assert result["summary"]["rising"]["samples_per_step"]["values"] == [2.0]
+    assert "methods" not in result["settings"]
