@@ -248,12 +248,13 @@ def main() -> None:
             else:
                 runs.append(cached(records / f"{method}_s{seed}.json", run_key, one_run))
             log(json.dumps(runs[-1]))
+    # webshop: each finished π_DPO's shopping record is made now, while its work directory is here
+    shopping = shopping_table(args, base, sft, work, records) if args.env == "webshop" else {}
     if missing:
         log(f"not run yet: {', '.join(missing)} (--methods {' '.join(args.methods)}); the finished runs are stored "
             f"under {records}, and the tables are written once every arm has every seed")
         return
     runs.sort(key=lambda r: (r["seed"], METHODS.index(r["method"])))
-    shopping = shopping_table(args, base, sft, work, records) if args.env == "webshop" else {}
     agg: dict[str, dict] = {}
     for method in METHODS:
         rows = [r for r in runs if r["method"] == method]
