@@ -3,7 +3,8 @@
     python benchmarks/rro_samples.py [--env sokoban|webshop] [--model SFT_DIR] [--seeds 0 1 2] [--tasks 32] [--smoke]
 
 ``--env webshop`` runs the shopping env, whose graded score (WebShop's reward) is where RRO's process
-rewards differ most between candidates; results go to ``rro_samples_webshop.{json,md}``.
+rewards differ most between candidates; results go to ``rro_samples_webshop.{json,md}``. The π_SFT of the
+committed webshop suite is ``benchmarks/results/webshop_sft_E4b/sft_model`` (a rebuild differs by host).
 
 From one shared π_SFT (``--model DIR``, else built here by the SFT pipeline), for every seed: collect
 preference data with fixed-size exploration (N = ``--candidates``, §4.2) and with reward-rising sampling
@@ -26,7 +27,8 @@ resumes an interrupted collection. ``--smoke`` runs a tiny budget end to end (ab
 Resumable: every finished run (collection + DPO + evaluation of one method and seed), and π_SFT's
 evaluation, is stored under ``benchmarks/results/<name>_runs/`` with the settings it ran with (commit it
 as it lands); a rerun with the same settings reuses it, even on a machine without the work directory, so
-a suite can accumulate across sessions. The results carry, per arm, ``summary.<arm>.final_eval_score``
+a suite can accumulate across sessions. A record's key holds the π_SFT's path and the sha256 of its weights, so
+the runs of a rebuilt π_SFT at the same path are not pooled with the old ones. The results carry, per arm, ``summary.<arm>.final_eval_score``
 and ``final_eval_success`` with the per-seed ``values``, the ``mean`` and a 95% stratified-bootstrap
 ``ci95`` (benchmarks/learning.py), and ``settings.seeds``. ``--methods rising`` (or ``fixed``) runs one arm
 now and reuses the other's finished runs; a session too short for a whole seed can still finish one arm.
@@ -35,6 +37,7 @@ now and reuses the other's finished runs; a session too short for a whole seed c
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import statistics
 import sys
@@ -78,6 +81,19 @@ def settings(args) -> list[str]:
     return out + ENVS[args.env] + [f"rollout.history_length={args.history}"]
 
 
+def weights_sha256(model: Path) -> str:
+    """sha256 over a model directory's weight files. Record keys carry it next to the path: a π_SFT rebuilt at
+    the same path differs from the original (CPU hosts round differently; docs/architecture.md), and its runs
+    must not be pooled with the original's."""
+    digest = hashlib.sha256()
+    for f in sorted([*model.glob("*.safetensors"), *model.glob("*.bin")]):
+        digest.update(f.name.encode())
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
 def stored(path: Path, key: dict):
     """The value stored at ``path`` by a finished run with the same ``key``, else None."""
     if path.exists():
@@ -100,7 +116,7 @@ def cached(path: Path, key: dict, compute):
     return value
 
 
-def shopping_table(args, base: list[str], sft: Path, work: Path, records: Path) -> dict[str, dict]:
+def shopping_table(args, base: list[str], sft: Path, sft_sha: str, work: Path, records: Path) -> dict[str, dict]:
     """webshop only: how far each policy's greedy episodes get (search, product click, purchase), so a score
     that falls after DPO says which step broke. One cached record per policy; a π_DPO whose work directory
     is gone (another machine) and that has no record is left out."""
@@ -111,7 +127,7 @@ def shopping_table(args, base: list[str], sft: Path, work: Path, records: Path) 
     table = {}
     for label, path in policies.items():
         record = records / f"shopping_{label.replace('π_', '').replace(' ', '_')}.json"
-        key = {"model": str(path), "overrides": base, "eval_episodes": args.eval_episodes}
+        key = {"model": str(path), "sft_sha256": sft_sha, "overrides": base, "eval_episodes": args.eval_episodes}
         if not path.exists() and not record.exists():
             continue
         cfg = build_config(None, base + [f"out_dir={work / 'eval_shopping'}"])
@@ -205,7 +221,9 @@ def main() -> None:
     base = settings(args) + [f"policy.model={sft}"]
     cfg0 = build_config(None, base + [f"out_dir={work / 'eval_sft'}"])
     log(f"π_SFT = {sft}; evaluating it on {args.eval_episodes} held-out levels")
-    key = {"model": str(sft), "overrides": base, "eval_episodes": args.eval_episodes}
+    # records made before 2026-11-27 have no sft_sha256 and match no run now (their π_SFT's weights are lost)
+    sft_sha = weights_sha256(sft)
+    key = {"model": str(sft), "sft_sha256": sft_sha, "overrides": base, "eval_episodes": args.eval_episodes}
     sft_eval = cached(records / "sft_eval.json", key, lambda: evaluate_policy(cfg0, sft, args.eval_episodes))
     runs: list[dict] = []
     missing: list[str] = []
@@ -249,7 +267,7 @@ def main() -> None:
                 runs.append(cached(records / f"{method}_s{seed}.json", run_key, one_run))
             log(json.dumps(runs[-1]))
     # webshop: each finished π_DPO's shopping record is made now, while its work directory is here
-    shopping = shopping_table(args, base, sft, work, records) if args.env == "webshop" else {}
+    shopping = shopping_table(args, base, sft, sft_sha, work, records) if args.env == "webshop" else {}
     if missing:
         log(f"not run yet: {', '.join(missing)} (--methods {' '.join(args.methods)}); the finished runs are stored "
             f"under {records}, and the tables are written once every arm has every seed")
@@ -275,7 +293,7 @@ def main() -> None:
     result = {
         "benchmark": "rro_samples", "smoke": args.smoke,
         "settings": {k: v for k, v in vars(args).items() if k not in ("out", "work", "note", "methods")} | {
-            "model": str(sft), "overrides": base,
+            "model": str(sft), "sft_sha256": sft_sha, "overrides": base,
             "env": ("sokoban 6x6, 1 box" + ("" if args.bare_grid else ", describe_positions")
                     if args.env == "sokoban" else "webshop (generated catalog, 1000 products)")},
         "sft": {"success_rate": sft_eval.get("eval/success_rate"), "score": sft_eval.get("eval/score")},

@@ -331,3 +331,36 @@ def test_rro_samples_runs_one_arm_now_and_tabulates_when_both_are_done(tmp_path,
     assert [r["method"] for r in result["runs"]] == ["fixed", "rising"]
     assert result["summary"]["rising"]["samples_per_step"]["values"] == [2.0]
     assert "methods" not in result["settings"]
+
+
+def test_rro_samples_does_not_reuse_runs_of_a_rebuilt_sft_at_the_same_path(tmp_path, monkeypatch, tiny_model_dir):
+    """Record keys carry the π_SFT's weight hash: other weights at the same path start new runs."""
+    import shutil
+    import sys
+
+    from benchmarks import rro_samples
+
+    calls = []
+
+    def collect(cfg, log, model_path):
+        calls.append(cfg.rro.exploration)
+        return {"samples_per_step": 2.0, "steps": 4, "pairs": 3, "rollouts": 10, "generated_tokens": 100,
+                "totals": {"omitted_no_rising": 0, "omitted_no_contrast": 1}}
+
+    monkeypatch.setattr(rro_samples, "run_collect", collect)
+    monkeypatch.setattr(rro_samples, "run_dpo_training",
+                        lambda cfg, log, model_path: (model_path, {"dpo/steps": 1, "dpo/train_loss": 0.6}))
+    monkeypatch.setattr(rro_samples, "evaluate_policy", lambda cfg, path, n: {"eval/success_rate": 0.5,
+                                                                              "eval/score": 0.5})
+    model = tmp_path / "sft"
+    shutil.copytree(tiny_model_dir, model)
+    argv = ["rro_samples.py", "--model", str(model), "--seeds", "0", "--tasks", "2", "--out", str(tmp_path / "rro"),
+            "--work", str(tmp_path / "work"), "--methods", "rising"]
+    monkeypatch.setattr(sys, "argv", argv)
+    rro_samples.main()
+    rro_samples.main()
+    assert calls == ["rising"]  # same weights: the stored run is reused
+    weights = next(model.glob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes() + b"\0")
+    rro_samples.main()
+    assert calls == ["rising", "rising"]

@@ -369,3 +369,16 @@ def test_bad_options_are_one_line_errors(kwargs, message):
     with pytest.raises(EnvError, match=message) as exc:
         make("webshop", **kwargs)
     assert "\n" not in str(exc.value)
+
+
+def test_search_keeps_jax_off_the_gpu_unless_the_user_chose():
+    """bm25s runs JAX at import; JAX must not preallocate a GPU's memory under the policy (see search.py)."""
+    import os
+    import subprocess
+    import sys
+
+    code = "import os, creditflow.envs.webshop.search; print(os.environ.get('JAX_PLATFORMS'))"
+    env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+    run = lambda e: subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True, check=True)
+    assert run(env).stdout.strip() == "cpu"
+    assert run({**env, "JAX_PLATFORMS": "cuda"}).stdout.strip() == "cuda"

@@ -10,10 +10,19 @@ in-memory index pickles with the env. Ties are broken by product order, so ranki
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 
-import bm25s
-import numpy as np
+# bm25s runs a JAX top-k when it is imported, if JAX is installed. On a GPU machine JAX then takes 75% of the
+# GPU's memory (its default preallocation) in every process that imports this module, and the policy runs
+# out of memory (seen on a lent H100 with 10 collections at once, 2026-11-27). We only use bm25s's scores,
+# never its top-k, so JAX stays on the CPU unless it was already imported or the user chose its platform.
+if "jax" not in sys.modules:
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import bm25s  # noqa: E402
+import numpy as np  # noqa: E402
 
 SEARCH_RETURN_N = 50  # WebShop engine.py
 K1, B = 0.9, 0.4  # Pyserini's BM25 defaults
