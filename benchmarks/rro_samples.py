@@ -68,6 +68,19 @@ DEFAULTS = {"sokoban": (2, 512, 3.0, 16), "webshop": (0, 1024, 6.0, 48)}
 NAMES = {"sft": "π_SFT", "fixed": "fixed-size exploration + DPO", "rising": "RRO (reward rising) + DPO"}
 
 
+def variant(args) -> str:
+    """The DPO variant's suffix of run directories and result names ('' for plain DPO, as the paper)."""
+    return f"_sftw{args.dpo_sft_weight:g}" if args.dpo_sft_weight else ""
+
+
+def run_overrides(args, work: Path, method: str, seed: int) -> list[str]:
+    """A run's own overrides. A DPO variant trains in its own directory on the plain run's collection, so
+    one collection serves every DPO setting."""
+    collection = work / f"{method}_s{seed}"
+    out = [f"seed={seed}", f"rro.exploration={method}", f"out_dir={collection}{variant(args)}"]
+    return out + ([f"rro.data_dir={collection / 'preferences'}"] if variant(args) else [])
+
+
 def settings(args) -> list[str]:
     """Overrides shared by every run of the benchmark."""
     out = [f"generation.temperature={args.temperature}", f"generation.max_new_tokens={args.max_new_tokens}",
@@ -75,6 +88,7 @@ def settings(args) -> list[str]:
            f"rro.eval_episodes={args.eval_episodes}", f"rro.executor={args.executor}",
            f"rro.dpo.lr={args.dpo_lr}", f"rro.dpo.batch_size={args.dpo_batch}", f"rro.dpo.epochs={args.dpo_epochs}",
            "tensorboard=false"]
+    out += [f"rro.dpo.sft_weight={args.dpo_sft_weight}"] if args.dpo_sft_weight else []  # default: plain DPO
     out += [f"env.kwargs.max_steps={args.env_max_steps}"] if args.env_max_steps else []
     if args.env == "sokoban" and not args.bare_grid:
         out += ["env.kwargs.describe_positions=true"]  # as the demo's pi_SFT sees it
@@ -123,7 +137,8 @@ def shopping_table(args, base: list[str], sft: Path, sft_sha: str, work: Path, r
     from benchmarks.webshop_sft import shopping_metrics
     from creditflow.recipes.eval import evaluate_policy as evaluate_with_trajectories
 
-    policies = {"π_SFT": sft} | {f"{m} s{s}": work / f"{m}_s{s}" / "dpo_model" for s in args.seeds for m in METHODS}
+    policies = {"π_SFT": sft} | {f"{m} s{s}": work / f"{m}_s{s}{variant(args)}" / "dpo_model"
+                                 for s in args.seeds for m in METHODS}
     table = {}
     for label, path in policies.items():
         record = records / f"shopping_{label.replace('π_', '').replace(' ', '_')}.json"
@@ -181,6 +196,9 @@ def main() -> None:
     ap.add_argument("--dpo-lr", type=float, default=1e-4)
     ap.add_argument("--dpo-batch", type=int, default=16)
     ap.add_argument("--dpo-epochs", type=float, default=3.0)
+    ap.add_argument("--dpo-sft-weight", type=float, default=0.0,
+                    help="rro.dpo.sft_weight: an NLL term on the chosen action (RPO); a variant reuses the plain "
+                         "runs' collections and writes <name>_sftw<W>.{json,md} (default 0: plain DPO)")
     ap.add_argument("--sft-demos", type=int, default=None, help="SFT demos when building π_SFT (512; webshop 1024)")
     ap.add_argument("--sft-epochs", type=float, default=None, help="(3; webshop 6)")
     ap.add_argument("--bare-grid", action="store_true",
@@ -206,7 +224,8 @@ def main() -> None:
         args.seeds = [0] if args.seeds == [0, 1, 2] else args.seeds
         args.tasks, args.candidates, args.mc_rollouts, args.eval_episodes = 3, 3, 3, 4
         args.sft_demos, args.sft_epochs, args.dpo_epochs = 64, 2.0, 1.0
-    name = "rro_samples" + ("" if args.env == "sokoban" else f"_{args.env}") + ("_smoke" if args.smoke else "")
+    name = ("rro_samples" + ("" if args.env == "sokoban" else f"_{args.env}") + variant(args)
+            + ("_smoke" if args.smoke else ""))
     out = Path(args.out or Path(__file__).parent / "results" / name)
     tmp = tempfile.TemporaryDirectory() if args.smoke and not args.work else None
     work = Path(args.work or (tmp.name if tmp else "runs/bench_rro" + ("" if args.env == "sokoban" else f"_{args.env}")))
@@ -229,8 +248,7 @@ def main() -> None:
     missing: list[str] = []
     for seed in args.seeds:
         for method in [*args.methods, *[m for m in METHODS if m not in args.methods]]:
-            cfg = build_config(None, base + [f"seed={seed}", f"rro.exploration={method}",
-                                             f"out_dir={work / f'{method}_s{seed}'}"])
+            cfg = build_config(None, base + run_overrides(args, work, method, seed))
 
             def one_run() -> dict:
                 log(f"== {method} exploration, seed {seed}")
@@ -313,7 +331,9 @@ def main() -> None:
         f"Machine: {m['cpu']} ({m['cores']} cores), torch {m.get('torch')}, {m['date']}. "
         f"Seeds {args.seeds}; {args.tasks} tasks per collection, N = N_max = {args.candidates}, "
         f"m = {args.mc_rollouts}, temperature {args.temperature}; DPO lr {args.dpo_lr}, batch {args.dpo_batch}, "
-        f"{args.dpo_epochs} epochs, β 0.1; held-out eval: {args.eval_episodes} levels, greedy."
+        f"{args.dpo_epochs} epochs, β 0.1"
+        + (f", plus {args.dpo_sft_weight:g} × the chosen action's NLL (RPO)" if args.dpo_sft_weight else "")
+        + f"; held-out eval: {args.eval_episodes} levels, greedy."
         + (f" {args.note}" if args.note else ""), "",
         "| method | # samples / step | pairs | MC rollouts | generated tokens | collect s | success | score |",
         "|---|---|---|---|---|---|---|---|",

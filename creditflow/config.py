@@ -322,6 +322,10 @@ class RRODPOConfig(_Section):
     """transformers LR scheduler name (RRO §4.3: constant learning rate after warmup)."""
     max_length: int = Field(1024, ge=16)
     """Longest prompt + response kept (TRL truncates longer pairs)."""
+    sft_weight: float = Field(0.0, ge=0)
+    """Weight of a negative log-likelihood term on the chosen response (token mean) added to the DPO loss, as in
+    RPO (Pang et al. 2024); TRL's ``loss_type=["sigmoid", "sft"]``. 0 = plain DPO, as RRO §3.4 trains. It keeps
+    DPO from lowering the chosen action's own likelihood while it widens the margin."""
 
     @model_validator(mode="before")
     @classmethod

@@ -364,3 +364,37 @@ def test_rro_samples_does_not_reuse_runs_of_a_rebuilt_sft_at_the_same_path(tmp_p
     weights.write_bytes(weights.read_bytes() + b"\0")
     rro_samples.main()
     assert calls == ["rising", "rising"]
+
+
+def test_rro_samples_dpo_variant_trains_on_the_plain_runs_collection(tmp_path, monkeypatch, tiny_model_dir):
+    """``--dpo-sft-weight 1`` trains DPO in its own directory on the plain run's preferences, with the weight
+    set, and writes ``<name>_sftw1`` results; the plain run's records are left alone."""
+    import sys
+
+    from benchmarks import rro_samples
+
+    seen = []
+
+    def collect(cfg, log, model_path):
+        seen.append(("collect", cfg.out_dir, cfg.rro.data_dir))
+        return {"samples_per_step": 2.0, "steps": 4, "pairs": 3, "rollouts": 10, "generated_tokens": 100,
+                "totals": {"omitted_no_rising": 0, "omitted_no_contrast": 1}}
+
+    def dpo(cfg, log, model_path):
+        seen.append(("dpo", cfg.out_dir, cfg.rro.dpo.sft_weight))
+        return model_path, {"dpo/steps": 1, "dpo/train_loss": 0.6}
+
+    monkeypatch.setattr(rro_samples, "run_collect", collect)
+    monkeypatch.setattr(rro_samples, "run_dpo_training", dpo)
+    monkeypatch.setattr(rro_samples, "evaluate_policy", lambda cfg, path, n: {"eval/success_rate": 0.5,
+                                                                              "eval/score": 0.5})
+    work, results = tmp_path / "work", tmp_path / "results"
+    monkeypatch.setattr(rro_samples, "__file__", str(tmp_path / "rro_samples.py"))
+    argv = ["rro_samples.py", "--model", str(tiny_model_dir), "--seeds", "0", "--tasks", "2", "--work", str(work),
+            "--methods", "rising", "--dpo-sft-weight", "1"]
+    monkeypatch.setattr(sys, "argv", argv)
+    rro_samples.main()
+    assert seen == [("collect", str(work / "rising_s0_sftw1"), str(work / "rising_s0" / "preferences")),
+                    ("dpo", str(work / "rising_s0_sftw1"), 1.0)]
+    assert (results / "rro_samples_sftw1_runs" / "rising_s0.json").exists()
+    assert not (results / "rro_samples_runs").exists()

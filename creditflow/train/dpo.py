@@ -59,7 +59,10 @@ def run_dpo(model, tokenizer, pairs: list[dict], out_dir: str | Path, cfg: RRODP
                   settings=dict(beta=cfg.beta, num_train_epochs=cfg.epochs, learning_rate=cfg.lr,
                                 per_device_train_batch_size=cfg.batch_size, lr_scheduler_type=cfg.scheduler,
                                 warmup_steps=cfg.warmup,  # < 1: a ratio of the total steps (transformers >= 5)
-                                max_length=cfg.max_length, logging_steps=1),
+                                max_length=cfg.max_length, logging_steps=1,
+                                # RPO: DPO's sigmoid loss + sft_weight x NLL of the chosen response
+                                **(dict(loss_type=["sigmoid", "sft"], loss_weights=[1.0, cfg.sft_weight])
+                                   if cfg.sft_weight > 0 else {})),
                   log_keys=("rewards/accuracies", "rewards/margins", "rewards/chosen", "rewards/rejected"),
                   ref_model=ref_model, peft_config=peft_config, save_to=None if peft_config is not None else save_to,
                   autocast=autocast)

@@ -58,6 +58,28 @@ def test_dpo_trains_a_few_steps_from_pi_sft(pref_dir, tiny_model_dir, tmp_path):
     assert set(trained.state_dict()) == set(before)
 
 
+def test_dpo_sft_weight_adds_the_chosen_nll_linearly(pref_dir, tiny_model_dir, tmp_path):
+    """rro.dpo.sft_weight = w: the first step's loss is DPO's ln 2 (policy = reference) plus w x the chosen
+    response's NLL, so w = 2 adds twice what w = 1 adds, and w = 0 is plain DPO."""
+    import math
+
+    from creditflow.config import RRODPOConfig
+    from creditflow.policy.model import load_policy
+    from creditflow.train.dpo import run_dpo
+
+    pairs = read_preferences(pref_dir)[:2]
+    losses = {}
+    for w in (0.0, 1.0, 2.0):
+        model, tok = load_policy(tiny_model_dir, "cpu", "float32")
+        _, metrics = run_dpo(model, tok, pairs, tmp_path / str(w), RRODPOConfig(
+            epochs=1, lr=1e-6, batch_size=2, max_length=512, warmup=0, sft_weight=w))
+        assert metrics["dpo/steps"] == 1
+        losses[w] = metrics["dpo/train_loss"]
+    assert losses[0.0] == pytest.approx(math.log(2), abs=1e-4)
+    nll = losses[1.0] - losses[0.0]
+    assert nll > 0.1 and losses[2.0] - losses[0.0] == pytest.approx(2 * nll, rel=1e-3)
+
+
 def test_cli_rro_train_saves_pi_dpo(pref_dir, tiny_model_dir, tmp_path, capsys):
     from creditflow.cli import main
     from creditflow.policy.model import load_policy
