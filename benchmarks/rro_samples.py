@@ -28,7 +28,9 @@ Resumable: every finished run (collection + DPO + evaluation of one method and s
 evaluation, is stored under ``benchmarks/results/<name>_runs/`` with the settings it ran with (commit it
 as it lands); a rerun with the same settings reuses it, even on a machine without the work directory, so
 a suite can accumulate across sessions. A record's key holds the π_SFT's path and the sha256 of its weights, so
-the runs of a rebuilt π_SFT at the same path are not pooled with the old ones. The results carry, per arm, ``summary.<arm>.final_eval_score``
+the runs of a rebuilt π_SFT at the same path are not pooled with the old ones. Collections not finished when
+the command stops (interrupted, or a session's end) are kept in ``<name>_runs/unfinished_collections_<sha>.tgz``
+(commit it too); a rerun, on any machine, unpacks them and goes on where they stopped. The results carry, per arm, ``summary.<arm>.final_eval_score``
 and ``final_eval_success`` with the per-seed ``values``, the ``mean`` and a 95% stratified-bootstrap
 ``ci95`` (benchmarks/learning.py), and ``settings.seeds``. ``--methods rising`` (or ``fixed``) runs one arm
 now and reuses the other's finished runs; a session too short for a whole seed can still finish one arm.
@@ -39,8 +41,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import shutil
 import statistics
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -151,6 +155,44 @@ def shopping_table(args, base: list[str], sft: Path, sft_sha: str, work: Path, r
     return table
 
 
+def _tasks_done(collection: Path) -> int:
+    tasks = collection / "preferences" / "tasks.jsonl"
+    return sum(1 for line in tasks.open() if line.strip()) if tasks.exists() else 0
+
+
+def restore_collections(snapshot: Path, work: Path, log) -> None:
+    """Unpack the snapshot's unfinished collections where the work directory has fewer of their tasks (a fresh
+    clone has none), so a collection that a session could not finish goes on in the next one."""
+    if not snapshot.exists():
+        return
+    with tarfile.open(snapshot) as tar:
+        names = sorted({m.name.split("/")[0] for m in tar.getmembers()})
+        with tempfile.TemporaryDirectory() as tmp:
+            tar.extractall(tmp, filter="data")
+            for name in names:
+                have, saved = _tasks_done(work / name), _tasks_done(Path(tmp) / name)
+                if saved > have:
+                    log(f"{name}: {saved} tasks from {snapshot.name} (the work directory had {have})")
+                    shutil.rmtree(work / name / "preferences", ignore_errors=True)
+                    (work / name).mkdir(parents=True, exist_ok=True)
+                    shutil.copytree(Path(tmp) / name / "preferences", work / name / "preferences")
+
+
+def snapshot_collections(snapshot: Path, work: Path, unfinished: list[str]) -> None:
+    """Keep the unfinished collections (their ``preferences`` directories) in ``snapshot``, next to the
+    records, to commit with them; removed once every collection of the suite has its run."""
+    started = [name for name in unfinished if _tasks_done(work / name)]
+    if not started:
+        snapshot.unlink(missing_ok=True)
+        return
+    snapshot.parent.mkdir(parents=True, exist_ok=True)
+    tmp = snapshot.with_suffix(".tmp")
+    with tarfile.open(tmp, "w:gz") as tar:
+        for name in started:
+            tar.add(work / name / "preferences", arcname=f"{name}/preferences")
+    tmp.replace(snapshot)
+
+
 def build_sft(args, work: Path, log) -> Path:
     extra = ([f"sft.demos={args.sft_demos}", f"sft.epochs={args.sft_epochs}"]
              + (["policy.tiny_hidden_size=64", "policy.tiny_layers=2"] if args.smoke else []))
@@ -174,6 +216,58 @@ def _interval(stat: dict) -> str:
 def mean_std(values: list[float]) -> tuple[float, float]:
     vals = [float(v) for v in values]
     return (statistics.fmean(vals), statistics.stdev(vals) if len(vals) > 1 else 0.0)
+
+
+def record_key(args, key: dict, method: str, seed: int) -> dict:
+    return {**key, "seed": seed, "method": method, "settings": settings(args)}
+
+
+def train_runs(args, base: list[str], key: dict, sft: Path, sft_eval: dict, work: Path, records: Path,
+               log) -> tuple[list[dict], list[str]]:
+    """Every seed x arm: its stored run, or, for the arms of ``--methods``, a new one (collection, DPO,
+    held-out evaluation), stored as it finishes. Returns the runs and the names of the other arms' missing
+    ones."""
+    runs: list[dict] = []
+    missing: list[str] = []
+    for seed in args.seeds:
+        for method in [*args.methods, *[m for m in METHODS if m not in args.methods]]:
+            cfg = build_config(None, base + run_overrides(args, work, method, seed))
+
+            def one_run() -> dict:
+                log(f"== {method} exploration, seed {seed}")
+                t0 = time.perf_counter()
+                col = run_collect(cfg, log, model_path=sft)
+                t1 = time.perf_counter()
+                if col["pairs"]:
+                    dpo_path, dpo = run_dpo_training(cfg, log, model_path=sft)
+                    ev = evaluate_policy(cfg, dpo_path, args.eval_episodes)
+                else:
+                    log("no pairs: π_DPO = π_SFT")
+                    dpo, ev = {"dpo/steps": 0, "dpo/train_loss": None}, sft_eval
+                return {
+                    "method": method, "seed": seed, "samples_per_step": col["samples_per_step"],
+                    "steps": col["steps"], "pairs": col["pairs"], "rollouts": col["rollouts"],
+                    "generated_tokens": col["generated_tokens"],
+                    # the collection's own clock (per-task seconds summed): a resumed collection counts every
+                    # session's time, not only the last one's
+                    "collect_seconds": round(col.get("wall_seconds", t1 - t0), 1),
+                    "omitted_no_rising": col["totals"]["omitted_no_rising"],
+                    "omitted_no_contrast": col["totals"]["omitted_no_contrast"],
+                    "dpo_steps": dpo["dpo/steps"], "dpo_train_loss": dpo["dpo/train_loss"],
+                    "success_rate": ev.get("eval/success_rate", 0.0), "score": ev.get("eval/score", 0.0),
+                }
+
+            run_key = record_key(args, key, method, seed)
+            if method not in args.methods:
+                record = stored(records / f"{method}_s{seed}.json", run_key)
+                if record is None:
+                    missing.append(f"{method}_s{seed}")
+                    continue
+                runs.append(record)
+            else:
+                runs.append(cached(records / f"{method}_s{seed}.json", run_key, one_run))
+            log(json.dumps(runs[-1]))
+    return runs, missing
 
 
 def main() -> None:
@@ -244,46 +338,17 @@ def main() -> None:
     sft_sha = weights_sha256(sft)
     key = {"model": str(sft), "sft_sha256": sft_sha, "overrides": base, "eval_episodes": args.eval_episodes}
     sft_eval = cached(records / "sft_eval.json", key, lambda: evaluate_policy(cfg0, sft, args.eval_episodes))
-    runs: list[dict] = []
-    missing: list[str] = []
-    for seed in args.seeds:
-        for method in [*args.methods, *[m for m in METHODS if m not in args.methods]]:
-            cfg = build_config(None, base + run_overrides(args, work, method, seed))
-
-            def one_run() -> dict:
-                log(f"== {method} exploration, seed {seed}")
-                t0 = time.perf_counter()
-                col = run_collect(cfg, log, model_path=sft)
-                t1 = time.perf_counter()
-                if col["pairs"]:
-                    dpo_path, dpo = run_dpo_training(cfg, log, model_path=sft)
-                    ev = evaluate_policy(cfg, dpo_path, args.eval_episodes)
-                else:
-                    log("no pairs: π_DPO = π_SFT")
-                    dpo, ev = {"dpo/steps": 0, "dpo/train_loss": None}, sft_eval
-                return {
-                    "method": method, "seed": seed, "samples_per_step": col["samples_per_step"],
-                    "steps": col["steps"], "pairs": col["pairs"], "rollouts": col["rollouts"],
-                    "generated_tokens": col["generated_tokens"],
-                    # the collection's own clock (per-task seconds summed): a resumed collection counts every
-                    # session's time, not only the last one's
-                    "collect_seconds": round(col.get("wall_seconds", t1 - t0), 1),
-                    "omitted_no_rising": col["totals"]["omitted_no_rising"],
-                    "omitted_no_contrast": col["totals"]["omitted_no_contrast"],
-                    "dpo_steps": dpo["dpo/steps"], "dpo_train_loss": dpo["dpo/train_loss"],
-                    "success_rate": ev.get("eval/success_rate", 0.0), "score": ev.get("eval/score", 0.0),
-                }
-
-            run_key = {**key, "seed": seed, "method": method, "settings": settings(args)}
-            if method not in args.methods:
-                record = stored(records / f"{method}_s{seed}.json", run_key)
-                if record is None:
-                    missing.append(f"{method}_s{seed}")
-                    continue
-                runs.append(record)
-            else:
-                runs.append(cached(records / f"{method}_s{seed}.json", run_key, one_run))
-            log(json.dumps(runs[-1]))
+    # unfinished collections travel between sessions and machines in a snapshot, one per π_SFT
+    snapshot = records / f"unfinished_collections_{sft_sha[:12]}.tgz"
+    restore_collections(snapshot, work, log)
+    try:
+        runs, missing = train_runs(args, base, key, sft, sft_eval, work, records, log)
+    finally:
+        if not args.smoke:
+            snapshot_collections(snapshot, work, [f"{m}_s{s}" for s in args.seeds for m in METHODS
+                                                  if stored(records / f"{m}_s{s}.json",
+                                                            record_key(args, key, m, s)) is None])
+    # webshop: each finished π_DPO's shopping record is made now, while its work directory is here
     # webshop: each finished π_DPO's shopping record is made now, while its work directory is here
     shopping = shopping_table(args, base, sft, sft_sha, work, records) if args.env == "webshop" else {}
     if missing:

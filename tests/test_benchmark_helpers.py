@@ -398,3 +398,30 @@ def test_rro_samples_dpo_variant_trains_on_the_plain_runs_collection(tmp_path, m
                     ("dpo", str(work / "rising_s0_sftw1"), 1.0)]
     assert (results / "rro_samples_sftw1_runs" / "rising_s0.json").exists()
     assert not (results / "rro_samples_runs").exists()
+
+
+def test_rro_samples_unfinished_collections_travel_in_a_snapshot(tmp_path):
+    """An unfinished collection is kept in the snapshot and unpacked where a work directory has fewer of its
+    tasks; a finished suite leaves no snapshot."""
+    from benchmarks.rro_samples import restore_collections, snapshot_collections
+
+    def collection(work, name, tasks):
+        d = work / name / "preferences"
+        d.mkdir(parents=True)
+        (d / "tasks.jsonl").write_text("".join(f'{{"task": {i}}}\n' for i in range(tasks)))
+        (d / "preferences.jsonl").write_text(f"{name}\n")
+
+    work, snap = tmp_path / "work", tmp_path / "records" / "unfinished.tgz"
+    collection(work, "rising_s0", 3)
+    collection(work, "fixed_s0", 0)
+    snapshot_collections(snap, work, ["rising_s0", "fixed_s0", "rising_s1"])
+    fresh = tmp_path / "fresh"
+    restore_collections(snap, fresh, print)
+    assert (fresh / "rising_s0" / "preferences" / "tasks.jsonl").read_text().count("\n") == 3
+    assert not (fresh / "fixed_s0").exists()
+    ahead = tmp_path / "ahead"
+    collection(ahead, "rising_s0", 5)
+    restore_collections(snap, ahead, print)
+    assert (ahead / "rising_s0" / "preferences" / "tasks.jsonl").read_text().count("\n") == 5
+    snapshot_collections(snap, work, ["fixed_s0"])
+    assert not snap.exists()
