@@ -439,4 +439,11 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from creditflow.errors import Interrupted
+
+    try:
+        main()
+    except (Interrupted, KeyboardInterrupt) as exc:  # finished runs and unfinished collections are kept
+        saved = f" {exc.saved};" if isinstance(exc, Interrupted) else ""
+        print(f"interrupted:{saved} the same command goes on from there", file=sys.stderr)
+        sys.exit(130)
