@@ -178,10 +178,21 @@ def restore_collections(snapshot: Path, work: Path, log) -> None:
                     shutil.copytree(Path(tmp) / name / "preferences", work / name / "preferences")
 
 
-def snapshot_collections(snapshot: Path, work: Path, unfinished: list[str]) -> None:
+def unfinished(args, key: dict, work: Path, records: Path) -> list[str]:
+    """Every collection in the work directory, of any seed (not only this command's), whose run has no record."""
+    names = []
+    for d in sorted(work.iterdir()):
+        method, _, seed = d.name.partition("_s")
+        if d.is_dir() and method in METHODS and seed.isdigit() and stored(
+                records / f"{d.name}.json", record_key(args, key, method, int(seed))) is None:
+            names.append(d.name)
+    return names
+
+
+def snapshot_collections(snapshot: Path, work: Path, names: list[str]) -> None:
     """Keep the unfinished collections (their ``preferences`` directories) in ``snapshot``, next to the
     records, to commit with them; removed once every collection of the suite has its run."""
-    started = [name for name in unfinished if _tasks_done(work / name)]
+    started = [name for name in names if _tasks_done(work / name)]
     if not started:
         snapshot.unlink(missing_ok=True)
         return
@@ -345,9 +356,7 @@ def main() -> None:
         runs, missing = train_runs(args, base, key, sft, sft_eval, work, records, log)
     finally:
         if not args.smoke:
-            snapshot_collections(snapshot, work, [f"{m}_s{s}" for s in args.seeds for m in METHODS
-                                                  if stored(records / f"{m}_s{s}.json",
-                                                            record_key(args, key, m, s)) is None])
+            snapshot_collections(snapshot, work, unfinished(args, key, work, records))
     # webshop: each finished π_DPO's shopping record is made now, while its work directory is here
     # webshop: each finished π_DPO's shopping record is made now, while its work directory is here
     shopping = shopping_table(args, base, sft, sft_sha, work, records) if args.env == "webshop" else {}

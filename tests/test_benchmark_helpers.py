@@ -425,3 +425,24 @@ def test_rro_samples_unfinished_collections_travel_in_a_snapshot(tmp_path):
     assert (ahead / "rising_s0" / "preferences" / "tasks.jsonl").read_text().count("\n") == 5
     snapshot_collections(snap, work, ["fixed_s0"])
     assert not snap.exists()
+
+
+def test_rro_samples_snapshot_keeps_the_collections_of_seeds_this_command_did_not_run(tmp_path):
+    """A command for seed 3 must not drop seed 0's unfinished collection from the snapshot; a collection
+    whose run has its record is finished."""
+    import json
+    from types import SimpleNamespace
+
+    from benchmarks.rro_samples import record_key, unfinished
+
+    args = SimpleNamespace(temperature=1.0, max_new_tokens=48, tasks=4, mc_rollouts=5, candidates=5,
+                           eval_episodes=8, executor="inprocess", dpo_lr=1e-4, dpo_batch=16, dpo_epochs=3.0,
+                           dpo_sft_weight=0.0, env_max_steps=None, env="webshop", bare_grid=False, history=0,
+                           seeds=[3])
+    key = {"model": "m", "sft_sha256": "abc"}
+    work, records = tmp_path / "work", tmp_path / "records"
+    for name in ("rising_s0", "rising_s3", "fixed_s3", "eval_sft", "records"):
+        (work / name).mkdir(parents=True)
+    records.mkdir()
+    (records / "rising_s3.json").write_text(json.dumps({"key": record_key(args, key, "rising", 3), "value": {}}))
+    assert unfinished(args, key, work, records) == ["fixed_s3", "rising_s0"]
