@@ -27,11 +27,12 @@ resumes an interrupted collection. ``--smoke`` runs a tiny budget end to end (ab
 Resumable: every finished run (collection + DPO + evaluation of one method and seed), and π_SFT's
 evaluation, is stored under ``benchmarks/results/<name>_runs/`` with the settings it ran with (commit it
 as it lands); a rerun with the same settings reuses it, even on a machine without the work directory, so
-a suite can accumulate across sessions. A record's key holds the π_SFT's path and the sha256 of its weights, so
-the runs of a rebuilt π_SFT at the same path are not pooled with the old ones. Collections not finished when
-the command stops (interrupted, or a session's end) are kept in ``<name>_runs/unfinished_collections_<sha>.tgz``
-(commit it too); a rerun, on any machine, unpacks them and goes on where they stopped. The results carry, per arm, ``summary.<arm>.final_eval_score``
-and ``final_eval_success`` with the per-seed ``values``, the ``mean`` and a 95% stratified-bootstrap
+a suite can accumulate across sessions. A record's key holds the π_SFT's path and the sha256 of its
+weights, so the runs of a rebuilt π_SFT at the same path are not pooled with the old ones. Collections not
+finished when the command stops (interrupted, or a session's end) are kept in
+``<name>_runs/unfinished_collections_<sha>.tgz`` (commit it too); a rerun, on any machine, unpacks them and
+goes on where they stopped. The results carry, per arm, ``summary.<arm>.final_eval_score`` and
+``final_eval_success`` with the per-seed ``values``, the ``mean`` and a 95% stratified-bootstrap
 ``ci95`` (benchmarks/learning.py), and ``settings.seeds``. ``--methods rising`` (or ``fixed``) runs one arm
 now and reuses the other's finished runs; a session too short for a whole seed can still finish one arm.
 """

@@ -296,6 +296,31 @@ def test_roofline_flop_count_matches_torch_flop_counter():
     assert counter.get_total_flops() == counted["linear"] + counted["attention"]
 
 
+def fake_rro_runs(monkeypatch, calls: list) -> None:
+    """rro_samples with its collection, DPO and evaluation replaced by fakes; ``calls`` gets
+    ``("collect", out_dir, data_dir, exploration)`` and ``("dpo", out_dir, sft_weight)`` in order."""
+    from benchmarks import rro_samples
+
+    def collect(cfg, log, model_path):
+        calls.append(("collect", cfg.out_dir, cfg.rro.data_dir, cfg.rro.exploration))
+        return {"samples_per_step": 2.0 if cfg.rro.exploration == "rising" else 5.0, "steps": 4, "pairs": 3,
+                "rollouts": 10, "generated_tokens": 100, "wall_seconds": 1.0,
+                "totals": {"omitted_no_rising": 0, "omitted_no_contrast": 1}}
+
+    def dpo(cfg, log, model_path):
+        calls.append(("dpo", cfg.out_dir, cfg.rro.dpo.sft_weight))
+        return model_path, {"dpo/steps": 1, "dpo/train_loss": 0.6}
+
+    monkeypatch.setattr(rro_samples, "run_collect", collect)
+    monkeypatch.setattr(rro_samples, "run_dpo_training", dpo)
+    monkeypatch.setattr(rro_samples, "evaluate_policy", lambda cfg, path, n: {"eval/success_rate": 0.5,
+                                                                              "eval/score": 0.5})
+
+
+def collected(calls: list) -> list[str]:
+    return [c[3] for c in calls if c[0] == "collect"]
+
+
 def test_rro_samples_runs_one_arm_now_and_tabulates_when_both_are_done(tmp_path, monkeypatch, tiny_model_dir):
     """``--methods rising`` trains only the rising arm and writes no table while fixed-5 has no run; a later
     ``--methods fixed`` trains fixed-5, reuses the stored rising run and writes both, in the usual order."""
@@ -305,28 +330,17 @@ def test_rro_samples_runs_one_arm_now_and_tabulates_when_both_are_done(tmp_path,
     from benchmarks import rro_samples
 
     calls = []
-
-    def collect(cfg, log, model_path):
-        calls.append(cfg.rro.exploration)
-        return {"samples_per_step": 2.0 if cfg.rro.exploration == "rising" else 5.0, "steps": 4, "pairs": 3,
-                "rollouts": 10, "generated_tokens": 100, "wall_seconds": 1.0,
-                "totals": {"omitted_no_rising": 0, "omitted_no_contrast": 1}}
-
-    monkeypatch.setattr(rro_samples, "run_collect", collect)
-    monkeypatch.setattr(rro_samples, "run_dpo_training",
-                        lambda cfg, log, model_path: (model_path, {"dpo/steps": 1, "dpo/train_loss": 0.6}))
-    monkeypatch.setattr(rro_samples, "evaluate_policy", lambda cfg, path, n: {"eval/success_rate": 0.5,
-                                                                              "eval/score": 0.5})
+    fake_rro_runs(monkeypatch, calls)
     out = tmp_path / "rro"
     argv = ["rro_samples.py", "--model", str(tiny_model_dir), "--seeds", "0", "--tasks", "2", "--out", str(out),
             "--work", str(tmp_path / "work")]
     monkeypatch.setattr(sys, "argv", [*argv, "--methods", "rising"])
     rro_samples.main()
-    assert calls == ["rising"] and not out.with_suffix(".json").exists()
+    assert collected(calls) == ["rising"] and not out.with_suffix(".json").exists()
     assert (tmp_path / "rro_runs" / "rising_s0.json").exists()
     monkeypatch.setattr(sys, "argv", [*argv, "--methods", "fixed"])
     rro_samples.main()
-    assert calls == ["rising", "fixed"]
+    assert collected(calls) == ["rising", "fixed"]
     result = json.loads(out.with_suffix(".json").read_text())
     assert [r["method"] for r in result["runs"]] == ["fixed", "rising"]
     assert result["summary"]["rising"]["samples_per_step"]["values"] == [2.0]
@@ -341,17 +355,7 @@ def test_rro_samples_does_not_reuse_runs_of_a_rebuilt_sft_at_the_same_path(tmp_p
     from benchmarks import rro_samples
 
     calls = []
-
-    def collect(cfg, log, model_path):
-        calls.append(cfg.rro.exploration)
-        return {"samples_per_step": 2.0, "steps": 4, "pairs": 3, "rollouts": 10, "generated_tokens": 100,
-                "totals": {"omitted_no_rising": 0, "omitted_no_contrast": 1}}
-
-    monkeypatch.setattr(rro_samples, "run_collect", collect)
-    monkeypatch.setattr(rro_samples, "run_dpo_training",
-                        lambda cfg, log, model_path: (model_path, {"dpo/steps": 1, "dpo/train_loss": 0.6}))
-    monkeypatch.setattr(rro_samples, "evaluate_policy", lambda cfg, path, n: {"eval/success_rate": 0.5,
-                                                                              "eval/score": 0.5})
+    fake_rro_runs(monkeypatch, calls)
     model = tmp_path / "sft"
     shutil.copytree(tiny_model_dir, model)
     argv = ["rro_samples.py", "--model", str(model), "--seeds", "0", "--tasks", "2", "--out", str(tmp_path / "rro"),
@@ -359,11 +363,11 @@ def test_rro_samples_does_not_reuse_runs_of_a_rebuilt_sft_at_the_same_path(tmp_p
     monkeypatch.setattr(sys, "argv", argv)
     rro_samples.main()
     rro_samples.main()
-    assert calls == ["rising"]  # same weights: the stored run is reused
+    assert collected(calls) == ["rising"]  # same weights: the stored run is reused
     weights = next(model.glob("*.safetensors"))
     weights.write_bytes(weights.read_bytes() + b"\0")
     rro_samples.main()
-    assert calls == ["rising", "rising"]
+    assert collected(calls) == ["rising", "rising"]
 
 
 def test_rro_samples_dpo_variant_trains_on_the_plain_runs_collection(tmp_path, monkeypatch, tiny_model_dir):
@@ -374,27 +378,14 @@ def test_rro_samples_dpo_variant_trains_on_the_plain_runs_collection(tmp_path, m
     from benchmarks import rro_samples
 
     seen = []
-
-    def collect(cfg, log, model_path):
-        seen.append(("collect", cfg.out_dir, cfg.rro.data_dir))
-        return {"samples_per_step": 2.0, "steps": 4, "pairs": 3, "rollouts": 10, "generated_tokens": 100,
-                "totals": {"omitted_no_rising": 0, "omitted_no_contrast": 1}}
-
-    def dpo(cfg, log, model_path):
-        seen.append(("dpo", cfg.out_dir, cfg.rro.dpo.sft_weight))
-        return model_path, {"dpo/steps": 1, "dpo/train_loss": 0.6}
-
-    monkeypatch.setattr(rro_samples, "run_collect", collect)
-    monkeypatch.setattr(rro_samples, "run_dpo_training", dpo)
-    monkeypatch.setattr(rro_samples, "evaluate_policy", lambda cfg, path, n: {"eval/success_rate": 0.5,
-                                                                              "eval/score": 0.5})
+    fake_rro_runs(monkeypatch, seen)
     work, results = tmp_path / "work", tmp_path / "results"
     monkeypatch.setattr(rro_samples, "__file__", str(tmp_path / "rro_samples.py"))
     argv = ["rro_samples.py", "--model", str(tiny_model_dir), "--seeds", "0", "--tasks", "2", "--work", str(work),
             "--methods", "rising", "--dpo-sft-weight", "1"]
     monkeypatch.setattr(sys, "argv", argv)
     rro_samples.main()
-    assert seen == [("collect", str(work / "rising_s0_sftw1"), str(work / "rising_s0" / "preferences")),
+    assert seen == [("collect", str(work / "rising_s0_sftw1"), str(work / "rising_s0" / "preferences"), "rising"),
                     ("dpo", str(work / "rising_s0_sftw1"), 1.0)]
     assert (results / "rro_samples_sftw1_runs" / "rising_s0.json").exists()
     assert not (results / "rro_samples_runs").exists()
