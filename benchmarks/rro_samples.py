@@ -266,6 +266,9 @@ def train_runs(args, base: list[str], key: dict, sft: Path, sft_eval: dict, work
                     "omitted_no_rising": col["totals"]["omitted_no_rising"],
                     "omitted_no_contrast": col["totals"]["omitted_no_contrast"],
                     "dpo_steps": dpo["dpo/steps"], "dpo_train_loss": dpo["dpo/train_loss"],
+                    # β·log π_θ/π_ref of the chosen / rejected actions over DPO's last epoch
+                    "dpo_chosen_reward": dpo.get("dpo/last_epoch_chosen"),
+                    "dpo_rejected_reward": dpo.get("dpo/last_epoch_rejected"),
                     "success_rate": ev.get("eval/success_rate", 0.0), "score": ev.get("eval/score", 0.0),
                 }
 
@@ -427,11 +430,19 @@ def main() -> None:
     lines += ["", f"RRO / fixed samples per step: {ratio:.2f} (goal ≤ 0.40: {'yes' if goal['samples_ratio_le_0.4'] else 'no'}); "
                   f"RRO score ≥ fixed: {'yes' if goal['score_ge_fixed'] else 'no'}. Paper (Table 1): RRO 1.86 / 1.64 "
                   "samples per step vs 5 for fixed-size exploration.", "",
-              "Per run:", "", "| method | seed | # samples | steps | pairs | no rising | no contrast | rollouts | success | score |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+              "Per run (DPO chosen / rejected: the implicit rewards β·log π_θ/π_ref of the pairs' actions, mean over "
+              "DPO's last epoch; a negative chosen value means DPO made its preferred actions less likely too):", "",
+              "| method | seed | # samples | steps | pairs | no rising | no contrast | rollouts | DPO chosen | "
+              "DPO rejected | success | score |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+
+    def implicit(value) -> str:
+        return "–" if value is None else f"{value:+.3f}"
+
     for r in runs:
         lines.append(f"| {r['method']} | {r['seed']} | {r['samples_per_step']:.2f} | {r['steps']} | {r['pairs']} | "
                      f"{r['omitted_no_rising']} | {r['omitted_no_contrast']} | {r['rollouts']} | "
+                     f"{implicit(r.get('dpo_chosen_reward'))} | {implicit(r.get('dpo_rejected_reward'))} | "
                      f"{r['success_rate']:.3f} | {r['score']:.3f} |")
     if shopping:
         lines += ["", "What the policies do on the held-out goals (greedy; `benchmarks/webshop_sft.py`'s metrics): "

@@ -77,4 +77,11 @@ def run_dpo(model, tokenizer, pairs: list[dict], out_dir: str | Path, cfg: RRODP
     if last:
         metrics["dpo/final_accuracy"] = last["dpo/accuracies"]
         metrics["dpo/final_margin"] = last.get("dpo/margins")
+    # implicit rewards β·log π_θ/π_ref of the chosen and rejected actions, averaged over the last epoch's steps:
+    # a negative chosen reward means DPO lowered the likelihood of the actions it prefers too
+    rows = [h for h in run.history if "dpo/chosen" in h and "dpo/rejected" in h]
+    if rows:
+        tail = rows[-max(1, round(len(rows) / cfg.epochs)):]
+        metrics["dpo/last_epoch_chosen"] = sum(h["dpo/chosen"] for h in tail) / len(tail)
+        metrics["dpo/last_epoch_rejected"] = sum(h["dpo/rejected"] for h in tail) / len(tail)
     return trained, metrics

@@ -43,9 +43,14 @@ def test_dpo_trains_a_few_steps_from_pi_sft(pref_dir, tiny_model_dir, tmp_path):
     before = {k: v.clone() for k, v in model.state_dict().items()}
     pairs = read_preferences(pref_dir)[:4]
     trained, metrics = run_dpo(model, tok, pairs, tmp_path,
-                               RRODPOConfig(epochs=1, lr=1e-2, batch_size=2, max_length=512))
-    assert metrics["dpo/steps"] == 2 and torch.isfinite(torch.tensor(metrics["dpo/train_loss"]))
+                               RRODPOConfig(epochs=2, lr=1e-2, batch_size=2, max_length=512))
+    assert metrics["dpo/steps"] == 4 and torch.isfinite(torch.tensor(metrics["dpo/train_loss"]))
     assert metrics["dpo/history"] and "dpo/margins" in metrics["dpo/history"][-1]
+    # the implicit rewards' means over the last epoch: its 2 steps of 4
+    rows = [h for h in metrics["dpo/history"] if "dpo/chosen" in h]
+    assert len(rows) == 4
+    assert metrics["dpo/last_epoch_chosen"] == pytest.approx((rows[2]["dpo/chosen"] + rows[3]["dpo/chosen"]) / 2)
+    assert metrics["dpo/last_epoch_rejected"] == pytest.approx((rows[2]["dpo/rejected"] + rows[3]["dpo/rejected"]) / 2)
     after = trained.state_dict()
     assert any(not torch.equal(before[k], after[k]) for k in before)
 
