@@ -78,6 +78,12 @@ def variant(args) -> str:
     return f"_sftw{args.dpo_sft_weight:g}" if args.dpo_sft_weight else ""
 
 
+def collection_variant(args) -> str:
+    """The collection variant's suffix of the result name and the work directory ('' for the paper's rule):
+    its collections differ, so they live apart, with their own records and snapshot."""
+    return "" if args.invalid_action_reward is None else f"_invalid{args.invalid_action_reward:g}"
+
+
 def run_overrides(args, work: Path, method: str, seed: int) -> list[str]:
     """A run's own overrides. A DPO variant trains in its own directory on the plain run's collection, so
     one collection serves every DPO setting."""
@@ -94,6 +100,8 @@ def settings(args) -> list[str]:
            f"rro.dpo.lr={args.dpo_lr}", f"rro.dpo.batch_size={args.dpo_batch}", f"rro.dpo.epochs={args.dpo_epochs}",
            "tensorboard=false"]
     out += [f"rro.dpo.sft_weight={args.dpo_sft_weight}"] if args.dpo_sft_weight else []  # default: plain DPO
+    out += ([f"rro.invalid_action_reward={args.invalid_action_reward}"]
+            if args.invalid_action_reward is not None else [])  # default: the paper's MC estimate
     out += [f"env.kwargs.max_steps={args.env_max_steps}"] if args.env_max_steps else []
     if args.env == "sokoban" and not args.bare_grid:
         out += ["env.kwargs.describe_positions=true"]  # as the demo's pi_SFT sees it
@@ -308,6 +316,10 @@ def main() -> None:
     ap.add_argument("--dpo-sft-weight", type=float, default=0.0,
                     help="rro.dpo.sft_weight: an NLL term on the chosen action (RPO); a variant reuses the plain "
                          "runs' collections and writes <name>_sftw<W>.{json,md} (default 0: plain DPO)")
+    ap.add_argument("--invalid-action-reward", type=float, default=None,
+                    help="rro.invalid_action_reward: an invalid candidate's process reward, with no MC rollouts "
+                         "(e.g. -1); its own collections in <work>_invalid<X>, results <name>_invalid<X> "
+                         "(default: the paper's MC estimate)")
     ap.add_argument("--sft-demos", type=int, default=None, help="SFT demos when building π_SFT (512; webshop 1024)")
     ap.add_argument("--sft-epochs", type=float, default=None, help="(3; webshop 6)")
     ap.add_argument("--bare-grid", action="store_true",
@@ -333,11 +345,12 @@ def main() -> None:
         args.seeds = [0] if args.seeds == [0, 1, 2] else args.seeds
         args.tasks, args.candidates, args.mc_rollouts, args.eval_episodes = 3, 3, 3, 4
         args.sft_demos, args.sft_epochs, args.dpo_epochs = 64, 2.0, 1.0
-    name = ("rro_samples" + ("" if args.env == "sokoban" else f"_{args.env}") + variant(args)
-            + ("_smoke" if args.smoke else ""))
+    name = ("rro_samples" + ("" if args.env == "sokoban" else f"_{args.env}") + collection_variant(args)
+            + variant(args) + ("_smoke" if args.smoke else ""))
     out = Path(args.out or Path(__file__).parent / "results" / name)
     tmp = tempfile.TemporaryDirectory() if args.smoke and not args.work else None
-    work = Path(args.work or (tmp.name if tmp else "runs/bench_rro" + ("" if args.env == "sokoban" else f"_{args.env}")))
+    work = Path(args.work or (tmp.name if tmp else "runs/bench_rro" + ("" if args.env == "sokoban" else f"_{args.env}")
+                              + collection_variant(args)))
     work.mkdir(parents=True, exist_ok=True)
 
     def log(msg) -> None:
@@ -361,7 +374,6 @@ def main() -> None:
     finally:
         if not args.smoke:
             snapshot_collections(snapshot, work, unfinished(args, key, work, records))
-    # webshop: each finished π_DPO's shopping record is made now, while its work directory is here
     # webshop: each finished π_DPO's shopping record is made now, while its work directory is here
     shopping = shopping_table(args, base, sft, sft_sha, work, records) if args.env == "webshop" else {}
     if missing:
@@ -411,6 +423,8 @@ def main() -> None:
         f"m = {args.mc_rollouts}, temperature {args.temperature}; DPO lr {args.dpo_lr}, batch {args.dpo_batch}, "
         f"{args.dpo_epochs} epochs, β 0.1"
         + (f", plus {args.dpo_sft_weight:g} × the chosen action's NLL (RPO)" if args.dpo_sft_weight else "")
+        + (f"; an invalid candidate's process reward is {args.invalid_action_reward:g}, not its MC estimate"
+           if args.invalid_action_reward is not None else "")
         + f"; held-out eval: {args.eval_episodes} levels, greedy."
         + (f" {args.note}" if args.note else ""), "",
         "| method | # samples / step | pairs | MC rollouts | generated tokens | collect s | success | score |",

@@ -347,6 +347,13 @@ class RROConfig(_Section):
     """N_max for ``rising`` (stop after this many candidates; §4.3: 5) / N for ``fixed`` (§4.2, Table 1: 5)."""
     mc_rollouts: int = Field(5, ge=1)
     """m: rollouts averaged per process-reward estimate (RRO §2, Alg. 1 ProcessReward; §4.3: 5)."""
+    invalid_action_reward: Optional[float] = None
+    """Process reward of a candidate that is an invalid action (unparseable, or not admissible where it is
+    taken). None (the paper): its MC estimate, like any candidate's. An invalid action is a no-op, so that
+    estimate is the current state's value again, and it meets the rising test r_t ≥ r_{t−1} about half the time.
+    A number below every score (e.g. -1): that value, with no MC rollouts. An invalid candidate then never rises
+    and is never chosen over a valid one, and it is its step's rejected action when a valid candidate exists.
+    docs/methods.md "RRO"."""
     tasks: int = Field(64, ge=1)
     """Training tasks (env seeds ``seed_offset + i``) to collect preference data on."""
     seed_offset: int = 300_000

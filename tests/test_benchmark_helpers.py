@@ -391,6 +391,32 @@ def test_rro_samples_dpo_variant_trains_on_the_plain_runs_collection(tmp_path, m
     assert not (results / "rro_samples_runs").exists()
 
 
+def test_rro_samples_invalid_action_reward_collects_apart(tmp_path, monkeypatch, tiny_model_dir):
+    """``--invalid-action-reward -1`` sets rro.invalid_action_reward and keeps its collections, records and
+    results apart from the paper rule's (``<work>_invalid-1``, ``<name>_invalid-1``)."""
+    import sys
+
+    from benchmarks import rro_samples
+
+    calls, seen = [], []
+    fake_rro_runs(monkeypatch, calls)
+    fake_collect = rro_samples.run_collect
+
+    def collect(cfg, log, model_path):
+        seen.append(cfg.rro.invalid_action_reward)
+        return fake_collect(cfg, log, model_path)
+
+    monkeypatch.setattr(rro_samples, "run_collect", collect)
+    monkeypatch.setattr(rro_samples, "__file__", str(tmp_path / "rro_samples.py"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["rro_samples.py", "--model", str(tiny_model_dir), "--seeds", "0", "--tasks",
+                                      "2", "--methods", "rising", "--invalid-action-reward", "-1"])
+    rro_samples.main()
+    assert seen == [-1.0] and calls[0][1] == "runs/bench_rro_invalid-1/rising_s0"
+    assert (tmp_path / "results" / "rro_samples_invalid-1_runs" / "rising_s0.json").exists()
+    assert not (tmp_path / "results" / "rro_samples_runs").exists()
+
+
 def test_rro_samples_unfinished_collections_travel_in_a_snapshot(tmp_path):
     """An unfinished collection is kept in the snapshot and unpacked where a work directory has fewer of its
     tasks; a finished suite leaves no snapshot."""
@@ -428,8 +454,8 @@ def test_rro_samples_snapshot_keeps_the_collections_of_seeds_this_command_did_no
 
     args = SimpleNamespace(temperature=1.0, max_new_tokens=48, tasks=4, mc_rollouts=5, candidates=5,
                            eval_episodes=8, executor="inprocess", dpo_lr=1e-4, dpo_batch=16, dpo_epochs=3.0,
-                           dpo_sft_weight=0.0, env_max_steps=None, env="webshop", bare_grid=False, history=0,
-                           seeds=[3])
+                           dpo_sft_weight=0.0, invalid_action_reward=None, env_max_steps=None, env="webshop",
+                           bare_grid=False, history=0, seeds=[3])
     key = {"model": "m", "sft_sha256": "abc"}
     work, records = tmp_path / "work", tmp_path / "records"
     for name in ("rising_s0", "rising_s3", "fixed_s3", "eval_sft", "records"):
@@ -437,3 +463,23 @@ def test_rro_samples_snapshot_keeps_the_collections_of_seeds_this_command_did_no
     records.mkdir()
     (records / "rising_s3.json").write_text(json.dumps({"key": record_key(args, key, "rising", 3), "value": {}}))
     assert unfinished(args, key, work, records) == ["fixed_s3", "rising_s0"]
+
+
+def test_rro_pairs_counts_pairs_that_prefer_an_invalid_action(tmp_path):
+    """A pair's chosen action is invalid when the explored trajectory's step is (older collections) or when
+    its ``chosen_valid`` says so; rejected ones are counted only where the field exists."""
+    import json
+
+    from benchmarks.rro_pairs import count
+
+    d = tmp_path / "preferences"
+    d.mkdir()
+    steps = [{"valid": True}, {"valid": False}, {"valid": True}]
+    (d / "trajectories.jsonl").write_text(json.dumps({"task_id": "t/0", "steps": steps}) + "\n")
+    pairs = [{"task_id": "t/0", "step": 1}, {"task_id": "t/0", "step": 2},
+             {"task_id": "t/0", "step": 3, "chosen_valid": False, "rejected_valid": False}]
+    (d / "preferences.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
+    (d / "tasks.jsonl").write_text('{"task_id": "t/0"}\n')
+    r = count(d)
+    assert (r["tasks"], r["pairs"], r["chosen_invalid"], r["rejected_invalid"]) == (1, 3, 2, 1)
+    assert (r["explored_steps"], r["explored_invalid"]) == (3, 1)

@@ -14,8 +14,11 @@ For each task: the episode starts (a zero-turn branch of the engine: reset), r_0
 4. the trajectory continues with the chosen (highest-reward) candidate; r_{t−1} := its reward.
 
 Each task yields its preference pairs, its accounting record and the explored trajectory itself.
-Candidates that are invalid actions count as samples and get their process reward (the env treats them
-as no-ops). Determinism: the torch RNG is seeded per task from (run seed, task seed) before the task's
+Candidates that are invalid actions count as samples. By default (the paper) they get their MC process
+reward like any other; the env treats them as no-ops, so that is the current state's value again. With
+``invalid_action_reward`` set, an invalid candidate gets that value instead, with no MC rollouts. If such a
+candidate is still the one chosen (every candidate was invalid), the state did not change, so r_{t−1} stays.
+Determinism: the torch RNG is seeded per task from (run seed, task seed) before the task's
 first generation, so a task's data does not depend on which tasks ran before it (resume) nor on the env
 executor (generation stays in this process).
 """
@@ -48,7 +51,8 @@ class PreferenceCollector:
     """
 
     def __init__(self, engine: RolloutEngine, *, exploration: str = "rising", candidates: int = 5,
-                 mc_rollouts: int = 5, seed: int = 0, sampling=None, env_name: str = "env"):
+                 mc_rollouts: int = 5, seed: int = 0, sampling=None, env_name: str = "env",
+                 invalid_action_reward: float | None = None):
         if exploration not in ("rising", "fixed"):
             raise ValueError(f"unknown exploration {exploration!r}; use rising or fixed")
         self.engine = engine
@@ -58,6 +62,7 @@ class PreferenceCollector:
         self.mc = MCProcessReward(engine, mc_rollouts, sampling=self.sampling)
         self.seed = seed
         self.env_name = env_name
+        self.invalid_action_reward = invalid_action_reward
 
     # -- one task ----------------------------------------------------------------------------------
     def collect_task(self, seed: int, task_id: str | None = None) -> tuple[list[dict], dict, Trajectory | None]:
@@ -70,6 +75,7 @@ class PreferenceCollector:
         self.mc.stats.reset()
         record = {"task_id": task_id, "seed": seed, "exploration": self.exploration, "steps": 0, "samples": 0,
                   "pairs": 0, "omitted_no_rising": 0, "omitted_no_contrast": 0, "candidate_tokens": 0,
+                  "invalid_candidates": 0,
                   "step_samples": [], "step_rewards": []}
         pairs: list[dict] = []
         path: Trajectory | None = None
@@ -102,11 +108,15 @@ class PreferenceCollector:
             def propose(n: int) -> list[Trajectory]:  # Alg. 1 line 16: â_t ~ π(·|e_1:t−1)
                 cands = self._branch(state, n, task_id, 1)
                 record["candidate_tokens"] += sum(len(c.steps[0].response_ids or []) for c in cands)
+                record["invalid_candidates"] += sum(not c.steps[0].valid for c in cands)
                 return cands
 
             def estimate(cands: list[Trajectory]) -> list[float]:  # Alg. 1 line 18
-                return self.mc.estimate(task_id, [c.prefix() for c in cands],
-                                        [c.score if c.done else None for c in cands])
+                fixed = [None if self._estimated(c) else self.invalid_action_reward for c in cands]
+                todo = [c for c, r in zip(cands, fixed) if r is None]
+                mc = iter(self.mc.estimate(task_id, [c.prefix() for c in todo],
+                                           [c.score if c.done else None for c in todo]) if todo else [])
+                return [next(mc) if r is None else float(r) for r in fixed]
 
             step: StepSampling[Trajectory] = sample_step(self.exploration, propose, estimate, r_prev,
                                                          self.candidates)
@@ -120,7 +130,8 @@ class PreferenceCollector:
                     messages, best.response, worst.response, task_id=task_id, seed=seed, step=len(path) + 1,
                     chosen_reward=step.rewards[step.chosen], rejected_reward=step.rewards[step.rejected],
                     previous_reward=r_prev, candidates=step.samples, chosen_action=best.action,
-                    rejected_action=worst.action, exploration=self.exploration))
+                    rejected_action=worst.action, chosen_valid=best.valid, rejected_valid=worst.valid,
+                    exploration=self.exploration))
                 record["pairs"] += 1
             elif step.omitted == NO_RISING:
                 record["omitted_no_rising"] += 1
@@ -130,11 +141,17 @@ class PreferenceCollector:
             path.steps.append(chosen.steps[0])
             path.end_snapshot, path.end_info, path.final_state = chosen.end_snapshot, chosen.end_info, chosen.final_state
             path.meta["final_observation"] = chosen.meta["final_observation"]
-            r_prev = step.rewards[step.chosen]  # r_{t-1} of the next step = r_PRM(e_1:t)
+            if self._estimated(chosen):  # else: an invalid no-op with the set reward; the state, and r_{t-1}, stay
+                r_prev = step.rewards[step.chosen]  # r_{t-1} of the next step = r_PRM(e_1:t)
             if chosen.done:
                 path.success, path.score = chosen.success, chosen.score
                 record.update(length=len(path), success=path.success, score=path.score)
                 return path
+
+    def _estimated(self, candidate: Trajectory) -> bool:
+        """Whether ``candidate``'s process reward is its MC estimate (false: an invalid action with the set
+        ``invalid_action_reward``)."""
+        return self.invalid_action_reward is None or candidate.steps[0].valid
 
     # -- many tasks --------------------------------------------------------------------------------
     def collect(self, seeds: list[int], writer: PreferenceWriter,

@@ -103,6 +103,7 @@ def aggregate(records: list[dict]) -> dict:
         "pairs": total("pairs"),
         "omitted_no_rising": total("omitted_no_rising"),
         "omitted_no_contrast": total("omitted_no_contrast"),
+        "invalid_candidates": total("invalid_candidates"),
         "rollouts": total("rollouts"),
         "mc_queries": total("mc_queries"),
         "mc_cache_hits": total("mc_cache_hits"),
@@ -124,6 +125,7 @@ def _card(summary: dict) -> str:
             ("candidates sampled", t["samples"]), ("preference pairs", t["pairs"]),
             ("steps omitted: no rising candidate", t["omitted_no_rising"]),
             ("steps without contrast (one candidate / equal rewards)", t["omitted_no_contrast"]),
+            ("invalid candidates (invalid actions)", t.get("invalid_candidates", 0)),
             ("MC rollouts", t["rollouts"]), ("generated tokens", t["generated_tokens"]),
             ("env steps", t["env_steps"]), ("wall seconds", t["wall_seconds"]), ("tasks", t["tasks"]),
             ("failed tasks (prefix not restorable)", t["failed_tasks"])]

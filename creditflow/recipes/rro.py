@@ -78,6 +78,8 @@ def collection_settings(cfg: RunConfig, model_path: Path) -> dict:
         "top_p": cfg.generation.top_p, "max_new_tokens": cfg.generation.max_new_tokens,
         "history_length": cfg.rollout.history_length, "max_steps": cfg.rollout.max_steps,
         "executor": r.executor, "ray_address": r.ray_address, "ray_workers": r.ray_workers, **served,
+        # None (the paper's rule) matches collections made before this setting existed
+        "invalid_action_reward": r.invalid_action_reward,
     }
 
 
@@ -124,7 +126,8 @@ def run_collect(cfg: RunConfig, log: Callable[[str], None] | None = None, model_
         engine = common.make_engine(cfg, model, tok, train_factory, env_executor=executor, backend=backend)
         collector = PreferenceCollector(engine, exploration=cfg.rro.exploration,
                                         candidates=cfg.rro.candidates, mc_rollouts=cfg.rro.mc_rollouts,
-                                        seed=cfg.seed, env_name=cfg.env.name)
+                                        seed=cfg.seed, env_name=cfg.env.name,
+                                        invalid_action_reward=cfg.rro.invalid_action_reward)
         with progress.bar("collect", len(seeds), completed=done0, unit="tasks") as update:
             def on_task(done: int, total: int, rec: dict) -> None:
                 update(done, f"{writer.pairs} pairs")

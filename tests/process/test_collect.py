@@ -74,6 +74,38 @@ def test_fixed_size_collection_hand_computed():
     assert rec["success"] is True and rec["score"] == 1.0
 
 
+def test_invalid_action_reward_replaces_an_invalid_candidates_estimate():
+    """rro.invalid_action_reward = -1: an invalid candidate gets -1 without an MC estimate, so it never rises and
+    is the rejected action; when every candidate is invalid the state's r_{t-1} carries over (not -1)."""
+    table = {(): 0.5, ("a",): 0.6}
+    backend = QueueBackend([act("d"), act("a"),  # step 1: d is not admissible -> -1; a: 0.6 >= 0.5 -> a > d
+                            "zz", act("d"),  # step 2: both invalid -> -1, -1: no rising; go on with "zz"
+                            act("b"), act("a")])  # step 3 (terminal): b 1/3 < 0.6, a 2/3 >= 0.6 -> a > b
+    c = PreferenceCollector(engine(backend, LineEnv), exploration="rising", candidates=2, mc_rollouts=1,
+                            env_name="line", invalid_action_reward=-1.0)
+    c.mc = TableMC(table)
+    pairs, rec, _ = c.collect_task(0)
+    assert rec["step_samples"] == [2, 2, 2] and rec["invalid_candidates"] == 3
+    assert rec["step_rewards"][:2] == [[-1.0, 0.6], [-1.0, -1.0]]
+    # no estimate was asked for an invalid candidate; the path went on with the all-invalid step's first one
+    assert c.mc.asked == [(), ("a",), ("a", "<invalid>zz", "b"), ("a", "<invalid>zz", "a")]
+    assert (rec["pairs"], rec["omitted_no_rising"]) == (2, 1)
+    first, last = pairs
+    assert (first["chosen_action"], first["rejected_action"], first["rejected_reward"]) == ("a", "d", -1.0)
+    assert (first["chosen_valid"], first["rejected_valid"]) == (True, False)
+    # with r_{t-1} = -1 after the all-invalid step, b (1/3) would have risen at once and made no pair
+    assert (last["chosen_action"], last["rejected_action"], last["previous_reward"]) == ("a", "b", 0.6)
+
+    # the paper's rule (None): the invalid candidate is estimated like any other
+    backend = QueueBackend([act("d"), act("a"), act("a"), act("a"), act("a"), act("a")])
+    c = PreferenceCollector(engine(backend, LineEnv), exploration="fixed", candidates=2, mc_rollouts=1,
+                            env_name="line")
+    c.mc = TableMC({(): 0.5, ("<invalid>d",): 0.7, ("a",): 0.6, ("<invalid>d", "a"): 0.9})
+    pairs, rec, _ = c.collect_task(0)
+    assert rec["step_rewards"][0] == [0.7, 0.6]
+    assert (pairs[0]["chosen_action"], pairs[0]["chosen_valid"]) == ("d", False)
+
+
 def _collect(directory, seeds, seed=0):
     c = PreferenceCollector(engine(RandomPolicyBackend(), SOKOBAN), exploration="rising", candidates=3,
                             mc_rollouts=3, seed=seed, env_name="sokoban")
