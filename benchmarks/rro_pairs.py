@@ -1,8 +1,8 @@
 """What RRO's preference pairs prefer: how often the chosen (and rejected) action is an invalid action.
 
 An invalid action is a no-op in creditflow's envs (the page or grid stays), so under the paper's rule its
-MC process reward estimates the current state's value again, and it passes the rising test r_t ≥ r_{t−1}
-about half the time. This counts, for each collection of an ``rro_samples.py`` work directory:
+MC process reward estimates the current state's value again, and it often passes the rising test
+r_t ≥ r_{t−1}. This counts, for each collection of an ``rro_samples.py`` work directory:
 
 - pairs whose chosen action is invalid: the env's own ``valid`` flag of the explored trajectory's step (the
   trajectory continues with the chosen action), or the pair's ``chosen_valid`` where the collection has it;

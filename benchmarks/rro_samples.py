@@ -366,13 +366,16 @@ def main() -> None:
     sft_sha = weights_sha256(sft)
     key = {"model": str(sft), "sft_sha256": sft_sha, "overrides": base, "eval_episodes": args.eval_episodes}
     sft_eval = cached(records / "sft_eval.json", key, lambda: evaluate_policy(cfg0, sft, args.eval_episodes))
-    # unfinished collections travel between sessions and machines in a snapshot, one per π_SFT
-    snapshot = records / f"unfinished_collections_{sft_sha[:12]}.tgz"
+    # unfinished collections travel between sessions and machines in a snapshot, one per π_SFT. A DPO variant
+    # trains on the plain runs' collections: it reads their snapshot and leaves writing it to the plain suite
+    plain = out.with_name(out.name.removesuffix(variant(args))) if variant(args) else out
+    snapshot = ((records if args.smoke else plain.parent / f"{plain.name}_runs")
+                / f"unfinished_collections_{sft_sha[:12]}.tgz")
     restore_collections(snapshot, work, log)
     try:
         runs, missing = train_runs(args, base, key, sft, sft_eval, work, records, log)
     finally:
-        if not args.smoke:
+        if not args.smoke and not variant(args):
             snapshot_collections(snapshot, work, unfinished(args, key, work, records))
     # webshop: each finished π_DPO's shopping record is made now, while its work directory is here
     shopping = shopping_table(args, base, sft, sft_sha, work, records) if args.env == "webshop" else {}

@@ -350,7 +350,7 @@ class RROConfig(_Section):
     invalid_action_reward: Optional[float] = None
     """Process reward of a candidate that is an invalid action (unparseable, or not admissible where it is
     taken). None (the paper): its MC estimate, like any candidate's. An invalid action is a no-op, so that
-    estimate is the current state's value again, and it meets the rising test r_t ≥ r_{t−1} about half the time.
+    estimate is the current state's value again, and it often meets the rising test r_t ≥ r_{t−1}.
     A number below every score (e.g. -1): that value, with no MC rollouts. An invalid candidate then never rises
     and is never chosen over a valid one, and it is its step's rejected action when a valid candidate exists.
     docs/methods.md "RRO"."""

@@ -383,12 +383,16 @@ def test_rro_samples_dpo_variant_trains_on_the_plain_runs_collection(tmp_path, m
     monkeypatch.setattr(rro_samples, "__file__", str(tmp_path / "rro_samples.py"))
     argv = ["rro_samples.py", "--model", str(tiny_model_dir), "--seeds", "0", "--tasks", "2", "--work", str(work),
             "--methods", "rising", "--dpo-sft-weight", "1"]
+    (work / "fixed_s0" / "preferences").mkdir(parents=True)  # an unfinished plain collection
+    (work / "fixed_s0" / "preferences" / "tasks.jsonl").write_text('{"task": 0}\n')
     monkeypatch.setattr(sys, "argv", argv)
     rro_samples.main()
     assert seen == [("collect", str(work / "rising_s0_sftw1"), str(work / "rising_s0" / "preferences"), "rising"),
                     ("dpo", str(work / "rising_s0_sftw1"), 1.0)]
     assert (results / "rro_samples_sftw1_runs" / "rising_s0.json").exists()
     assert not (results / "rro_samples_runs").exists()
+    # the plain suite owns the collections' snapshot: the variant writes none
+    assert not list((results / "rro_samples_sftw1_runs").glob("unfinished_collections_*"))
 
 
 def test_rro_samples_invalid_action_reward_collects_apart(tmp_path, monkeypatch, tiny_model_dir):
