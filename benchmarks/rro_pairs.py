@@ -35,11 +35,12 @@ def count(collection: Path) -> dict:
     chosen_invalid = sum(not p.get("chosen_valid", valid[(p["task_id"], p["step"])]) for p in pairs)
     known = [p for p in pairs if "rejected_valid" in p]
     tasks = sum(1 for line in (collection / "tasks.jsonl").read_text().splitlines() if line.strip())
+    no_ops = sum(not v for v in valid.values())
     return {"tasks": tasks, "pairs": len(pairs), "chosen_invalid": chosen_invalid,
             "chosen_invalid_frac": chosen_invalid / len(pairs) if pairs else 0.0,
             "rejected_invalid": sum(not p["rejected_valid"] for p in known) if known else None,
-            "explored_steps": len(valid), "explored_invalid": sum(not v for v in valid.values()),
-            "explored_invalid_frac": sum(not v for v in valid.values()) / len(valid) if valid else 0.0}
+            "explored_steps": len(valid), "explored_invalid": no_ops,
+            "explored_invalid_frac": no_ops / len(valid) if valid else 0.0}
 
 
 def main() -> None:

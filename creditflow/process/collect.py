@@ -112,11 +112,10 @@ class PreferenceCollector:
                 return cands
 
             def estimate(cands: list[Trajectory]) -> list[float]:  # Alg. 1 line 18
-                fixed = [None if self._estimated(c) else self.invalid_action_reward for c in cands]
-                todo = [c for c, r in zip(cands, fixed) if r is None]
+                todo = [c for c in cands if self._estimated(c)]  # the others get invalid_action_reward
                 mc = iter(self.mc.estimate(task_id, [c.prefix() for c in todo],
                                            [c.score if c.done else None for c in todo]) if todo else [])
-                return [next(mc) if r is None else float(r) for r in fixed]
+                return [next(mc) if self._estimated(c) else float(self.invalid_action_reward) for c in cands]
 
             step: StepSampling[Trajectory] = sample_step(self.exploration, propose, estimate, r_prev,
                                                          self.candidates)

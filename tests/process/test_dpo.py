@@ -49,8 +49,9 @@ def test_dpo_trains_a_few_steps_from_pi_sft(pref_dir, tiny_model_dir, tmp_path):
     # the implicit rewards' means over the last epoch: its 2 steps of 4
     rows = [h for h in metrics["dpo/history"] if "dpo/chosen" in h]
     assert len(rows) == 4
-    assert metrics["dpo/last_epoch_chosen"] == pytest.approx((rows[2]["dpo/chosen"] + rows[3]["dpo/chosen"]) / 2)
-    assert metrics["dpo/last_epoch_rejected"] == pytest.approx((rows[2]["dpo/rejected"] + rows[3]["dpo/rejected"]) / 2)
+    for side in ("chosen", "rejected"):
+        last_epoch = (rows[2][f"dpo/{side}"] + rows[3][f"dpo/{side}"]) / 2
+        assert metrics[f"dpo/last_epoch_{side}"] == pytest.approx(last_epoch)
     after = trained.state_dict()
     assert any(not torch.equal(before[k], after[k]) for k in before)
 
