@@ -73,9 +73,13 @@ DEFAULTS = {"sokoban": (2, 512, 3.0, 16), "webshop": (0, 1024, 6.0, 48)}
 NAMES = {"sft": "π_SFT", "fixed": "fixed-size exploration + DPO", "rising": "RRO (reward rising) + DPO"}
 
 
+DPO_LR = 1e-4  # the suite's DPO learning rate; another one is a DPO variant
+
+
 def variant(args) -> str:
-    """The DPO variant's suffix of run directories and result names ('' for plain DPO, as the paper)."""
-    return f"_sftw{args.dpo_sft_weight:g}" if args.dpo_sft_weight else ""
+    """The DPO variant's suffix of run directories and result names ('' for plain DPO at the suite's lr)."""
+    return ((f"_lr{args.dpo_lr:g}" if args.dpo_lr != DPO_LR else "")
+            + (f"_sftw{args.dpo_sft_weight:g}" if args.dpo_sft_weight else ""))
 
 
 def collection_variant(args) -> str:
@@ -310,7 +314,9 @@ def main() -> None:
     ap.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of candidates and rollouts")
     ap.add_argument("--max-new-tokens", type=int, default=None, help="default: 16 (sokoban), 48 (webshop)")
     ap.add_argument("--env-max-steps", type=int, default=None, help="Sokoban episode cap (default: env's 15)")
-    ap.add_argument("--dpo-lr", type=float, default=1e-4)
+    ap.add_argument("--dpo-lr", type=float, default=DPO_LR,
+                    help="rro.dpo.lr; another value is a DPO variant like --dpo-sft-weight: it reuses the plain "
+                         "runs' collections and writes <name>_lr<LR>.{json,md}")
     ap.add_argument("--dpo-batch", type=int, default=16)
     ap.add_argument("--dpo-epochs", type=float, default=3.0)
     ap.add_argument("--dpo-sft-weight", type=float, default=0.0,

@@ -298,7 +298,7 @@ def test_roofline_flop_count_matches_torch_flop_counter():
 
 def fake_rro_runs(monkeypatch, calls: list) -> None:
     """rro_samples with its collection, DPO and evaluation replaced by fakes; ``calls`` gets
-    ``("collect", out_dir, data_dir, exploration)`` and ``("dpo", out_dir, sft_weight)`` in order."""
+    ``("collect", out_dir, data_dir, exploration)`` and ``("dpo", out_dir, sft_weight, lr)`` in order."""
     from benchmarks import rro_samples
 
     def collect(cfg, log, model_path):
@@ -308,7 +308,7 @@ def fake_rro_runs(monkeypatch, calls: list) -> None:
                 "totals": {"omitted_no_rising": 0, "omitted_no_contrast": 1}}
 
     def dpo(cfg, log, model_path):
-        calls.append(("dpo", cfg.out_dir, cfg.rro.dpo.sft_weight))
+        calls.append(("dpo", cfg.out_dir, cfg.rro.dpo.sft_weight, cfg.rro.dpo.lr))
         return model_path, {"dpo/steps": 1, "dpo/train_loss": 0.6}
 
     monkeypatch.setattr(rro_samples, "run_collect", collect)
@@ -370,9 +370,13 @@ def test_rro_samples_does_not_reuse_runs_of_a_rebuilt_sft_at_the_same_path(tmp_p
     assert collected(calls) == ["rising", "rising"]
 
 
-def test_rro_samples_dpo_variant_trains_on_the_plain_runs_collection(tmp_path, monkeypatch, tiny_model_dir):
-    """``--dpo-sft-weight 1`` trains DPO in its own directory on the plain run's preferences, with the weight
-    set, and writes ``<name>_sftw1`` results; the plain run's records are left alone."""
+@pytest.mark.parametrize("flag, suffix, weight, lr", [("--dpo-sft-weight", "_sftw1", 1.0, 1e-4),
+                                                      ("--dpo-lr", "_lr2e-05", 0.0, 2e-5)])
+def test_rro_samples_dpo_variant_trains_on_the_plain_runs_collection(tmp_path, monkeypatch, tiny_model_dir, flag,
+                                                                     suffix, weight, lr):
+    """A DPO variant (``--dpo-sft-weight 1``, ``--dpo-lr 2e-5``) trains DPO in its own directory on the plain
+    run's preferences, with its setting, and writes ``<name><suffix>`` results; the plain run's records are
+    left alone."""
     import sys
 
     from benchmarks import rro_samples
@@ -382,17 +386,17 @@ def test_rro_samples_dpo_variant_trains_on_the_plain_runs_collection(tmp_path, m
     work, results = tmp_path / "work", tmp_path / "results"
     monkeypatch.setattr(rro_samples, "__file__", str(tmp_path / "rro_samples.py"))
     argv = ["rro_samples.py", "--model", str(tiny_model_dir), "--seeds", "0", "--tasks", "2", "--work", str(work),
-            "--methods", "rising", "--dpo-sft-weight", "1"]
+            "--methods", "rising", flag, "1" if flag == "--dpo-sft-weight" else "2e-5"]
     (work / "fixed_s0" / "preferences").mkdir(parents=True)  # an unfinished plain collection
     (work / "fixed_s0" / "preferences" / "tasks.jsonl").write_text('{"task": 0}\n')
     monkeypatch.setattr(sys, "argv", argv)
     rro_samples.main()
-    assert seen == [("collect", str(work / "rising_s0_sftw1"), str(work / "rising_s0" / "preferences"), "rising"),
-                    ("dpo", str(work / "rising_s0_sftw1"), 1.0)]
-    assert (results / "rro_samples_sftw1_runs" / "rising_s0.json").exists()
+    assert seen == [("collect", str(work / f"rising_s0{suffix}"), str(work / "rising_s0" / "preferences"), "rising"),
+                    ("dpo", str(work / f"rising_s0{suffix}"), weight, lr)]
+    assert (results / f"rro_samples{suffix}_runs" / "rising_s0.json").exists()
     assert not (results / "rro_samples_runs").exists()
     # the plain suite owns the collections' snapshot: the variant writes none
-    assert not list((results / "rro_samples_sftw1_runs").glob("unfinished_collections_*"))
+    assert not list((results / f"rro_samples{suffix}_runs").glob("unfinished_collections_*"))
 
 
 def test_rro_samples_invalid_action_reward_collects_apart(tmp_path, monkeypatch, tiny_model_dir):
