@@ -7,7 +7,9 @@ r_t ≥ r_{t−1}. This counts, for each collection of an ``rro_samples.py`` wor
 - pairs whose chosen action is invalid: the env's own ``valid`` flag of the explored trajectory's step (the
   trajectory continues with the chosen action), or the pair's ``chosen_valid`` where the collection has it;
 - pairs whose rejected action is invalid (``rejected_valid``: collections made since that field exists);
-- explored steps that were invalid no-ops.
+- explored steps that were invalid no-ops;
+- with ``--kinds`` (webshop): the pairs by page, chosen action's kind and rejected action's kind
+  (``benchmarks/webshop_actions.py``'s classes), i.e. which decisions DPO is taught.
 
 Usage: ``python benchmarks/rro_pairs.py runs/bench_rro_webshop --out benchmarks/results/rro_pairs_webshop``
 """
@@ -15,6 +17,7 @@ Usage: ``python benchmarks/rro_pairs.py runs/bench_rro_webshop --out benchmarks/
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import sys
 from pathlib import Path
@@ -22,25 +25,37 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.machine import machine_info  # noqa: E402
+from benchmarks.webshop_actions import action_kind  # noqa: E402
 
 
-def count(collection: Path) -> dict:
+def count(collection: Path, kinds: bool = False) -> dict:
     """The counts of one collection's ``preferences`` directory."""
     valid: dict[tuple[str, int], bool] = {}
+    page: dict[tuple[str, int], str] = {}
     for line in (collection / "trajectories.jsonl").read_text().splitlines():
         traj = json.loads(line)
         for i, step in enumerate(traj["steps"]):
             valid[(traj["task_id"], i + 1)] = bool(step["valid"])
+            page[(traj["task_id"], i + 1)] = step["state"].split("|", 1)[0]
     pairs = [json.loads(line) for line in (collection / "preferences.jsonl").read_text().splitlines() if line]
     chosen_invalid = sum(not p.get("chosen_valid", valid[(p["task_id"], p["step"])]) for p in pairs)
     known = [p for p in pairs if "rejected_valid" in p]
     tasks = sum(1 for line in (collection / "tasks.jsonl").read_text().splitlines() if line.strip())
     no_ops = sum(not v for v in valid.values())
-    return {"tasks": tasks, "pairs": len(pairs), "chosen_invalid": chosen_invalid,
-            "chosen_invalid_frac": chosen_invalid / len(pairs) if pairs else 0.0,
-            "rejected_invalid": sum(not p["rejected_valid"] for p in known) if known else None,
-            "explored_steps": len(valid), "explored_invalid": no_ops,
-            "explored_invalid_frac": no_ops / len(valid) if valid else 0.0}
+    out = {"tasks": tasks, "pairs": len(pairs), "chosen_invalid": chosen_invalid,
+           "chosen_invalid_frac": chosen_invalid / len(pairs) if pairs else 0.0,
+           "rejected_invalid": sum(not p["rejected_valid"] for p in known) if known else None,
+           "explored_steps": len(valid), "explored_invalid": no_ops,
+           "explored_invalid_frac": no_ops / len(valid) if valid else 0.0}
+    if kinds:  # "item: click-option > click-option*": * marks an invalid action
+        by_kind = collections.Counter()
+        for p in pairs:
+            key = (p["task_id"], p["step"])
+            chosen_valid, rejected_valid = p.get("chosen_valid", valid[key]), p.get("rejected_valid", True)
+            by_kind[f"{page[key]}: {action_kind(p['chosen_action'], page[key])}{'' if chosen_valid else '*'} > "
+                    f"{action_kind(p['rejected_action'], page[key])}{'' if rejected_valid else '*'}"] += 1
+        out["kinds"] = dict(by_kind.most_common())
+    return out
 
 
 def main() -> None:
@@ -48,13 +63,14 @@ def main() -> None:
     ap.add_argument("work", help="an rro_samples.py work directory (its <method>_s<seed> collections)")
     ap.add_argument("--out", required=True, help="results path without suffix")
     ap.add_argument("--note", default="", help="a line for the report")
+    ap.add_argument("--kinds", action="store_true", help="webshop: the pairs by page and action kinds")
     args = ap.parse_args()
     work = Path(args.work)
     names = sorted(d.name for d in work.iterdir() if (d / "preferences" / "trajectories.jsonl").exists()) \
         if work.is_dir() else []
     if not names:
         sys.exit(f"rro_pairs: {work} has no collections (<method>_s<seed>/preferences/trajectories.jsonl)")
-    rows = {name: count(work / name / "preferences") for name in names}
+    rows = {name: count(work / name / "preferences", args.kinds) for name in names}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps({"benchmark": "rro_pairs", "work": str(work), "note": args.note,
@@ -70,6 +86,10 @@ def main() -> None:
         lines.append(f"| {name} | {r['tasks']} | {r['pairs']} | {r['chosen_invalid']} "
                      f"({r['chosen_invalid_frac']:.0%}) | {rejected} | {r['explored_steps']} | {r['explored_invalid']} "
                      f"({r['explored_invalid_frac']:.0%}) |")
+    for name, r in rows.items() if args.kinds else []:
+        lines += ["", f"{name}: pairs by page, chosen > rejected action kind (* invalid; rejected: where recorded)", "",
+                  "| page: chosen > rejected | pairs |", "|---|---|"]
+        lines += [f"| {k} | {n} |" for k, n in r["kinds"].items()]
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -482,7 +482,7 @@ def test_rro_pairs_counts_pairs_that_prefer_an_invalid_action(tmp_path):
 
     d = tmp_path / "preferences"
     d.mkdir()
-    steps = [{"valid": True}, {"valid": False}, {"valid": True}]
+    steps = [{"valid": True, "state": "s0"}, {"valid": False, "state": "s0"}, {"valid": True, "state": "s1"}]
     (d / "trajectories.jsonl").write_text(json.dumps({"task_id": "t/0", "steps": steps}) + "\n")
     pairs = [{"task_id": "t/0", "step": 1}, {"task_id": "t/0", "step": 2},
              {"task_id": "t/0", "step": 3, "chosen_valid": False, "rejected_valid": False}]
@@ -491,3 +491,52 @@ def test_rro_pairs_counts_pairs_that_prefer_an_invalid_action(tmp_path):
     r = count(d)
     assert (r["tasks"], r["pairs"], r["chosen_invalid"], r["rejected_invalid"]) == (1, 3, 2, 1)
     assert (r["explored_steps"], r["explored_invalid"]) == (3, 1)
+
+
+def test_webshop_actions_classifies_steps_by_page_and_kind():
+    """Hand-made episodes: each step lands in its page/kind with its invalid flag; a purchase ends on ``done``."""
+    from benchmarks.webshop_actions import action_kind, breakdown
+    from creditflow.rollout.trajectory import Step, Trajectory
+
+    assert [action_kind(a, p) for a, p in [("search[red shoes]", "search"), ("click[B0ABCDEF12]", "results"),
+                                           ("click[black]", "item"), ("click[black]", "results"),
+                                           ("click[Buy Now]", "item"), ("click[features]", "item"),
+                                           ("click[< Prev]", "item"), ("buy it", "item")]] == \
+        ["search", "click-product", "click-option", "click-other", "buy", "tab", "nav", "malformed"]
+
+    def step(page, action, valid=True, after=None):
+        return Step(state=f"{page}|q=-", observation="", action=action, valid=valid,
+                    next_state=f"{after or page}|q=-")
+
+    bought = Trajectory("a", [step("search", "search[x]", after="results"), step("results", "click[b0abcdef12]",
+                                                                                  after="item"),
+                              step("item", "click[red]", valid=False), step("item", "click[buy now]", after="done")],
+                        score=0.5)
+    lost = Trajectory("b", [step("search", "search[y]", after="results"), step("results", "click[b0zzzzzzzz]",
+                                                                                valid=False)])
+    out = breakdown([bought, lost])
+    assert (out["episodes"], out["steps"], out["bought"], out["invalid_frac"], out["score"]) == (2, 6, 0.5, 2 / 6,
+                                                                                                 0.25)
+    assert {k: (v["steps"], v["invalid"]) for k, v in out["kinds"].items()} == {
+        "search/search": (2, 0), "results/click-product": (2, 1), "item/click-option": (1, 1), "item/buy": (1, 0)}
+
+
+def test_rro_pairs_kinds_name_each_pairs_page_and_action_kinds(tmp_path):
+    """``--kinds``: a pair is counted under the page its step was taken on and its actions' kinds, with * on
+    an invalid action (the chosen one's from the trajectory where the pair has no ``chosen_valid``)."""
+    import json
+
+    from benchmarks.rro_pairs import count
+
+    d = tmp_path / "preferences"
+    d.mkdir()
+    steps = [{"valid": True, "state": "results|q=x"}, {"valid": False, "state": "item|q=x"}]
+    (d / "trajectories.jsonl").write_text(json.dumps({"task_id": "t/0", "steps": steps}) + "\n")
+    pairs = [{"task_id": "t/0", "step": 1, "chosen_action": "click[b0abcdef12]", "rejected_action": "click[red]",
+              "rejected_valid": False},
+             {"task_id": "t/0", "step": 2, "chosen_action": "click[red]", "rejected_action": "click[buy now]"}]
+    (d / "preferences.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
+    (d / "tasks.jsonl").write_text('{"task_id": "t/0"}\n')
+    assert count(d, kinds=True)["kinds"] == {"results: click-product > click-other*": 1,
+                                             "item: click-option* > buy": 1}
+    assert "kinds" not in count(d)
