@@ -134,15 +134,16 @@ def stored(path: Path, key: dict):
     return None
 
 
-def cached(path: Path, key: dict, compute):
-    """``compute()``'s result, stored at ``path`` with ``key``; reused when a finished run has the same key."""
+def cached(path: Path, key: dict, compute, note: str = ""):
+    """``compute()``'s result, stored at ``path`` with ``key`` and the machine it ran on (``note``: what shared
+    its cores); reused when a finished run has the same key."""
     value = stored(path, key)
     if value is not None:
         return value
     value = compute()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"key": key, "value": value}, indent=1))
+    tmp.write_text(json.dumps({"key": key, "value": value, "machine": machine_info(), "note": note}, indent=1))
     tmp.replace(path)
     return value
 
@@ -164,7 +165,7 @@ def shopping_table(args, base: list[str], sft: Path, sft_sha: str, work: Path, r
             continue
         cfg = build_config(None, base + [f"out_dir={work / 'eval_shopping'}"])
         table[label] = cached(record, key, lambda: shopping_metrics(
-            evaluate_with_trajectories(cfg, path, args.eval_episodes)[1]))
+            evaluate_with_trajectories(cfg, path, args.eval_episodes)[1]), args.note)
     return table
 
 
@@ -292,7 +293,7 @@ def train_runs(args, base: list[str], key: dict, sft: Path, sft_eval: dict, work
                     continue
                 runs.append(record)
             else:
-                runs.append(cached(records / f"{method}_s{seed}.json", run_key, one_run))
+                runs.append(cached(records / f"{method}_s{seed}.json", run_key, one_run, args.note))
             log(json.dumps(runs[-1]))
     return runs, missing
 
@@ -371,7 +372,8 @@ def main() -> None:
     # records made before 2026-11-27 have no sft_sha256 and match no run now (their π_SFT's weights are lost)
     sft_sha = weights_sha256(sft)
     key = {"model": str(sft), "sft_sha256": sft_sha, "overrides": base, "eval_episodes": args.eval_episodes}
-    sft_eval = cached(records / "sft_eval.json", key, lambda: evaluate_policy(cfg0, sft, args.eval_episodes))
+    sft_eval = cached(records / "sft_eval.json", key, lambda: evaluate_policy(cfg0, sft, args.eval_episodes),
+                      args.note)
     # unfinished collections travel between sessions and machines in a snapshot, one per π_SFT. A DPO variant
     # trains on the plain runs' collections: it reads their snapshot and leaves writing it to the plain suite
     plain = out.with_name(out.name.removesuffix(variant(args))) if variant(args) else out

@@ -53,7 +53,9 @@ def action_kind(action: str, page: str = "") -> str:
 
 
 def breakdown(trajs) -> dict:
-    """Per (page, kind): steps and invalid steps; and how the episodes end."""
+    """Per (page, kind): steps and invalid steps; and the episodes' purchases, score and invalid share."""
+    from benchmarks.webshop_sft import shopping_metrics  # imports torch; action_kind's users need not
+
     steps: collections.Counter = collections.Counter()
     invalid: collections.Counter = collections.Counter()
     for traj in trajs:
@@ -63,10 +65,9 @@ def breakdown(trajs) -> dict:
             steps[key] += 1
             invalid[key] += not step.valid
     total = sum(steps.values())
-    bought = sum(1 for t in trajs if t.steps and (t.steps[-1].next_state or "").startswith("done"))
+    shop = shopping_metrics(trajs)
     return {"episodes": len(trajs), "steps": total, "steps_per_episode": total / max(1, len(trajs)),
-            "bought": bought / max(1, len(trajs)), "invalid_frac": sum(invalid.values()) / max(1, total),
-            "score": sum(t.score for t in trajs) / max(1, len(trajs)),
+            "bought": shop["bought"], "invalid_frac": shop["invalid_frac"], "score": shop["mean_score"],
             "kinds": {k: {"steps": n, "share": n / total, "invalid": invalid[k]} for k, n in steps.most_common()}}
 
 

@@ -377,6 +377,7 @@ def test_rro_samples_dpo_variant_trains_on_the_plain_runs_collection(tmp_path, m
     """A DPO variant (``--dpo-sft-weight 1``, ``--dpo-lr 2e-5``) trains DPO in its own directory on the plain
     run's preferences, with its setting, and writes ``<name><suffix>`` results; the plain run's records are
     left alone."""
+    import json
     import sys
 
     from benchmarks import rro_samples
@@ -393,7 +394,8 @@ def test_rro_samples_dpo_variant_trains_on_the_plain_runs_collection(tmp_path, m
     rro_samples.main()
     assert seen == [("collect", str(work / f"rising_s0{suffix}"), str(work / "rising_s0" / "preferences"), "rising"),
                     ("dpo", str(work / f"rising_s0{suffix}"), weight, lr)]
-    assert (results / f"rro_samples{suffix}_runs" / "rising_s0.json").exists()
+    record = json.loads((results / f"rro_samples{suffix}_runs" / "rising_s0.json").read_text())
+    assert record["machine"]["cores"] >= 1 and "note" in record  # where it ran and what shared the cores
     assert not (results / "rro_samples_runs").exists()
     # the plain suite owns the collections' snapshot: the variant writes none
     assert not list((results / f"rro_samples{suffix}_runs").glob("unfinished_collections_*"))
