@@ -17,8 +17,9 @@ samples per step with a held-out score >= fixed-5's (the paper: 1.86 and 1.64 sa
 CPU-sized choices (the paper's values are for Gemma-2 2B on 8 A100s): the tiny default policy on the demo's
 observations (``describe_positions``; ``--bare-grid`` for plain ones); sampling temperature 1.0 for
 candidates and MC rollouts (the paper does not state its temperature; at 0.4 the tiny π_SFT's candidates
-are mostly the same action, so most steps give no contrasting pair); DPO learning rate 1e-4 and batch 16 instead of 3e-6 / 32
-(β 0.1, 3 epochs, warmup 0.1, constant schedule as §4.3); m = 5 rollouts and N = 5 as §4.3. Held-out
+are mostly the same action, so most steps give no contrasting pair); DPO learning rate 1e-4 and batch 16
+instead of 3e-6 / 32 (β 0.1, 3 epochs, warmup 0.1, constant schedule as §4.3; on webshop 1e-4 breaks π_SFT
+and 3e-6 to 5e-5 do not: ``results/rro_dpo_settings_webshop.md``); m = 5 rollouts and N = 5 as §4.3. Held-out
 evaluation is greedy (``generation.eval_temperature`` 0), so π_SFT is evaluated once. The work
 directory (``--work``, default ``runs/bench_rro``) keeps every collection: rerunning the same command
 resumes an interrupted collection. ``--smoke`` runs a tiny budget end to end (about a minute with
@@ -35,6 +36,11 @@ goes on where they stopped. The results carry, per arm, ``summary.<arm>.final_ev
 ``final_eval_success`` with the per-seed ``values``, the ``mean`` and a 95% stratified-bootstrap
 ``ci95`` (benchmarks/learning.py), and ``settings.seeds``. ``--methods rising`` (or ``fixed``) runs one arm
 now and reuses the other's finished runs; a session too short for a whole seed can still finish one arm.
+
+DPO variants train on the plain runs' collections in their own directories and records
+(``<name><suffix>_runs/``): ``--dpo-lr``, ``--dpo-sft-weight`` (RPO) and ``--device cuda`` (DPO and
+evaluation on a GPU, float32 weights; on an H200 its numbers matched the CPU's to three decimals).
+``benchmarks/rro_dpo_settings.py`` tabulates every variant's finished runs per collection.
 """
 
 from __future__ import annotations
@@ -77,9 +83,11 @@ DPO_LR = 1e-4  # the suite's DPO learning rate; another one is a DPO variant
 
 
 def variant(args) -> str:
-    """The DPO variant's suffix of run directories and result names ('' for plain DPO at the suite's lr)."""
+    """The DPO variant's suffix of run directories and result names ('' for plain DPO at the suite's lr, on
+    the CPU)."""
     return ((f"_lr{args.dpo_lr:g}" if args.dpo_lr != DPO_LR else "")
-            + (f"_sftw{args.dpo_sft_weight:g}" if args.dpo_sft_weight else ""))
+            + (f"_sftw{args.dpo_sft_weight:g}" if args.dpo_sft_weight else "")
+            + ("_cuda" if args.device == "cuda" else ""))
 
 
 def collection_variant(args) -> str:
@@ -104,6 +112,9 @@ def settings(args) -> list[str]:
            f"rro.dpo.lr={args.dpo_lr}", f"rro.dpo.batch_size={args.dpo_batch}", f"rro.dpo.epochs={args.dpo_epochs}",
            "tensorboard=false"]
     out += [f"rro.dpo.sft_weight={args.dpo_sft_weight}"] if args.dpo_sft_weight else []  # default: plain DPO
+    # a GPU run keeps float32 weights: policy.dtype=auto would load bfloat16 there, whose rounding (2^-8 of a
+    # weight) swallows DPO's small steps; the CPU runs' keys stay as they were (device left to auto = cpu)
+    out += ["policy.device=cuda", "policy.dtype=float32"] if args.device == "cuda" else []
     out += ([f"rro.invalid_action_reward={args.invalid_action_reward}"]
             if args.invalid_action_reward is not None else [])  # default: the paper's MC estimate
     out += [f"env.kwargs.max_steps={args.env_max_steps}"] if args.env_max_steps else []
@@ -323,6 +334,9 @@ def main() -> None:
     ap.add_argument("--dpo-sft-weight", type=float, default=0.0,
                     help="rro.dpo.sft_weight: an NLL term on the chosen action (RPO); a variant reuses the plain "
                          "runs' collections and writes <name>_sftw<W>.{json,md} (default 0: plain DPO)")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="where DPO and evaluation run; cuda (float32 weights) is a variant like --dpo-lr: it "
+                         "trains on the plain runs' collections and writes <name>_cuda, apart from the CPU runs")
     ap.add_argument("--invalid-action-reward", type=float, default=None,
                     help="rro.invalid_action_reward: an invalid candidate's process reward, with no MC rollouts "
                          "(e.g. -1); its own collections in <work>_invalid<X>, results <name>_invalid<X> "

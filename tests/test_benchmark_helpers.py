@@ -298,7 +298,8 @@ def test_roofline_flop_count_matches_torch_flop_counter():
 
 def fake_rro_runs(monkeypatch, calls: list) -> None:
     """rro_samples with its collection, DPO and evaluation replaced by fakes; ``calls`` gets
-    ``("collect", out_dir, data_dir, exploration)`` and ``("dpo", out_dir, sft_weight, lr)`` in order."""
+    ``("collect", out_dir, data_dir, exploration)`` and ``("dpo", out_dir, sft_weight, lr, device, dtype)`` in
+    order."""
     from benchmarks import rro_samples
 
     def collect(cfg, log, model_path):
@@ -308,7 +309,8 @@ def fake_rro_runs(monkeypatch, calls: list) -> None:
                 "totals": {"omitted_no_rising": 0, "omitted_no_contrast": 1}}
 
     def dpo(cfg, log, model_path):
-        calls.append(("dpo", cfg.out_dir, cfg.rro.dpo.sft_weight, cfg.rro.dpo.lr))
+        calls.append(("dpo", cfg.out_dir, cfg.rro.dpo.sft_weight, cfg.rro.dpo.lr, cfg.policy.device,
+                      cfg.policy.dtype))
         return model_path, {"dpo/steps": 1, "dpo/train_loss": 0.6}
 
     monkeypatch.setattr(rro_samples, "run_collect", collect)
@@ -370,13 +372,15 @@ def test_rro_samples_does_not_reuse_runs_of_a_rebuilt_sft_at_the_same_path(tmp_p
     assert collected(calls) == ["rising", "rising"]
 
 
-@pytest.mark.parametrize("flag, suffix, weight, lr", [("--dpo-sft-weight", "_sftw1", 1.0, 1e-4),
-                                                      ("--dpo-lr", "_lr2e-05", 0.0, 2e-5)])
+@pytest.mark.parametrize("flag, value, suffix, weight, lr, device", [
+    ("--dpo-sft-weight", "1", "_sftw1", 1.0, 1e-4, ("auto", "auto")),
+    ("--dpo-lr", "2e-5", "_lr2e-05", 0.0, 2e-5, ("auto", "auto")),
+    ("--device", "cuda", "_cuda", 0.0, 1e-4, ("cuda", "float32"))])
 def test_rro_samples_dpo_variant_trains_on_the_plain_runs_collection(tmp_path, monkeypatch, tiny_model_dir, flag,
-                                                                     suffix, weight, lr):
-    """A DPO variant (``--dpo-sft-weight 1``, ``--dpo-lr 2e-5``) trains DPO in its own directory on the plain
-    run's preferences, with its setting, and writes ``<name><suffix>`` results; the plain run's records are
-    left alone."""
+                                                                     value, suffix, weight, lr, device):
+    """A DPO variant (``--dpo-sft-weight 1``, ``--dpo-lr 2e-5``, ``--device cuda``) trains DPO in its own
+    directory on the plain run's preferences, with its setting, and writes ``<name><suffix>`` results; the plain
+    run's records are left alone. On CUDA the weights stay float32 (bfloat16 would round DPO's steps away)."""
     import json
     import sys
 
@@ -387,13 +391,13 @@ def test_rro_samples_dpo_variant_trains_on_the_plain_runs_collection(tmp_path, m
     work, results = tmp_path / "work", tmp_path / "results"
     monkeypatch.setattr(rro_samples, "__file__", str(tmp_path / "rro_samples.py"))
     argv = ["rro_samples.py", "--model", str(tiny_model_dir), "--seeds", "0", "--tasks", "2", "--work", str(work),
-            "--methods", "rising", flag, "1" if flag == "--dpo-sft-weight" else "2e-5"]
+            "--methods", "rising", flag, value]
     (work / "fixed_s0" / "preferences").mkdir(parents=True)  # an unfinished plain collection
     (work / "fixed_s0" / "preferences" / "tasks.jsonl").write_text('{"task": 0}\n')
     monkeypatch.setattr(sys, "argv", argv)
     rro_samples.main()
     assert seen == [("collect", str(work / f"rising_s0{suffix}"), str(work / "rising_s0" / "preferences"), "rising"),
-                    ("dpo", str(work / f"rising_s0{suffix}"), weight, lr)]
+                    ("dpo", str(work / f"rising_s0{suffix}"), weight, lr, *device)]
     record = json.loads((results / f"rro_samples{suffix}_runs" / "rising_s0.json").read_text())
     assert record["machine"]["cores"] >= 1 and "note" in record  # where it ran and what shared the cores
     assert not (results / "rro_samples_runs").exists()
@@ -464,8 +468,8 @@ def test_rro_samples_snapshot_keeps_the_collections_of_seeds_this_command_did_no
 
     args = SimpleNamespace(temperature=1.0, max_new_tokens=48, tasks=4, mc_rollouts=5, candidates=5,
                            eval_episodes=8, executor="inprocess", dpo_lr=1e-4, dpo_batch=16, dpo_epochs=3.0,
-                           dpo_sft_weight=0.0, invalid_action_reward=None, env_max_steps=None, env="webshop",
-                           bare_grid=False, history=0, seeds=[3])
+                           device="cpu", dpo_sft_weight=0.0, invalid_action_reward=None, env_max_steps=None,
+                           env="webshop", bare_grid=False, history=0, seeds=[3])
     key = {"model": "m", "sft_sha256": "abc"}
     work, records = tmp_path / "work", tmp_path / "records"
     for name in ("rising_s0", "rising_s3", "fixed_s3", "eval_sft", "records"):
@@ -542,3 +546,44 @@ def test_rro_pairs_kinds_name_each_pairs_page_and_action_kinds(tmp_path):
     assert count(d, kinds=True)["kinds"] == {"results: click-product > click-other*": 1,
                                              "item: click-option* > buy": 1}
     assert "kinds" not in count(d)
+
+
+def test_rro_dpo_settings_lines_up_every_variant_of_one_collection(tmp_path):
+    """rro_dpo_settings reads every variant's stored runs (not smoke runs, not runs without the π_SFT's weights
+    hash, not another env's) and tabulates them per collection, π_SFT first as each device evaluated it."""
+    import json
+
+    from benchmarks import rro_dpo_settings
+
+    def store(path, key, value, **extra):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"key": key, "value": value, **extra}))
+
+    def suite(name, settings, score, sha="a" * 64, device_gpu=None):
+        runs = tmp_path / f"{name}_runs"
+        store(runs / "sft_eval.json", {}, {"eval/score": 0.42, "eval/success_rate": 0.05})
+        key = {"settings": settings} | ({"sft_sha256": sha} if sha else {})
+        store(runs / "rising_s3.json", key, {"method": "rising", "seed": 3, "pairs": 7, "score": score,
+                                             "success_rate": 0.06, "dpo_chosen_reward": 0.1,
+                                             "dpo_rejected_reward": -0.2},
+              machine={"cpu": "X", "cores": 2, **({"gpu": device_gpu} if device_gpu else {})}, note="alone")
+        store(runs / "shopping_rising_s3.json", {}, {"bought": 0.5, "invalid_frac": 0.25})
+
+    suite("rro_samples_webshop", ["rro.dpo.lr=0.0001"], 0.30)
+    suite("rro_samples_webshop_lr3e-05_cuda", ["rro.dpo.lr=3e-05", "policy.device=cuda"], 0.43, device_gpu="H200")
+    suite("rro_samples_webshop_sftw1", ["rro.dpo.lr=0.0001", "rro.dpo.sft_weight=1.0"], 0.41)
+    suite("rro_samples_webshop_invalid-1", ["rro.dpo.lr=0.0001", "rro.invalid_action_reward=-1.0"], 0.31)
+    suite("rro_samples_webshop_smoke", ["rro.dpo.lr=0.0001"], 0.99)
+    suite("rro_samples_webshop_first_sft", ["rro.dpo.lr=0.0001"], 0.98, sha=None)
+    suite("rro_samples", ["rro.dpo.lr=0.0001"], 0.97)  # sokoban
+
+    rows = rro_dpo_settings.read_runs(tmp_path, "webshop")
+    assert [(r["invalid_action_reward"], r["dpo_lr"], r["sft_weight"], r["device"], r["score"]) for r in rows] == [
+        ("-1.0", 1e-4, 0.0, "cpu", 0.31),
+        ("MC estimate", 3e-5, 0.0, "cuda", 0.43), ("MC estimate", 1e-4, 0.0, "cpu", 0.30),
+        ("MC estimate", 1e-4, 1.0, "cpu", 0.41)]  # per collection: plain DPO by lr, then RPO
+    assert rows[1]["machine"] == "H200" and rows[1]["bought"] == 0.5
+    md = "\n".join(rro_dpo_settings.table(rows))
+    assert md.count("## rising s3") == 2 and "| π_SFT | – | – | cuda | 0.420 |" in md
+    assert "| π_DPO | 3e-05 | 0 | cuda | 0.430 | 0.060 | 0.50 | 0.25 | +0.100 | -0.200 |" in md
+    assert [r["score"] for r in rro_dpo_settings.read_runs(tmp_path, "sokoban")] == [0.97]
