@@ -48,6 +48,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -113,7 +114,7 @@ def settings(args) -> list[str]:
            "tensorboard=false"]
     out += [f"rro.dpo.sft_weight={args.dpo_sft_weight}"] if args.dpo_sft_weight else []  # default: plain DPO
     # a GPU run keeps float32 weights: policy.dtype=auto would load bfloat16 there, whose rounding (2^-8 of a
-    # weight) swallows DPO's small steps; the CPU runs' keys stay as they were (device left to auto = cpu)
+    # weight) swallows DPO's small steps; the CPU runs' keys stay as they were (main hides any GPU from them)
     out += ["policy.device=cuda", "policy.dtype=float32"] if args.device == "cuda" else []
     out += ([f"rro.invalid_action_reward={args.invalid_action_reward}"]
             if args.invalid_action_reward is not None else [])  # default: the paper's MC estimate
@@ -356,6 +357,8 @@ def main() -> None:
     for name, value in zip(("history", "sft_demos", "sft_epochs", "max_new_tokens"), DEFAULTS[args.env]):
         if getattr(args, name) is None:
             setattr(args, name, value)
+    if args.device == "cpu":  # policy.device stays auto in the CPU runs' keys: hide a GPU so auto means the CPU
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
     if args.threads is None and args.smoke:
         args.threads = 1
     if args.threads:

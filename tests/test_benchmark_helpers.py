@@ -300,7 +300,12 @@ def fake_rro_runs(monkeypatch, calls: list) -> None:
     """rro_samples with its collection, DPO and evaluation replaced by fakes; ``calls`` gets
     ``("collect", out_dir, data_dir, exploration)`` and ``("dpo", out_dir, sft_weight, lr, device, dtype)`` in
     order."""
+    import os
+
     from benchmarks import rro_samples
+
+    # main() hides the GPUs from a CPU run (CUDA_VISIBLE_DEVICES=""): restored after the test
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES", "0"))
 
     def collect(cfg, log, model_path):
         calls.append(("collect", cfg.out_dir, cfg.rro.data_dir, cfg.rro.exploration))
@@ -398,6 +403,10 @@ def test_rro_samples_dpo_variant_trains_on_the_plain_runs_collection(tmp_path, m
     rro_samples.main()
     assert seen == [("collect", str(work / f"rising_s0{suffix}"), str(work / "rising_s0" / "preferences"), "rising"),
                     ("dpo", str(work / f"rising_s0{suffix}"), weight, lr, *device)]
+    import os
+
+    # a CPU run hides the GPUs, so policy.device=auto (in its key) cannot mean CUDA on a GPU host
+    assert (os.environ["CUDA_VISIBLE_DEVICES"] == "") == (flag != "--device")
     record = json.loads((results / f"rro_samples{suffix}_runs" / "rising_s0.json").read_text())
     assert record["machine"]["cores"] >= 1 and "note" in record  # where it ran and what shared the cores
     assert not (results / "rro_samples_runs").exists()
