@@ -30,6 +30,11 @@ def setting(overrides: list[str], name: str, default: str) -> str:
     return values[-1] if values else default
 
 
+def stored_value(path: Path) -> dict:
+    """The ``value`` of a record that ``rro_samples`` stored at ``path``, else {}."""
+    return json.loads(path.read_text())["value"] if path.exists() else {}
+
+
 def read_runs(results: Path, env: str) -> list[dict]:
     """One row per stored run of ``rro_samples`` on ``env``: its collection, DPO setting, where it ran, and
     its held-out numbers next to its π_SFT's."""
@@ -39,21 +44,16 @@ def read_runs(results: Path, env: str) -> list[dict]:
         rest = runs.name.removesuffix("_runs").removeprefix(prefix)
         if rest.startswith(("_smoke", "_webshop")) or rest.endswith("_smoke") or not runs.is_dir():
             continue  # smoke runs; for sokoban (no env in the name), the other envs' runs
-        sft_file = runs / "sft_eval.json"
-        if not sft_file.exists():
+        sft, sft_shop = stored_value(runs / "sft_eval.json"), stored_value(runs / "shopping_SFT.json")
+        if not sft:
             continue
-        sft = json.loads(sft_file.read_text())
         for path in sorted([*runs.glob("rising_s*.json"), *runs.glob("fixed_s*.json")]):
             stored = json.loads(path.read_text())
             key, run = stored["key"], stored["value"]
             if "sft_sha256" not in key:
                 continue
-            overrides = key["settings"]
-            shop_file = runs / f"shopping_{path.stem}.json"
-            shop = json.loads(shop_file.read_text())["value"] if shop_file.exists() else {}
-            sft_shop_file = runs / "shopping_SFT.json"
-            sft_shop = json.loads(sft_shop_file.read_text())["value"] if sft_shop_file.exists() else {}
-            machine = stored.get("machine", {})
+            overrides, machine = key["settings"], stored.get("machine")
+            shop = stored_value(runs / f"shopping_{path.stem}.json")
             rows.append({
                 "collection": f"{run['method']} s{run['seed']}",
                 "invalid_action_reward": setting(overrides, "rro.invalid_action_reward", "MC estimate"),
@@ -64,16 +64,15 @@ def read_runs(results: Path, env: str) -> list[dict]:
                 else "not recorded (a run from before records kept it)",
                 "note": stored.get("note", ""),
                 "sft_sha256": key["sft_sha256"][:12], "pairs": run["pairs"],
-                "sft_score": sft["value"].get("eval/score"), "sft_success": sft["value"].get("eval/success_rate"),
+                "sft_score": sft.get("eval/score"), "sft_success": sft.get("eval/success_rate"),
                 "sft_bought": sft_shop.get("bought"), "sft_invalid": sft_shop.get("invalid_frac"),
                 "score": run["score"], "success": run["success_rate"],
                 "bought": shop.get("bought"), "invalid": shop.get("invalid_frac"),
                 "chosen": run.get("dpo_chosen_reward"), "rejected": run.get("dpo_rejected_reward"),
                 "records": runs.name,
             })
-    order = {"cpu": 0}
     rows.sort(key=lambda r: (r["sft_sha256"], r["invalid_action_reward"], r["collection"], r["sft_weight"],
-                             r["dpo_lr"], order.get(r["device"], 1)))
+                             r["dpo_lr"], r["device"] != "cpu"))
     return rows
 
 
