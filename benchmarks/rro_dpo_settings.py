@@ -59,6 +59,7 @@ def read_runs(results: Path, env: str) -> list[dict]:
                 "invalid_action_reward": setting(overrides, "rro.invalid_action_reward", "MC estimate"),
                 "dpo_lr": float(setting(overrides, "rro.dpo.lr", "nan")),
                 "sft_weight": float(setting(overrides, "rro.dpo.sft_weight", "0")),
+                "dpo_pairs": setting(overrides, "rro.dpo.pairs", "all").replace("_", " "),
                 "device": setting(overrides, "policy.device", "cpu").replace("auto", "cpu"),
                 "machine": (machine.get("gpu") or f"{machine['cpu']} ({machine['cores']} cores)") if machine
                 else "not recorded (a run from before records kept it)",
@@ -72,7 +73,7 @@ def read_runs(results: Path, env: str) -> list[dict]:
                 "records": runs.name,
             })
     rows.sort(key=lambda r: (r["sft_sha256"], r["invalid_action_reward"], r["collection"], r["sft_weight"],
-                             r["dpo_lr"], r["device"] != "cpu"))
+                             r["dpo_pairs"], r["dpo_lr"], r["device"] != "cpu"))
     return rows
 
 
@@ -88,17 +89,18 @@ def table(rows: list[dict]) -> list[str]:
     for (sha, invalid, collection), group in groups.items():
         lines += [f"## {collection}, invalid candidates' process reward: {invalid} ({group[0]['pairs']} pairs; "
                   f"π_SFT weights {sha})", "",
-                  "| policy | DPO lr | NLL weight | device | score | success | bought | invalid | DPO chosen | "
-                  "DPO rejected |", "|---|---|---|---|---|---|---|---|---|---|"]
+                  "| policy | DPO lr | NLL weight | DPO pairs | device | score | success | bought | invalid | "
+                  "DPO chosen | DPO rejected |", "|---|---|---|---|---|---|---|---|---|---|---|"]
         # π_SFT as each device evaluated it (the records of every variant hold their own evaluation)
         sft_rows = {(r["device"], r["sft_score"], r["sft_success"], r["sft_bought"], r["sft_invalid"]) for r in group}
         for device, score, success, bought, invalid_frac in sorted(sft_rows, key=lambda t: (t[0], t[1] or 0)):
-            lines.append(f"| π_SFT | – | – | {device} | {num(score)} | {num(success)} | {num(bought, '{:.2f}')} | "
-                         f"{num(invalid_frac, '{:.2f}')} | – | – |")
+            lines.append(f"| π_SFT | – | – | – | {device} | {num(score)} | {num(success)} | "
+                         f"{num(bought, '{:.2f}')} | {num(invalid_frac, '{:.2f}')} | – | – |")
         for r in group:
-            lines.append(f"| π_DPO | {r['dpo_lr']:g} | {r['sft_weight']:g} | {r['device']} | {num(r['score'])} | "
-                         f"{num(r['success'])} | {num(r['bought'], '{:.2f}')} | {num(r['invalid'], '{:.2f}')} | "
-                         f"{num(r['chosen'], '{:+.3f}')} | {num(r['rejected'], '{:+.3f}')} |")
+            lines.append(f"| π_DPO | {r['dpo_lr']:g} | {r['sft_weight']:g} | {r['dpo_pairs']} | {r['device']} | "
+                         f"{num(r['score'])} | {num(r['success'])} | {num(r['bought'], '{:.2f}')} | "
+                         f"{num(r['invalid'], '{:.2f}')} | {num(r['chosen'], '{:+.3f}')} | "
+                         f"{num(r['rejected'], '{:+.3f}')} |")
         lines.append("")
     machines = sorted({f"{r['device']}: {r['machine']}; {r['note']}" for r in rows})
     return lines + ["Where the runs ran (device: machine; what shared it):", ""] + [f"- {m}" for m in machines]

@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.machine import machine_info  # noqa: E402
 from benchmarks.webshop_actions import action_kind  # noqa: E402
+from creditflow.process.preferences import chosen_valid  # noqa: E402
 
 
 def count(collection: Path, kinds: bool = False) -> dict:
@@ -38,7 +39,8 @@ def count(collection: Path, kinds: bool = False) -> dict:
             valid[(traj["task_id"], i + 1)] = bool(step["valid"])
             page[(traj["task_id"], i + 1)] = step["state"].split("|", 1)[0]
     pairs = [json.loads(line) for line in (collection / "preferences.jsonl").read_text().splitlines() if line]
-    chosen_invalid = sum(not p.get("chosen_valid", valid[(p["task_id"], p["step"])]) for p in pairs)
+    chosen_ok = chosen_valid(collection, pairs)
+    chosen_invalid = sum(not ok for ok in chosen_ok)
     known = [p for p in pairs if "rejected_valid" in p]
     tasks = sum(1 for line in (collection / "tasks.jsonl").read_text().splitlines() if line.strip())
     no_ops = sum(not v for v in valid.values())
@@ -49,10 +51,10 @@ def count(collection: Path, kinds: bool = False) -> dict:
            "explored_invalid_frac": no_ops / len(valid) if valid else 0.0}
     if kinds:  # "item: click-option > click-option*": * marks an invalid action
         by_kind = collections.Counter()
-        for p in pairs:
+        for p, chosen_is_valid in zip(pairs, chosen_ok):
             key = (p["task_id"], p["step"])
-            chosen_valid, rejected_valid = p.get("chosen_valid", valid[key]), p.get("rejected_valid", True)
-            by_kind[f"{page[key]}: {action_kind(p['chosen_action'], page[key])}{'' if chosen_valid else '*'} > "
+            rejected_valid = p.get("rejected_valid", True)
+            by_kind[f"{page[key]}: {action_kind(p['chosen_action'], page[key])}{'' if chosen_is_valid else '*'} > "
                     f"{action_kind(p['rejected_action'], page[key])}{'' if rejected_valid else '*'}"] += 1
         out["kinds"] = dict(by_kind.most_common())
     return out

@@ -38,8 +38,9 @@ goes on where they stopped. The results carry, per arm, ``summary.<arm>.final_ev
 now and reuses the other's finished runs; a session too short for a whole seed can still finish one arm.
 
 DPO variants train on the plain runs' collections in their own directories and records
-(``<name><suffix>_runs/``): ``--dpo-lr``, ``--dpo-sft-weight`` (RPO) and ``--device cuda`` (DPO and
-evaluation on a GPU, float32 weights; on an H200 its numbers matched the CPU's to three decimals).
+(``<name><suffix>_runs/``): ``--dpo-lr``, ``--dpo-sft-weight`` (RPO), ``--dpo-pairs valid_chosen`` and
+``--device cuda`` (DPO and evaluation on a GPU, float32 weights; on an H200 its numbers matched the CPU's to
+three decimals).
 ``benchmarks/rro_dpo_settings.py`` tabulates every variant's finished runs per collection.
 """
 
@@ -88,6 +89,7 @@ def variant(args) -> str:
     the CPU)."""
     return ((f"_lr{args.dpo_lr:g}" if args.dpo_lr != DPO_LR else "")
             + (f"_sftw{args.dpo_sft_weight:g}" if args.dpo_sft_weight else "")
+            + ("_validchosen" if args.dpo_pairs == "valid_chosen" else "")
             + ("_cuda" if args.device == "cuda" else ""))
 
 
@@ -113,6 +115,7 @@ def settings(args) -> list[str]:
            f"rro.dpo.lr={args.dpo_lr}", f"rro.dpo.batch_size={args.dpo_batch}", f"rro.dpo.epochs={args.dpo_epochs}",
            "tensorboard=false"]
     out += [f"rro.dpo.sft_weight={args.dpo_sft_weight}"] if args.dpo_sft_weight else []  # default: plain DPO
+    out += [f"rro.dpo.pairs={args.dpo_pairs}"] if args.dpo_pairs != "all" else []  # default: every pair
     # a GPU run keeps float32 weights: policy.dtype=auto would load bfloat16 there, whose rounding (2^-8 of a
     # weight) swallows DPO's small steps; the CPU runs' keys stay as they were (main hides any GPU from them)
     out += ["policy.device=cuda", "policy.dtype=float32"] if args.device == "cuda" else []
@@ -335,6 +338,9 @@ def main() -> None:
     ap.add_argument("--dpo-sft-weight", type=float, default=0.0,
                     help="rro.dpo.sft_weight: an NLL term on the chosen action (RPO); a variant reuses the plain "
                          "runs' collections and writes <name>_sftw<W>.{json,md} (default 0: plain DPO)")
+    ap.add_argument("--dpo-pairs", choices=["all", "valid_chosen"], default="all",
+                    help="rro.dpo.pairs: valid_chosen drops the pairs whose chosen action is invalid; a variant "
+                         "that reuses the plain runs' collections and writes <name>_validchosen.{json,md}")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                     help="where DPO and evaluation run; cuda (float32 weights) is a variant like --dpo-lr: it "
                          "trains on the plain runs' collections and writes <name>_cuda, apart from the CPU runs")
@@ -451,6 +457,7 @@ def main() -> None:
         f"m = {args.mc_rollouts}, temperature {args.temperature}; DPO lr {args.dpo_lr}, batch {args.dpo_batch}, "
         f"{args.dpo_epochs} epochs, β 0.1"
         + (f", plus {args.dpo_sft_weight:g} × the chosen action's NLL (RPO)" if args.dpo_sft_weight else "")
+        + ("; only the pairs whose chosen action is valid" if args.dpo_pairs == "valid_chosen" else "")
         + (f"; an invalid candidate's process reward is {args.invalid_action_reward:g}, not its MC estimate"
            if args.invalid_action_reward is not None else "")
         + f"; held-out eval: {args.eval_episodes} levels, greedy."

@@ -326,6 +326,10 @@ class RRODPOConfig(_Section):
     """Weight of a negative log-likelihood term on the chosen response (token mean) added to the DPO loss, as in
     RPO (Pang et al. 2024); TRL's ``loss_type=["sigmoid", "sft"]``. 0 = plain DPO, as RRO §3.4 trains. It keeps
     DPO from lowering the chosen action's own likelihood while it widens the margin."""
+    pairs: Literal["all", "valid_chosen"] = "all"
+    """Which collected pairs DPO trains on. ``all`` (RRO §3.4). ``valid_chosen``: drop the pairs whose chosen
+    action is invalid (a no-op that passed the rising test on the state's own value; docs/methods.md "RRO"), to
+    reuse a collection made under the paper's rule without them. Not in the paper."""
 
     @model_validator(mode="before")
     @classmethod

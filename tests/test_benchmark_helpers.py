@@ -477,7 +477,8 @@ def test_rro_samples_snapshot_keeps_the_collections_of_seeds_this_command_did_no
 
     args = SimpleNamespace(temperature=1.0, max_new_tokens=48, tasks=4, mc_rollouts=5, candidates=5,
                            eval_episodes=8, executor="inprocess", dpo_lr=1e-4, dpo_batch=16, dpo_epochs=3.0,
-                           device="cpu", dpo_sft_weight=0.0, invalid_action_reward=None, env_max_steps=None,
+                           device="cpu", dpo_sft_weight=0.0, dpo_pairs="all", invalid_action_reward=None,
+                           env_max_steps=None,
                            env="webshop", bare_grid=False, history=0, seeds=[3])
     key = {"model": "m", "sft_sha256": "abc"}
     work, records = tmp_path / "work", tmp_path / "records"
@@ -559,7 +560,8 @@ def test_rro_pairs_kinds_name_each_pairs_page_and_action_kinds(tmp_path):
 
 def test_rro_dpo_settings_lines_up_every_variant_of_one_collection(tmp_path):
     """rro_dpo_settings reads every variant's stored runs (not smoke runs, not runs without the π_SFT's weights
-    hash, not another env's) and tabulates them per collection, π_SFT first as each device evaluated it."""
+    hash, not another env's) and tabulates them per collection, π_SFT first as each device evaluated it, with the
+    DPO pairs each trained on."""
     import json
 
     from benchmarks import rro_dpo_settings
@@ -582,17 +584,20 @@ def test_rro_dpo_settings_lines_up_every_variant_of_one_collection(tmp_path):
     suite("rro_samples_webshop_lr3e-05_cuda", ["rro.dpo.lr=3e-05", "policy.device=cuda"], 0.43, device_gpu="H200")
     suite("rro_samples_webshop_sftw1", ["rro.dpo.lr=0.0001", "rro.dpo.sft_weight=1.0"], 0.41)
     suite("rro_samples_webshop_invalid-1", ["rro.dpo.lr=0.0001", "rro.invalid_action_reward=-1.0"], 0.31)
+    suite("rro_samples_webshop_validchosen", ["rro.dpo.lr=0.0001", "rro.dpo.pairs=valid_chosen"], 0.40)
     suite("rro_samples_webshop_smoke", ["rro.dpo.lr=0.0001"], 0.99)
     suite("rro_samples_webshop_first_sft", ["rro.dpo.lr=0.0001"], 0.98, sha=None)
     suite("rro_samples", ["rro.dpo.lr=0.0001"], 0.97)  # sokoban
 
     rows = rro_dpo_settings.read_runs(tmp_path, "webshop")
-    assert [(r["invalid_action_reward"], r["dpo_lr"], r["sft_weight"], r["device"], r["score"]) for r in rows] == [
-        ("-1.0", 1e-4, 0.0, "cpu", 0.31),
-        ("MC estimate", 3e-5, 0.0, "cuda", 0.43), ("MC estimate", 1e-4, 0.0, "cpu", 0.30),
-        ("MC estimate", 1e-4, 1.0, "cpu", 0.41)]  # per collection: plain DPO by lr, then RPO
+    assert [(r["invalid_action_reward"], r["dpo_lr"], r["sft_weight"], r["dpo_pairs"], r["device"], r["score"])
+            for r in rows] == [
+        ("-1.0", 1e-4, 0.0, "all", "cpu", 0.31),
+        ("MC estimate", 3e-5, 0.0, "all", "cuda", 0.43), ("MC estimate", 1e-4, 0.0, "all", "cpu", 0.30),
+        ("MC estimate", 1e-4, 0.0, "valid chosen", "cpu", 0.40),
+        ("MC estimate", 1e-4, 1.0, "all", "cpu", 0.41)]  # per collection: plain DPO by lr, valid chosen, then RPO
     assert rows[1]["machine"] == "H200" and rows[1]["bought"] == 0.5
     md = "\n".join(rro_dpo_settings.table(rows))
-    assert md.count("## rising s3") == 2 and "| π_SFT | – | – | cuda | 0.420 |" in md
-    assert "| π_DPO | 3e-05 | 0 | cuda | 0.430 | 0.060 | 0.50 | 0.25 | +0.100 | -0.200 |" in md
+    assert md.count("## rising s3") == 2 and "| π_SFT | – | – | – | cuda | 0.420 |" in md
+    assert "| π_DPO | 3e-05 | 0 | all | cuda | 0.430 | 0.060 | 0.50 | 0.25 | +0.100 | -0.200 |" in md
     assert [r["score"] for r in rro_dpo_settings.read_runs(tmp_path, "sokoban")] == [0.97]

@@ -279,3 +279,31 @@ def read_preferences(path: str | Path) -> list[dict]:
             raise UserError(f"{p}:{n}: missing {', '.join(missing)}")
         out.append(row)
     return out
+
+
+def chosen_valid(path: str | Path, pairs: list[dict]) -> list[bool]:
+    """Whether each pair's chosen action was a valid action: the pair's ``chosen_valid`` column, or, for pairs
+    written before that column existed, the ``valid`` flag of the explored trajectory's step in the
+    collection's ``trajectories.jsonl`` (the trajectory continues with the chosen action)."""
+    if all("chosen_valid" in p for p in pairs):
+        return [bool(p["chosen_valid"]) for p in pairs]
+    p = Path(path)
+    traj_path = (p if p.is_dir() else p.parent) / TRAJECTORIES
+    if not traj_path.exists():
+        raise UserError(f"{traj_path}: not found; pairs without a chosen_valid column need the collection's "
+                        "explored trajectories to tell whether the chosen action was valid")
+    valid: dict[tuple[str, int], bool] = {}
+    for traj in _read_jsonl_lines(traj_path)[0]:
+        for i, step in enumerate(traj.get("steps", [])):
+            valid[(traj.get("task_id"), i + 1)] = bool(step.get("valid", True))
+    out = []
+    for n, pair in enumerate(pairs, start=1):
+        if "chosen_valid" in pair:
+            out.append(bool(pair["chosen_valid"]))
+            continue
+        key = (pair.get("task_id"), pair.get("step"))
+        if key not in valid:
+            raise UserError(f"{traj_path}: no step {key[1]} of task {key[0]!r} for pair {n} (no chosen_valid column)")
+        out.append(valid[key])
+    return out
+

@@ -22,7 +22,7 @@ from creditflow.config import RunConfig
 from creditflow.errors import RERUN, Interrupted, UserError
 from creditflow.policy.model import load_policy, load_tokenizer
 from creditflow.process.collect import PreferenceCollector
-from creditflow.process.preferences import PreferenceWriter, check_collection, read_preferences
+from creditflow.process.preferences import PreferenceWriter, check_collection, chosen_valid, read_preferences
 from creditflow.recipes import common
 from creditflow.recipes.eval import evaluate_policy as _evaluate
 from creditflow.recipes.progress import RunProgress
@@ -165,6 +165,12 @@ def run_dpo_training(cfg: RunConfig, log: Callable[[str], None] | None = None,
     progress = progress or RunProgress()
     log = log or progress.log
     pairs = read_preferences(data_dir(cfg))
+    collected = len(pairs)
+    if cfg.rro.dpo.pairs == "valid_chosen":
+        pairs = [p for p, ok in zip(pairs, chosen_valid(data_dir(cfg), pairs)) if ok]
+        if collected and not pairs:
+            raise UserError(f"rro.dpo.pairs=valid_chosen: all {collected} pairs of {data_dir(cfg)} choose an invalid "
+                            "action; nothing is left to train on")
     model_path = _dpo_start(cfg, model_path)
     common.check_run(cfg, model=model_path)
     world = common.start_world(cfg)
@@ -177,7 +183,9 @@ def run_dpo_training(cfg: RunConfig, log: Callable[[str], None] | None = None,
     target, tmp = out / "dpo_model", out / ".dpo_model.tmp"
     if world.main:
         shutil.rmtree(tmp, ignore_errors=True)
-    log(f"DPO on {len(pairs)} pairs from {model_path}")
+    dropped = collected - len(pairs)  # rro.dpo.pairs=valid_chosen
+    log(f"DPO on {len(pairs)} pairs from {model_path}"
+        + (f" ({dropped} of {collected} dropped: invalid chosen action)" if dropped else ""))
     try:
         with progress.bar("DPO", None, unit="steps") as update:
             _, metrics = run_dpo(model, tok, pairs, out, cfg.rro.dpo, seed=cfg.seed, lora=cfg.policy.lora,
@@ -189,6 +197,7 @@ def run_dpo_training(cfg: RunConfig, log: Callable[[str], None] | None = None,
         if world.main:
             shutil.rmtree(out / "dpo_tmp", ignore_errors=True)  # TRL's scratch dir (nothing is saved there)
     metrics["dpo/reference"] = str(model_path)
+    metrics["dpo/pairs_dropped"] = dropped
     if world.main:
         shutil.rmtree(target, ignore_errors=True)
         tmp.rename(target)

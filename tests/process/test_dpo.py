@@ -100,6 +100,55 @@ def test_cli_rro_train_saves_pi_dpo(pref_dir, tiny_model_dir, tmp_path, capsys):
     assert metrics["dpo/reference"] == str(tiny_model_dir) and metrics["dpo/pairs"] >= 4
 
 
+def test_chosen_valid_reads_the_column_or_else_the_explored_trajectory(pref_dir, tmp_path):
+    """Pairs written before the chosen_valid column existed get it from the explored trajectory's step (the
+    trajectory goes on with the chosen action); without the trajectories that is a one-line user error."""
+    import shutil
+
+    from creditflow.errors import UserError
+    from creditflow.process.preferences import chosen_valid
+
+    pairs = read_preferences(pref_dir)
+    truth = [p["chosen_valid"] for p in pairs]
+    assert True in truth and False in truth  # the random policy's invalid answers are chosen sometimes
+    old = tmp_path / "old"
+    shutil.copytree(pref_dir, old)
+    bare = [{k: v for k, v in p.items() if k != "chosen_valid"} for p in pairs]
+    assert chosen_valid(old, bare) == truth
+    (old / "trajectories.jsonl").unlink()
+    with pytest.raises(UserError, match="trajectories.jsonl: not found"):
+        chosen_valid(old, bare)
+
+
+def test_cli_rro_train_valid_chosen_drops_the_pairs_that_choose_an_invalid_action(pref_dir, tiny_model_dir, tmp_path,
+                                                                                   capsys):
+    """rro.dpo.pairs=valid_chosen trains on the pairs whose chosen action is valid and counts the others; a
+    collection whose every pair chooses an invalid action is a one-line error, not an empty DPO."""
+    from creditflow.cli import main
+
+    pairs = read_preferences(pref_dir)
+    invalid = sum(not p["chosen_valid"] for p in pairs)
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as exc:
+        main(["rro", "train", "--model", str(tiny_model_dir), "--data", str(pref_dir), "--out", str(out),
+              "rro.dpo.pairs=valid_chosen", "rro.dpo.epochs=1", "rro.dpo.batch_size=8", "policy.device=cpu"])
+    assert exc.value.code in (0, None)
+    metrics = json.loads((out / "dpo_metrics.json").read_text())
+    assert (metrics["dpo/pairs"], metrics["dpo/pairs_dropped"]) == (len(pairs) - invalid, invalid)
+    assert f"({invalid} of {len(pairs)} dropped: invalid chosen action)" in capsys.readouterr().err
+
+    only_invalid = tmp_path / "only_invalid"
+    only_invalid.mkdir()
+    (only_invalid / "preferences.jsonl").write_text(
+        "".join(json.dumps(p) + "\n" for p in pairs if not p["chosen_valid"]))
+    with pytest.raises(SystemExit) as exc:
+        main(["rro", "train", "--model", str(tiny_model_dir), "--data", str(only_invalid), "--out",
+              str(tmp_path / "run2"), "rro.dpo.pairs=valid_chosen", "policy.device=cpu"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and f"all {invalid} pairs" in err[0]
+    assert not (tmp_path / "run2" / "dpo_model").exists()
+
+
 def test_cli_rro_user_errors_are_one_line(tmp_path, capsys):
     from creditflow.cli import main
 
