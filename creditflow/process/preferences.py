@@ -306,4 +306,3 @@ def chosen_valid(path: str | Path, pairs: list[dict]) -> list[bool]:
             raise UserError(f"{traj_path}: no step {key[1]} of task {key[0]!r} for pair {n} (no chosen_valid column)")
         out.append(valid[key])
     return out
-
