@@ -478,8 +478,7 @@ def test_rro_samples_snapshot_keeps_the_collections_of_seeds_this_command_did_no
     args = SimpleNamespace(temperature=1.0, max_new_tokens=48, tasks=4, mc_rollouts=5, candidates=5,
                            eval_episodes=8, executor="inprocess", dpo_lr=1e-4, dpo_batch=16, dpo_epochs=3.0,
                            device="cpu", dpo_sft_weight=0.0, dpo_pairs="all", invalid_action_reward=None,
-                           env_max_steps=None,
-                           env="webshop", bare_grid=False, history=0, seeds=[3])
+                           env_max_steps=None, env="webshop", bare_grid=False, history=0, seeds=[3])
     key = {"model": "m", "sft_sha256": "abc"}
     work, records = tmp_path / "work", tmp_path / "records"
     for name in ("rising_s0", "rising_s3", "fixed_s3", "eval_sft", "records"):
