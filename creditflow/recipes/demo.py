@@ -25,9 +25,10 @@ DEMO_DEFAULTS: dict = {
     "generation": {"max_new_tokens": 16},
     # RewardFlow (paper 003) on binary success, 8 tasks x 8 rollouts, one Adam step per RL step at lr 2e-4, 100
     # steps: +0.102 held-out greedy success over pi_SFT on 512 levels, mean of 3 seeds (+0.109, +0.082, +0.113;
-    # benchmarks/results/demo_seeds.json), in 25-30 min on 2 CPU cores. 60 steps gave +0.041 to +0.062 over two
-    # reruns of the same seeds (demo_seeds_rf60.json, demo_seeds_shared.json), the earlier GRPO defaults
-    # (16 x 4, lr 4e-4, 2 mini-batches, 30 steps) +0.019 (benchmarks/results/demo_sweep.md).
+    # benchmarks/results/demo_seeds.json; a 4th seed +0.023, demo_seeds_s3.json), in 25-30 min on 2 CPU
+    # cores. 60 steps gave +0.041 to +0.062 over two reruns of the same seeds (demo_seeds_rf60.json,
+    # demo_seeds_shared.json), the earlier GRPO defaults (16 x 4, lr 4e-4, 2 mini-batches, 30 steps) +0.019
+    # (benchmarks/results/demo_sweep.md).
     # pi_SFT's greedy failures are wall-bumping loops; RewardFlow's action reward R(s') - R(s) (Eq. 4) is 0 for a
     # move that leaves the grid unchanged, so a bump scores below a move made from the same state, which GRPO's
     # one-number-per-trajectory advantage cannot do. Groups of 8 leave fewer all-fail/all-success groups
