@@ -8,13 +8,15 @@ Each seed is one full ``creditflow demo`` run in its own process, exactly as a u
 built, pi_SFT fine-tuned, RL, report), with ``seed=<seed>`` and the held-out evaluation widened to
 ``--eval-levels`` levels at step 0 (pi_SFT) and at the end; ``key=value`` overrides go to every run (a
 sweep arm gets its own ``--name``). Wall time is the whole command, SFT and evaluations included.
+``--from NAME ...`` takes seeds already recorded under other names with the same overrides and levels
+(seeds added later under their own names) instead of rerunning them.
 
 Writes ``benchmarks/results/<name>.json`` in the issue's format::
 
     {"eval_levels": 512, "runs": [{"seed": 0, "sft_success": ..., "final_success": ..., "minutes": ...}, ...]}
 
-plus the mean gain, machine info and the load average of each run (timings are only comparable on an idle
-machine). Resumable: each finished seed is kept in ``<name>_runs/s<seed>.json`` (commit it as it lands); a
+plus the mean gain with its 95% stratified-bootstrap interval over seeds, machine info and the load average
+of each run (timings are only comparable on an idle machine). Resumable: each finished seed is kept in ``<name>_runs/s<seed>.json`` (commit it as it lands); a
 rerun with the same overrides skips it.
 """
 
@@ -32,6 +34,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.learning import interval_estimates  # noqa: E402
 from benchmarks.machine import machine_info  # noqa: E402
 from creditflow.train.metrics import read_metrics  # noqa: E402
 
@@ -61,18 +64,22 @@ def main() -> None:
     ap.add_argument("--eval-levels", type=int, default=512)
     ap.add_argument("--name", default="demo_seeds", help="results file name (a sweep arm gets its own)")
     ap.add_argument("--work", default="runs/demo_seeds")
+    ap.add_argument("--from", dest="sources", nargs="+", default=[], metavar="NAME",
+                    help="also take seeds recorded under these names (same overrides and levels) instead of rerunning")
     ap.add_argument("extra", nargs="*", help="key=value overrides for every run (none: the demo's defaults)")
     args = ap.parse_args()
     records = RESULTS / f"{args.name}_runs"
     work = Path(args.work) / args.name
     work.mkdir(parents=True, exist_ok=True)
     runs = []
+    key = {"overrides": args.extra, "eval_levels": args.eval_levels}
     for seed in args.seeds:
         path = records / f"s{seed}.json"
-        key = {"overrides": args.extra, "eval_levels": args.eval_levels}
-        if path.exists() and json.loads(path.read_text())["key"] == key:
-            runs.append(json.loads(path.read_text())["run"])
-            print(f"seed {seed}: recorded", flush=True)
+        found = [p for p in [path, *(RESULTS / f"{n}_runs" / f"s{seed}.json" for n in args.sources)]
+                 if p.exists() and json.loads(p.read_text())["key"] == key]
+        if found:
+            runs.append(json.loads(found[0].read_text())["run"])
+            print(f"seed {seed}: recorded in {found[0].parent.name}", flush=True)
             continue
         run = run_seed(seed, args.eval_levels, args.extra, work)
         records.mkdir(parents=True, exist_ok=True)
@@ -84,10 +91,14 @@ def main() -> None:
     result = {"eval_levels": args.eval_levels, "overrides": args.extra,
               "runs": [{k: r[k] for k in ("seed", "sft_success", "final_success", "minutes")} for r in runs],
               "mean_gain": float(np.mean(gains)), "gains": gains,
+              # 95% stratified-bootstrap interval of the mean gain over seeds, and the IQM (benchmarks/learning.py)
+              "gain_ci95": interval_estimates(gains)["ci95"], "gain_iqm": interval_estimates(gains)["iqm"],
+              "sources": [f"{n}_runs" for n in [args.name, *args.sources]],
               "max_minutes": max(r["minutes"] for r in runs),
               "details": runs, "machine": machine_info()}
     (RESULTS / f"{args.name}.json").write_text(json.dumps(result, indent=2))
-    print(f"mean gain {result['mean_gain']:+.3f} over {len(runs)} seeds -> {RESULTS / (args.name + '.json')}")
+    ci = f" [{result['gain_ci95'][0]:+.3f}, {result['gain_ci95'][1]:+.3f}]" if result["gain_ci95"] else ""
+    print(f"mean gain {result['mean_gain']:+.3f}{ci} over {len(runs)} seeds -> {RESULTS / (args.name + '.json')}")
 
 
 if __name__ == "__main__":

@@ -24,8 +24,8 @@ DEMO_DEFAULTS: dict = {
     "rollout": {"tasks_per_step": 8, "group_size": 8},
     "generation": {"max_new_tokens": 16},
     # RewardFlow (paper 003) on binary success, 8 tasks x 8 rollouts, one Adam step per RL step at lr 2e-4, 100
-    # steps: +0.102 held-out greedy success over pi_SFT on 512 levels, mean of 3 seeds (+0.109, +0.082, +0.113;
-    # benchmarks/results/demo_seeds.json; a 4th seed +0.023, demo_seeds_s3.json), in 25-30 min on 2 CPU
+    # steps: +0.084 held-out greedy success over pi_SFT on 512 levels, mean of 5 seeds, 95% interval [+0.053,
+    # +0.107] (+0.109, +0.082, +0.113, +0.023, +0.092; benchmarks/results/demo_seeds.json), in 25-30 min on 2 CPU
     # cores. 60 steps gave +0.041 to +0.062 over two reruns of the same seeds (demo_seeds_rf60.json,
     # demo_seeds_shared.json), the earlier GRPO defaults (16 x 4, lr 4e-4, 2 mini-batches, 30 steps) +0.019
     # (benchmarks/results/demo_sweep.md).
