@@ -1,4 +1,4 @@
-"""RL step cost: one RL step of 16 tasks x 4 rollouts (the issue's demo setting), four layouts side by side.
+"""RL step cost: one RL step of 16 tasks x 4 rollouts (the issue's demo setting), six layouts side by side.
 
     python benchmarks/step_cost.py [--steps 5] [--models DIR] [--threads N] [--no-levers]
 
@@ -6,7 +6,9 @@ Layouts: ``window`` + ``paper`` (the papers' default: a fresh prompt with the la
 each turn, one training row per decision) and ``conversation`` + ``compact`` (one growing chat per episode,
 generation reuses the keys/values of earlier turns, one training row per trajectory), each as it ran before
 ``policy.share_prefix`` (every prompt and row in full) and with it (``+shared``: each distinct prompt / row
-and the instruction they all start with computed once, on the same pi_SFT). Each layout gets its own
+and the instruction they all start with computed once, on the same pi_SFT), and each ``+shared`` one again
+with every forward pass under bf16 autocast (``+bf16``; float32 weights, a documented option that changes
+samples and loss by bf16 rounding, so the headline speed-up is the float32 one). Each layout gets its own
 pi_SFT, fine-tuned exactly as ``creditflow demo`` does it (384 expert demos x 2 epochs) but in its own
 layout and template; the models are cached under ``--models`` (default ``runs/step_cost_models``).
 
@@ -17,8 +19,9 @@ its behaviour log-probs, and the env steps), reference log-probs (none: the demo
 behaviour log-probs come from generation, so there is no separate old-log-prob pass), credit and
 update; the medians are compared, and the cost per decision (the two pi_SFT do not take equally long
 episodes). ``--no-levers`` skips the lever measurements taken on the first step's batch: LM head at the
-trained positions only, ``inference_mode`` for reference log-probs, padding and packing, shared prefixes,
-the prefix cache, the generation loop, grouped-query attention, bf16 autocast, threads.
+trained positions only, ``inference_mode`` for reference log-probs, padding and packing, shared prefixes
+(and the prefix tree's levels), the prefix cache, the generation loop, grouped-query attention, bf16
+autocast, threads.
 Writes ``benchmarks/results/step_cost.{json,md}`` with machine info and the machine's load.
 """
 
@@ -59,10 +62,16 @@ LAYOUTS = {  # share_prefix=false: every prompt and row in full, as before polic
     "window+paper+shared": ["rollout.history=window", "policy.template=paper", "policy.share_prefix=true"],
     "conversation+compact": ["rollout.history=conversation", "policy.template=compact", "policy.share_prefix=false"],
     "conversation+compact+shared": ["rollout.history=conversation", "policy.template=compact",
-                                    "policy.share_prefix=true"]}
+                                    "policy.share_prefix=true"],
+    # the +shared layouts with every forward pass under bf16 autocast (float32 weights and AdamW state): the
+    # samples and the loss change by bf16 rounding, so they are not the headline's same-objective comparison
+    "window+paper+shared+bf16": ["rollout.history=window", "policy.template=paper", "policy.share_prefix=true",
+                                 "policy.autocast=bf16"],
+    "conversation+compact+shared+bf16": ["rollout.history=conversation", "policy.template=compact",
+                                         "policy.share_prefix=true", "policy.autocast=bf16"]}
 BASELINE, *OTHERS = LAYOUTS
-FAST = OTHERS[-1]
-SFT_OF = {layout: layout.removesuffix("+shared") for layout in LAYOUTS}  # the +shared ones reuse their layout's
+FAST = "conversation+compact+shared"  # the headline: same objective as the baseline up to float rounding
+SFT_OF = {layout: layout.split("+shared")[0] for layout in LAYOUTS}  # +shared (+bf16) reuse their layout's
 ENV = [f"{k}={str(v).lower()}" for k, v in DEMO_ENV_SETTINGS["sokoban"].items()]
 PHASES = ("rollout_s", "ref_s", "credit_s", "update_s", "step_s")
 
@@ -232,15 +241,34 @@ def levers(base: Trainer, fast: Trainer, base_trajs, fast_trajs) -> list[dict]:
 
     # policy.share_prefix: distinct rows / prompts and the instruction they all start with, computed once
     all_win = [r for r in rl.rows_from(base_trajs, "window") if any(s.advantage for s in r.samples)]
-    lever("distinct rows and their shared prefix computed once (policy.share_prefix), update fwd+bwd",
+    lever("distinct rows and shared prefixes computed once (policy.share_prefix), update fwd+bwd",
           f"all {len(all_win)} trained window rows of the step",
           timed(lambda: update_pass(base.model, all_win, pad, budget)),
           timed(lambda: update_pass(base.model, all_win, pad, budget, share=True)), ("every row in full", "shared"))
-    lever("distinct rows and their shared prefix computed once (policy.share_prefix), update fwd+bwd",
+    lever("distinct rows and shared prefixes computed once (policy.share_prefix), update fwd+bwd",
           f"{len(conv_rows)} conversation rows",
           timed(lambda: update_pass(fast.model, conv_rows, pad, budget, pad=False)),
           timed(lambda: update_pass(fast.model, conv_rows, pad, budget, pad=False, share=True)),
           ("every row in full", "shared"))
+
+    def levels(n: int, fn):  # rl.PREFIX_LEVELS is read at every call
+        kept, rl.PREFIX_LEVELS = rl.PREFIX_LEVELS, n
+        try:
+            return timed(fn, 2)
+        finally:
+            rl.PREFIX_LEVELS = kept
+
+    # 2 levels: one shared prefix (the instruction) + each distinct row, as policy.share_prefix ran until 2026-11-29
+    lever(f"prefix tree in {rl.PREFIX_LEVELS} levels instead of 2 (policy.share_prefix), update fwd+bwd",
+          f"all {len(all_win)} trained window rows of the step",
+          levels(2, lambda: update_pass(base.model, all_win, pad, budget, share=True)),
+          levels(rl.PREFIX_LEVELS, lambda: update_pass(base.model, all_win, pad, budget, share=True)),
+          ("2 levels", f"{rl.PREFIX_LEVELS} levels"))
+    lever(f"prefix tree in {rl.PREFIX_LEVELS} levels instead of 2 (policy.share_prefix), update fwd+bwd",
+          f"{len(conv_rows)} conversation rows",
+          levels(2, lambda: update_pass(fast.model, conv_rows, pad, budget, pad=False, share=True)),
+          levels(rl.PREFIX_LEVELS, lambda: update_pass(fast.model, conv_rows, pad, budget, pad=False, share=True)),
+          ("2 levels", f"{rl.PREFIX_LEVELS} levels"))
 
     def shared_rollout(trainer, share: bool, cached: bool):
         backend = trainer.trainer.train_engine.backend
@@ -320,8 +348,8 @@ def markdown(result: dict) -> str:
         f"One RL step of the demo setting: {s['tasks']} tasks x {s['group']} rollouts of {s['env']}, GRPO on "
         f"success, traj-mean, no KL, {s['minibatches']} mini-batches, {s['max_new_tokens']} new tokens; each "
         f"layout from its own pi_SFT ({s['sft']}; +shared shares its layout's pi_SFT and runs with "
-        f"policy.share_prefix=true, the others with false). Median over {s['steps']} steps, interleaved, same "
-        "seeds.", "",
+        f"policy.share_prefix=true, the others with false; +bf16 runs every forward pass under bf16 autocast, "
+        f"policy.autocast=bf16). Median over {s['steps']} steps, interleaved, same seeds.", "",
         "| layout | rollout s | ref log-probs s | credit s | update s | **step s** |",
         "|---|---|---|---|---|---|",
     ]

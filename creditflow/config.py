@@ -83,7 +83,8 @@ class PolicyConfig(_Section):
     share_prefix: bool = True
     """Compute repeated tokens once: ``hf`` generation prefills each distinct prompt of a turn's batch once
     and the prefix all of them share (the template's instruction) once; the training and log-prob passes
-    run each distinct row once and a micro-batch's shared prefix once, its keys/values broadcast to the rows.
+    run each distinct row once and each prefix a micro-batch's rows share once, level by level of their prefix
+    tree, each level attending to its parent prefix's keys/values as a cache.
     Causal attention makes this exact: the same samples' distribution, loss and gradients up to float
     rounding (tests/train/test_rl.py), with fewer tokens through the model (benchmarks/results/step_cost.md).
     False: every prompt and row in full through transformers' ``generate`` and forward."""

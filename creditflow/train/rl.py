@@ -37,7 +37,6 @@ from creditflow import credit
 from creditflow.config import RunConfig
 from creditflow.policy import lora
 from creditflow.policy.backends.base import SamplingParams
-from creditflow.policy.backends.hf import MIN_SHARED_PREFIX
 from creditflow.policy.model import mixed_precision
 from creditflow.rollout.engine import RolloutEngine, TaskSpec
 from creditflow.rollout.evaluate import evaluate, rollout_metrics
@@ -201,7 +200,7 @@ def _trained_logits(model, b: dict[str, torch.Tensor], autocast: str = "none",
     """Logits (N, V) and targets (N,) at the N trained positions of a collated batch only: the LM head is
     applied to those positions' hidden states, never to prompt or environment positions. ``autocast``
     (``policy.autocast``): the forward pass in bfloat16; the logits come back in float32 either way.
-    ``share`` (``policy.share_prefix``): identical rows and the rows' common prefix are computed once
+    ``share`` (``policy.share_prefix``): each distinct row, and each prefix rows share, is computed once
     (:func:`_trained_hidden`)."""
     keep = b["mask"].bool()
     targets = b["ids"][:, 1:][keep]
@@ -214,10 +213,50 @@ def _trained_logits(model, b: dict[str, torch.Tensor], autocast: str = "none",
     return logits.float(), targets
 
 
-def _common_prefix(ids: torch.Tensor, attn: torch.Tensor) -> int:
-    """Length of the token prefix every row of right-padded ``ids`` shares (real tokens only)."""
-    same = (ids == ids[:1]).all(0) & attn.bool().all(0)
-    return int(same.long().cumprod(0).sum())
+# policy.share_prefix in the update: a micro-batch's distinct rows go through the model level by level of
+# their prefix tree, at most PREFIX_LEVELS forward passes; a level is cut only where it saves more token
+# positions than LEVEL_COST (the price of one more pass on the tiny policy, measured in step_cost.md)
+PREFIX_LEVELS = 4
+LEVEL_COST = 32
+
+
+def _adjacent_lcp(key: torch.Tensor) -> torch.Tensor:
+    """Common-prefix length of each pair of consecutive rows of ``key`` (U, T) -> (U - 1,)."""
+    return (key[1:] == key[:-1]).long().cumprod(1).sum(1)
+
+
+def prefix_levels(width: int, lcp: torch.Tensor, max_levels: int | None = None,
+                  level_cost: int | None = None) -> list[int]:
+    """Depths ``0 = d_0 < d_1 < ... < d_K = width`` (K <= ``max_levels``) at which to cut the prefix tree of
+    lexicographically sorted distinct rows whose consecutive common prefixes are ``lcp``.
+
+    Level k runs positions ``d_k .. d_{k+1} - 1`` once per distinct prefix of length ``d_{k+1}``; with
+    sorted rows that count is ``1 + #(lcp < d_{k+1})``. The cuts minimise the positions computed plus
+    ``level_cost`` per level (dynamic programme over the depths where rows part, which is where an optimal
+    cut lies). One level (``[0, width]``) is every distinct row in full. Defaults: ``PREFIX_LEVELS`` and
+    ``LEVEL_COST`` as they are at the call."""
+    max_levels = PREFIX_LEVELS if max_levels is None else max_levels
+    level_cost = LEVEL_COST if level_cost is None else level_cost
+    if len(lcp) == 0:
+        return [0, width]
+    depths = sorted({0, width, *(int(d) for d in lcp.unique() if 0 < int(d) < width)})
+    prefixes = [1 + int((lcp < d).sum()) for d in depths]
+    n, inf = len(depths), float("inf")
+    best = [[inf] * n for _ in range(max_levels + 1)]  # best[k][j]: positions up to depths[j] in k levels
+    came = [[0] * n for _ in range(max_levels + 1)]
+    best[0][0] = 0.0
+    for k in range(1, max_levels + 1):
+        for j in range(1, n):
+            for i in range(j):
+                cost = best[k - 1][i] + prefixes[j] * (depths[j] - depths[i]) + level_cost
+                if cost < best[k][j]:
+                    best[k][j], came[k][j] = cost, i
+    k = min(range(1, max_levels + 1), key=lambda k: best[k][n - 1])
+    cuts, j = [width], n - 1
+    for k in range(k, 0, -1):
+        j = came[k][j]
+        cuts.append(depths[j])
+    return cuts[::-1]
 
 
 def _trained_hidden(decoder, ids: torch.Tensor, attn: torch.Tensor, keep: torch.Tensor,
@@ -225,34 +264,54 @@ def _trained_hidden(decoder, ids: torch.Tensor, attn: torch.Tensor, keep: torch.
     """The decoder's last hidden states (N, H) at the N trained positions ``keep`` (B, T - 1) of right-padded
     rows ``ids`` / ``attn`` (B, T), in row-major order.
 
-    With ``share``, the forward pass runs once per distinct row (group rollouts of one task repeat prompts
-    and, at low entropy, whole responses), and the prefix those rows share up to their first trained
-    position (the template's instruction, ~20% of a window prompt) runs once: its keys/values are broadcast
-    to the other rows, which attend to them as a cache. Causal attention makes both exact: a position's
-    hidden state depends on its own tokens and the ones before it only; the gradients of the shared part
-    are the sums over the rows that share it. Rows of a model whose cache is not a plain dynamic cache
-    (sliding-window layers, ...) fall back to the full forward.
+    With ``share``, each distinct row is computed once (group rollouts of one task repeat prompts and, at
+    low entropy, whole responses), and so is each prefix several rows share: the rows are sorted into their
+    prefix tree, which is cut into at most ``PREFIX_LEVELS`` levels (:func:`prefix_levels`); a level runs
+    each distinct prefix's next span of tokens once, attending to its parent prefix's keys/values as a
+    cache, and hands each child a view of them. On window rows the levels are the template's instruction
+    (shared by every row), the step count and history a group's rows share, and each row's own tail.
+    Causal attention makes this exact: a position's hidden state depends on its own tokens and the ones
+    before it only; the gradients of a shared span are the sums over the rows that share it. Rows of a
+    model whose cache is not a plain dynamic cache (sliding-window layers, ...) fall back to the full
+    forward.
     """
-    if not share:
-        return decoder(input_ids=ids, attention_mask=attn).last_hidden_state[:, :-1][keep]
     rows, cols = keep.nonzero(as_tuple=True)
-    distinct, inverse = torch.unique(torch.cat([ids, attn], 1), dim=0, return_inverse=True)
-    u_ids, u_attn = distinct[:, : ids.shape[1]], distinct[:, ids.shape[1]:]
-    first_trained = int(cols.min()) if len(cols) else 0
-    prefix = min(_common_prefix(u_ids, u_attn), first_trained)  # trained positions stay outside it
-    if prefix >= MIN_SHARED_PREFIX and len(distinct) > 1:
-        head = decoder(input_ids=u_ids[:1, :prefix], use_cache=True).past_key_values
-        if all(type(layer) is DynamicLayer for layer in getattr(head, "layers", [None])):
-            for layer in head.layers:  # a view per row: the backward pass sums the rows' gradients
-                layer.keys = layer.keys.expand(len(distinct), -1, -1, -1)
-                layer.values = layer.values.expand(len(distinct), -1, -1, -1)
-            positions = torch.arange(prefix, ids.shape[1], device=ids.device).expand(len(distinct), -1)
-            tail = decoder(input_ids=u_ids[:, prefix:], attention_mask=u_attn, position_ids=positions,
-                           past_key_values=head, use_cache=True).last_hidden_state
-            return tail[inverse[rows], cols - prefix]
-    if len(distinct) == len(ids):
-        return decoder(input_ids=ids, attention_mask=attn).last_hidden_state[rows, cols]
-    return decoder(input_ids=u_ids, attention_mask=u_attn).last_hidden_state[inverse[rows], cols]
+    if not share or len(rows) == 0:
+        return decoder(input_ids=ids, attention_mask=attn).last_hidden_state[:, :-1][keep]
+    key = torch.where(attn.bool(), ids, torch.full_like(ids, -1))  # -1: padding
+    distinct, inverse = torch.unique(key, dim=0, return_inverse=True)  # sorted lexicographically
+    lcp = _adjacent_lcp(distinct)
+    cuts = prefix_levels(distinct.shape[1], lcp)
+    if len(cuts) == 2:  # one level: every distinct row in full
+        if len(distinct) == len(ids):
+            return decoder(input_ids=ids, attention_mask=attn).last_hidden_state[rows, cols]
+        u_attn = (distinct >= 0).long()
+        return decoder(input_ids=distinct.clamp_min(0), attention_mask=u_attn).last_hidden_state[inverse[rows], cols]
+    at, parts = [], []  # which trained positions each level returns, and their hidden states
+    cache, parent_of = None, None
+    for lo, hi in zip(cuts, cuts[1:]):
+        starts = torch.ones(len(distinct), dtype=torch.bool, device=ids.device)
+        starts[1:] = lcp < hi  # a distinct row starts a new prefix of length hi
+        prefix_of = starts.long().cumsum(0) - 1  # each distinct row's prefix at depth hi
+        first = starts.nonzero(as_tuple=True)[0]  # one distinct row per prefix
+        if cache is not None:  # each prefix attends to its parent's keys/values (a gather: gradients add up)
+            for layer in cache.layers:
+                layer.keys = layer.keys.index_select(0, parent_of[first])
+                layer.values = layer.values.index_select(0, parent_of[first])
+        span = distinct[first, :hi]
+        positions = torch.arange(lo, hi, device=ids.device).expand(len(first), -1)
+        out = decoder(input_ids=span[:, lo:].clamp_min(0), attention_mask=(span >= 0).long(),
+                      position_ids=positions, past_key_values=cache, use_cache=True)
+        cache = out.past_key_values
+        if not all(type(layer) is DynamicLayer for layer in getattr(cache, "layers", [None])):
+            return decoder(input_ids=ids, attention_mask=attn).last_hidden_state[rows, cols]
+        inside = ((cols >= lo) & (cols < hi)).nonzero(as_tuple=True)[0]
+        at.append(inside)
+        parts.append(out.last_hidden_state[prefix_of[inverse[rows[inside]]], cols[inside] - lo])
+        parent_of = prefix_of
+    order = torch.empty(len(rows), dtype=torch.long, device=ids.device)
+    order[torch.cat(at)] = torch.arange(len(rows), device=ids.device)
+    return torch.cat(parts)[order]
 
 
 def _spread(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -28,7 +28,8 @@ from creditflow.policy.backends.base import Generation, SamplingParams
 from creditflow.policy.model import mixed_precision
 
 
-# tokens; a shorter shared prefix is not worth its own forward call (here and in the update, train/rl.py)
+# tokens; a shorter shared prefix is not worth its own forward call (generation; the update weighs its levels
+# in train/rl.py: prefix_levels)
 MIN_SHARED_PREFIX = 16
 
 
