@@ -16,8 +16,8 @@ Writes ``benchmarks/results/<name>.json`` in the issue's format::
     {"eval_levels": 512, "runs": [{"seed": 0, "sft_success": ..., "final_success": ..., "minutes": ...}, ...]}
 
 plus the mean gain with its 95% stratified-bootstrap interval over seeds, machine info and the load average
-of each run (timings are only comparable on an idle machine). Resumable: each finished seed is kept in ``<name>_runs/s<seed>.json`` (commit it as it lands); a
-rerun with the same overrides skips it.
+of each run (timings are only comparable on an idle machine). Resumable: each finished seed is kept in
+``<name>_runs/s<seed>.json`` (commit it as it lands); a rerun with the same overrides skips it.
 """
 
 from __future__ import annotations

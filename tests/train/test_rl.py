@@ -307,7 +307,7 @@ def test_prefix_tree_forward_is_exact_where_trained_tokens_are_shared(tiny_model
     g = torch.Generator().manual_seed(0)
     trunk = torch.randint(5, 300, (90,), generator=g)
     rows = []
-    for i, (split, length) in enumerate([(90, 90), (60, 85), (60, 88), (30, 70), (30, 90), (5, 40), (60, 85)]):
+    for split, length in [(90, 90), (60, 85), (60, 88), (30, 70), (30, 90), (5, 40), (60, 85)]:
         own = torch.randint(5, 300, (length,), generator=g)
         rows.append(torch.cat([trunk[:split], own[split:]]) if split < length else trunk[:length].clone())
     rows[-1] = rows[1].clone()  # a duplicate
