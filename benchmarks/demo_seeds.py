@@ -88,11 +88,12 @@ def main() -> None:
         print(f"seed {seed}: {run['sft_success']:.3f} -> {run['final_success']:.3f} ({run['minutes']:.1f} min)",
               flush=True)
     gains = [r["final_success"] - r["sft_success"] for r in runs]
+    interval = interval_estimates(gains)
     result = {"eval_levels": args.eval_levels, "overrides": args.extra,
               "runs": [{k: r[k] for k in ("seed", "sft_success", "final_success", "minutes")} for r in runs],
               "mean_gain": float(np.mean(gains)), "gains": gains,
               # 95% stratified-bootstrap interval of the mean gain over seeds, and the IQM (benchmarks/learning.py)
-              "gain_ci95": interval_estimates(gains)["ci95"], "gain_iqm": interval_estimates(gains)["iqm"],
+              "gain_ci95": interval["ci95"], "gain_iqm": interval["iqm"],
               "sources": [f"{n}_runs" for n in [args.name, *args.sources]],
               "max_minutes": max(r["minutes"] for r in runs),
               "details": runs, "machine": machine_info()}

@@ -1,7 +1,7 @@
 """Machine facts recorded next to every benchmark result.
 
-``matmul_gflops``: the rate of one large float32 matrix product (2048^3, torch's default threads, best of
-3) when the facts are taken. The reference machine's 2 cores have run it at 93 to 199 GFLOP/s on different
+``matmul_gflops``: the rate of one large float32 matrix product (2048^3, torch's default threads, median
+of 3) when the facts are taken. The reference machine's 2 cores have run it at 93 to 199 GFLOP/s on different
 days (benchmarks/results/update_roofline.md), so timings from different days compare through it.
 """
 
@@ -10,23 +10,25 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import statistics
 import time
 
 
 def matmul_gflops(n: int = 2048, repeats: int = 3) -> float | None:
-    """GFLOP/s of one (n x n) @ (n x n) float32 product on the CPU, best of ``repeats`` (None without torch)."""
+    """GFLOP/s of one (n x n) @ (n x n) float32 product on the CPU, median of ``repeats`` after a warm-up
+    (None without torch)."""
     try:
         import torch
     except ImportError:
         return None
     a, b = torch.randn(n, n), torch.randn(n, n)
-    a @ b  # warm-up
-    best = float("inf")
+    a @ b
+    times = []
     for _ in range(repeats):
         t = time.perf_counter()
         a @ b
-        best = min(best, time.perf_counter() - t)
-    return round(2 * n**3 / best / 1e9, 1)
+        times.append(time.perf_counter() - t)
+    return round(2 * n**3 / statistics.median(times) / 1e9, 1)
 
 
 def machine_info() -> dict:

@@ -32,7 +32,7 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.machine import machine_info  # noqa: E402
+from benchmarks.machine import machine_info, matmul_gflops  # noqa: E402
 from creditflow.policy.model import tiny_config  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -94,17 +94,6 @@ def measure_micro_batch(model, shape: dict, row_len: int, trained_per_row: int, 
             "gflop": {k: v / 1e9 for k, v in work.items()},
             # the profiled time per kind, scaled to the unprofiled median
             "gflops": {k: work[k] / 1e9 / (by_kind[k] / total * seconds) for k in work}}
-
-
-def matmul_ceiling(repeats: int, n: int = 2048) -> float:
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    a @ b
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        a @ b
-        times.append(time.perf_counter() - t)
-    return 2 * n**3 / statistics.median(times) / 1e9
 
 
 def step_flops(shape: dict, work: dict, layout: str) -> dict:
@@ -196,7 +185,7 @@ def main() -> None:
     base, fast = (steps[n] for n in LAYOUTS.values())
     result = {
         "benchmark": "update_roofline", "threads": args.threads, "shape": shape,
-        "ceiling_gflops": matmul_ceiling(args.repeats), "micro_batches": batches, "steps": steps,
+        "ceiling_gflops": matmul_gflops(repeats=args.repeats), "micro_batches": batches, "steps": steps,
         "flop_ratio": base["step_gflop"] / fast["step_gflop"], "time_ratio": base["step_s"] / fast["step_s"],
         "load": load_record(load_start, args.threads),
         "machine": machine_info(),

@@ -281,12 +281,7 @@ def _trained_hidden(decoder, ids: torch.Tensor, attn: torch.Tensor, keep: torch.
     key = torch.where(attn.bool(), ids, torch.full_like(ids, -1))  # -1: padding
     distinct, inverse = torch.unique(key, dim=0, return_inverse=True)  # sorted lexicographically
     lcp = _adjacent_lcp(distinct)
-    cuts = prefix_levels(distinct.shape[1], lcp)
-    if len(cuts) == 2:  # one level: every distinct row in full
-        if len(distinct) == len(ids):
-            return decoder(input_ids=ids, attention_mask=attn).last_hidden_state[rows, cols]
-        u_attn = (distinct >= 0).long()
-        return decoder(input_ids=distinct.clamp_min(0), attention_mask=u_attn).last_hidden_state[inverse[rows], cols]
+    cuts = prefix_levels(distinct.shape[1], lcp)  # [0, width]: one level, every distinct row in full
     at, parts = [], []  # which trained positions each level returns, and their hidden states
     cache, parent_of = None, None
     for lo, hi in zip(cuts, cuts[1:]):
@@ -300,10 +295,11 @@ def _trained_hidden(decoder, ids: torch.Tensor, attn: torch.Tensor, keep: torch.
                 layer.values = layer.values.index_select(0, parent_of[first])
         span = distinct[first, :hi]
         positions = torch.arange(lo, hi, device=ids.device).expand(len(first), -1)
+        deeper = hi < cuts[-1]  # a next level attends to this one's keys/values
         out = decoder(input_ids=span[:, lo:].clamp_min(0), attention_mask=(span >= 0).long(),
-                      position_ids=positions, past_key_values=cache, use_cache=True)
-        cache = out.past_key_values
-        if not all(type(layer) is DynamicLayer for layer in getattr(cache, "layers", [None])):
+                      position_ids=positions, past_key_values=cache, use_cache=deeper)
+        cache = out.past_key_values if deeper else None
+        if deeper and not all(type(layer) is DynamicLayer for layer in getattr(cache, "layers", [None])):
             return decoder(input_ids=ids, attention_mask=attn).last_hidden_state[rows, cols]
         inside = ((cols >= lo) & (cols < hi)).nonzero(as_tuple=True)[0]
         at.append(inside)
