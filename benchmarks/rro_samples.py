@@ -30,7 +30,7 @@ evaluation, is stored under ``benchmarks/results/<name>_runs/`` with the setting
 as it lands); a rerun with the same settings reuses it, even on a machine without the work directory, so
 a suite can accumulate across sessions. A record's key holds the π_SFT's path and the sha256 of its
 weights, so the runs of a rebuilt π_SFT at the same path are not pooled with the old ones. Collections not
-finished when the command stops (interrupted, or a session's end) are kept in
+finished when the command stops (Ctrl-C, SIGTERM, or a session's end) are kept in
 ``<name>_runs/unfinished_collections_<sha>.tgz`` (commit it too); a rerun, on any machine, unpacks them and
 goes on where they stopped. The results carry, per arm, ``summary.<arm>.final_eval_score`` and
 ``final_eval_success`` with the per-seed ``values``, the ``mean`` and a 95% stratified-bootstrap
@@ -51,6 +51,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import statistics
 import sys
 import tarfile
@@ -508,12 +509,28 @@ def main() -> None:
         tmp.cleanup()
 
 
-if __name__ == "__main__":
+def _stop_on_sigterm(signum, _frame) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # later signals wait while the snapshot is written
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def cli() -> int:
+    """``main()`` with Ctrl-C and SIGTERM (``kill``, ``timeout``, a job scheduler) both stopping it cleanly: the
+    finished runs are kept and the unfinished collections go into the snapshot; exit code 130. A background
+    job started from a script ignores SIGINT, so SIGTERM is how one is stopped."""
     from creditflow.errors import Interrupted
 
+    previous = signal.signal(signal.SIGTERM, _stop_on_sigterm)
     try:
         main()
-    except (Interrupted, KeyboardInterrupt) as exc:  # finished runs and unfinished collections are kept
+    except (Interrupted, KeyboardInterrupt) as exc:
         saved = f" {exc.saved};" if isinstance(exc, Interrupted) else ""
         print(f"interrupted:{saved} the same command goes on from there", file=sys.stderr)
-        sys.exit(130)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(cli())

@@ -600,3 +600,37 @@ def test_rro_dpo_settings_lines_up_every_variant_of_one_collection(tmp_path):
     assert md.count("## rising s3") == 2 and "| π_SFT | – | – | – | cuda | 0.420 |" in md
     assert "| π_DPO | 3e-05 | 0 | all | cuda | 0.430 | 0.060 | 0.50 | 0.25 | +0.100 | -0.200 |" in md
     assert [r["score"] for r in rro_dpo_settings.read_runs(tmp_path, "sokoban")] == [0.97]
+
+
+def test_rro_samples_sigterm_stops_cleanly_and_keeps_the_collection(tmp_path, monkeypatch, tiny_model_dir):
+    """SIGTERM mid-collection (how a background job is stopped) ends with exit code 130, the collection so far
+    in the snapshot, and the process's SIGTERM handler as it was."""
+    import os
+    import signal
+    import sys
+    import tarfile
+
+    from benchmarks import rro_samples
+    from creditflow.recipes.rro import data_dir
+
+    calls = []
+    fake_rro_runs(monkeypatch, calls)
+
+    def collect(cfg, log, model_path):
+        prefs = data_dir(cfg)
+        prefs.mkdir(parents=True, exist_ok=True)
+        (prefs / "tasks.jsonl").write_text('{"task": 0}\n')
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise AssertionError("SIGTERM did not stop the collection")
+
+    monkeypatch.setattr(rro_samples, "run_collect", collect)
+    monkeypatch.setattr(sys, "argv", ["rro_samples.py", "--model", str(tiny_model_dir), "--seeds", "0", "--tasks",
+                                      "2", "--out", str(tmp_path / "rro"), "--work", str(tmp_path / "work"),
+                                      "--methods", "rising"])
+    before = signal.getsignal(signal.SIGTERM)
+    assert rro_samples.cli() == 130
+    assert signal.getsignal(signal.SIGTERM) is before
+    (snapshot,) = (tmp_path / "rro_runs").glob("unfinished_collections_*.tgz")
+    with tarfile.open(snapshot) as tar:
+        assert "rising_s0/preferences/tasks.jsonl" in tar.getnames()
+    assert not (tmp_path / "rro_runs" / "rising_s0.json").exists()
