@@ -1,6 +1,6 @@
 """RL step cost: one RL step of 16 tasks x 4 rollouts (the issue's demo setting), six layouts side by side.
 
-    python benchmarks/step_cost.py [--steps 5] [--models DIR] [--threads N] [--no-levers]
+    python benchmarks/step_cost.py [--steps 5] [--models DIR] [--threads N] [--no-levers] [--setting demo]
 
 Layouts: ``window`` + ``paper`` (the papers' default: a fresh prompt with the last 2 observation/action pairs
 each turn, one training row per decision) and ``conversation`` + ``compact`` (one growing chat per episode,
@@ -23,6 +23,10 @@ trained positions only, ``inference_mode`` for reference log-probs, padding and 
 (and the prefix tree's levels), the prefix cache, the generation loop, grouped-query attention, bf16
 autocast, threads.
 Writes ``benchmarks/results/step_cost.{json,md}`` with machine info and the machine's load.
+
+``--setting demo`` times ``creditflow demo``'s own RL step instead (RewardFlow on success, 8 tasks x 8
+rollouts, lr 2e-4, 1 mini-batch) in its layout, ``window`` + ``paper`` + shared prefixes, in float32 and under
+bf16 autocast, interleaved (no levers; ``benchmarks/results/step_cost_demo.{json,md}``).
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.machine import machine_info  # noqa: E402
 from creditflow.config import build_config  # noqa: E402
 from creditflow.curriculum.hooks import build_hooks  # noqa: E402
-from creditflow.policy.model import load_policy  # noqa: E402
+from creditflow.policy.model import CPU_FLOAT32_SDPA, load_policy  # noqa: E402
 from creditflow.recipes import common  # noqa: E402
 # the setting the issue names and the committed tables measured (the demo now runs RewardFlow on 8 x 8)
 from creditflow.recipes.demo import DEMO_DEFAULTS, DEMO_ENV_SETTINGS, EARLIER_GRPO_DEMO  # noqa: E402
@@ -74,10 +78,12 @@ FAST = "conversation+compact+shared"  # the headline: same objective as the base
 SFT_OF = {layout: layout.split("+shared")[0] for layout in LAYOUTS}  # +shared (+bf16) reuse their layout's
 ENV = [f"{k}={str(v).lower()}" for k, v in DEMO_ENV_SETTINGS["sokoban"].items()]
 PHASES = ("rollout_s", "ref_s", "credit_s", "update_s", "step_s")
+SETTING = EARLIER_GRPO_DEMO  # --setting demo: [] (the demo's own RL settings: RewardFlow, 8 x 8, 1 mini-batch)
+DEMO_LAYOUTS = ("window+paper+shared", "window+paper+shared+bf16")  # the demo's layout, float32 and bf16
 
 
 def demo_config(layout: str, out: Path, extra: list[str] = ()):
-    return build_config(None, [f"out_dir={out}", *ENV, *LAYOUTS[layout], *EARLIER_GRPO_DEMO, "tensorboard=false",
+    return build_config(None, [f"out_dir={out}", *ENV, *LAYOUTS[layout], *SETTING, "tensorboard=false",
                                *extra],
                         base=copy.deepcopy(DEMO_DEFAULTS), where="step_cost config")
 
@@ -315,6 +321,32 @@ def levers(base: Trainer, fast: Trainer, base_trajs, fast_trajs) -> list[dict]:
     lever("bf16 autocast, generation (policy.autocast=bf16)", "conversation rollout 4 x 4", rollout_in("none"),
           rollout_in("bf16"), ("float32", "bf16"))
 
+    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    lever("one 2048 x 2048 x 2048 matrix product in bf16 instead of float32 (what autocast gives linear layers)",
+          "random matrices", timed(lambda: a @ b, 5), timed(lambda: a.bfloat16() @ b.bfloat16(), 5),
+          ("float32", "bf16, casts included"))
+
+    # under CPU autocast, SDPA runs in bf16 unless the model's attention is switched to float32 (the default
+    # since 2026-11-29, policy.model.CPU_FLOAT32_SDPA); "bf16 attention" is plain torch.autocast on plain SDPA
+    def bf16_attention(model, fn):
+        model.set_attn_implementation("sdpa")
+        try:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return fn()
+        finally:
+            model.set_attn_implementation(CPU_FLOAT32_SDPA)
+
+    for name, model, rows, unpadded in ((f"all {len(all_win)} trained window rows of the step", base.model, all_win,
+                                         False), (f"{len(conv_rows)} conversation rows", fast.model, conv_rows, True)):
+        lever("bf16 autocast on CPU: attention in float32 instead of bf16, update fwd+bwd", name,
+              bf16_attention(model, lambda: timed(lambda: update_pass(model, rows, pad, budget, pad=not unpadded,
+                                                                      share=True))),
+              timed(lambda: update_pass(model, rows, pad, budget, pad=not unpadded, autocast="bf16", share=True)),
+              ("bf16 attention", "float32 attention"))
+    lever("bf16 autocast on CPU: attention in float32 instead of bf16, generation", "conversation rollout 4 x 4",
+          bf16_attention(fast.model, lambda: timed(lambda: rollout(fast, conv_backend, False))), rollout_in("bf16"),
+          ("bf16 attention", "float32 attention"))
+
     threads = torch.get_num_threads()
     for n in sorted({1, 2, os.cpu_count() or 1}):
         torch.set_num_threads(n)
@@ -345,8 +377,9 @@ def markdown(result: dict) -> str:
         f"Machine: {m['cpu']} ({m['cores']} cores), torch {m['torch']}, {s['torch_threads']} torch thread(s), "
         f"{m['date']}. Load average at start {result['load']['start']['loadavg']}, at end "
         f"{result['load']['end']['loadavg']} ({result['load']['note']}).", "",
-        f"One RL step of the demo setting: {s['tasks']} tasks x {s['group']} rollouts of {s['env']}, GRPO on "
-        f"success, traj-mean, no KL, {s['minibatches']} mini-batches, {s['max_new_tokens']} new tokens; each "
+        f"One RL step of the {s.get('setting', 'issue')} setting: {s['tasks']} tasks x {s['group']} rollouts of "
+        f"{s['env']}, {s.get('algo', 'grpo')} on success, traj-mean, no KL, lr {s.get('lr', 4e-4):g}, "
+        f"{s['minibatches']} mini-batch(es), {s['max_new_tokens']} new tokens; each "
         f"layout from its own pi_SFT ({s['sft']}; +shared shares its layout's pi_SFT and runs with "
         f"policy.share_prefix=true, the others with false; +bf16 runs every forward pass under bf16 autocast, "
         f"policy.autocast=bf16). Median over {s['steps']} steps, interleaved, same seeds.", "",
@@ -386,8 +419,18 @@ def main() -> None:
     ap.add_argument("--models", default="runs/step_cost_models", help="where the two pi_SFT are cached")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
     ap.add_argument("--no-levers", action="store_true")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "step_cost"))
+    ap.add_argument("--setting", choices=("issue", "demo"), default="issue",
+                    help="issue: GRPO 16 x 4, every layout (default); demo: creditflow demo's RL settings "
+                         "(RewardFlow, 8 x 8, 1 mini-batch), its layout in float32 and under bf16 autocast, no levers")
+    ap.add_argument("--out", default=None, help="default: results/step_cost (issue), results/step_cost_demo (demo)")
     args = ap.parse_args()
+    global SETTING, LAYOUTS, BASELINE, OTHERS, FAST
+    if args.setting == "demo":
+        SETTING, args.no_levers = [], True
+        LAYOUTS = {layout: LAYOUTS[layout] for layout in DEMO_LAYOUTS}
+        (BASELINE, *OTHERS), FAST = LAYOUTS, DEMO_LAYOUTS[1]
+    args.out = args.out or str(Path(__file__).parent / "results" / ("step_cost" if args.setting == "issue"
+                                                                      else "step_cost_demo"))
     if args.threads:
         torch.set_num_threads(args.threads)
     models = Path(args.models)
@@ -411,7 +454,8 @@ def main() -> None:
     cfg = trainers[BASELINE].cfg
     result = {
         "benchmark": "step_cost",
-        "settings": {"tasks": cfg.rollout.tasks_per_step, "group": cfg.rollout.group_size,
+        "settings": {"setting": args.setting, "algo": cfg.rl.algo, "lr": cfg.rl.lr,
+                     "tasks": cfg.rollout.tasks_per_step, "group": cfg.rollout.group_size,
                      "env": "sokoban 6x6, 1 box, describe_positions, max 15 steps",
                      "minibatches": cfg.rl.minibatches, "max_new_tokens": cfg.generation.max_new_tokens,
                      "steps": args.steps, "torch_threads": torch.get_num_threads(),

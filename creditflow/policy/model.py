@@ -17,8 +17,10 @@ from typing import Iterable
 import torch
 from peft import PeftModel
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-from transformers import (AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig, PreTrainedTokenizerFast,
-                          Qwen2Config, Qwen2ForCausalLM)
+from transformers import (AttentionInterface, AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig,
+                          PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM)
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from transformers.utils import logging as hf_logging
 
 from creditflow.errors import UserError
@@ -91,12 +93,45 @@ def check_device_and_dtype(device: str, dtype: str, autocast: str = "none") -> N
 
 def mixed_precision(model, autocast: str = "none"):
     """The context a forward pass of ``model`` runs in: ``torch.autocast`` in bfloat16 on the model's device
-    for ``autocast="bf16"`` (weights stay as they are), else nothing."""
+    for ``autocast="bf16"`` (weights stay as they are), else nothing. On CPU the model's SDPA attention is
+    switched to :data:`CPU_FLOAT32_SDPA` first: bf16 linear layers, float32 attention."""
     if autocast == "none":
         return contextlib.nullcontext()
     if autocast != "bf16":
         raise ValueError(f"autocast must be none or bf16, got {autocast!r}")
-    return torch.autocast(device_type=next(model.parameters()).device.type, dtype=torch.bfloat16)
+    device = next(model.parameters()).device.type
+    if device == "cpu":
+        float32_attention_on_cpu(model)
+    return torch.autocast(device_type=device, dtype=torch.bfloat16)
+
+
+# CPU autocast runs scaled_dot_product_attention in bfloat16, and on this project's CPUs (AVX-512 BF16) the
+# bf16 flash-attention kernel is slower than the float32 one (backward most of all), while bf16 matrix
+# products are several times faster than float32 ones (benchmarks/results/step_cost.md, levers). Under
+# policy.autocast=bf16 on CPU, attention therefore runs in float32 on float32 copies of queries, keys and
+# values; the linear layers stay in bf16. Outside CPU autocast the function is transformers' SDPA unchanged.
+CPU_FLOAT32_SDPA = "sdpa_float32_on_cpu"
+
+
+def _sdpa_float32_on_cpu(module, query, key, value, attention_mask, **kwargs):
+    if not (query.device.type == "cpu" and torch.is_autocast_enabled("cpu")):
+        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    if attention_mask is not None and attention_mask.dtype != torch.bool:
+        attention_mask = attention_mask.float()
+    with torch.autocast("cpu", enabled=False):
+        return sdpa_attention_forward(module, query.float(), key.float(), value.float(), attention_mask, **kwargs)
+
+
+AttentionInterface.register(CPU_FLOAT32_SDPA, _sdpa_float32_on_cpu)
+AttentionMaskInterface.register(CPU_FLOAT32_SDPA, sdpa_mask)  # the masks SDPA takes
+
+
+def float32_attention_on_cpu(model) -> None:
+    """Switch ``model`` (or a PEFT model's base) from ``sdpa`` attention to :data:`CPU_FLOAT32_SDPA`; other
+    attention implementations (eager, flash, ...) are left as they are. Idempotent."""
+    base = model.get_base_model() if isinstance(model, PeftModel) else model
+    if getattr(base.config, "_attn_implementation", None) == "sdpa":
+        base.set_attn_implementation(CPU_FLOAT32_SDPA)
 
 
 def check_model_dir(path: str | Path) -> Path:

@@ -20,6 +20,8 @@ import datasets
 import torch
 from transformers import PrinterCallback, TrainerCallback, TrainingArguments
 
+from creditflow.policy.model import float32_attention_on_cpu
+
 
 @dataclass
 class TRLRun:
@@ -116,6 +118,8 @@ def run_trl(trainer_cls: type, config_cls: type[TrainingArguments], model, token
     logging.getLogger("transformers").setLevel(logging.ERROR)
     datasets.disable_progress_bars()
     args = training_args(config_cls, model, out_dir, name=name, seed=seed, settings=settings, autocast=autocast)
+    if autocast == "bf16" and args.use_cpu:
+        float32_attention_on_cpu(model)  # bf16 linear layers, float32 attention (policy.model.mixed_precision)
     logger = _LogRows(name, log_keys, log)
     callbacks = [logger] + ([_Progress(progress)] if progress is not None else [])
     trainer = trainer_cls(model=model, args=args, train_dataset=datasets.Dataset.from_list(rows),

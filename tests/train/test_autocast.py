@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from creditflow.config import build_config
 from creditflow.errors import UserError
@@ -47,6 +48,42 @@ def test_logits_are_float32_from_a_bf16_forward(policy):
     with mixed_precision(model, "bf16"):
         assert torch.get_autocast_dtype("cpu") == torch.bfloat16 and torch.is_autocast_enabled("cpu")
     assert not torch.is_autocast_enabled("cpu")
+
+
+class _AttentionDtypes(TorchDispatchMode):
+    """Records the dtypes of the queries, keys and values each attention kernel gets, after autocast's casts."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen: list[tuple[torch.dtype, ...]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if "scaled_dot_product" in func.__name__ and "backward" not in func.__name__:
+            self.seen.append(tuple(a.dtype for a in args[:3]))
+        return func(*args, **(kwargs or {}))
+
+
+def test_cpu_autocast_runs_linear_layers_in_bf16_and_attention_in_float32(tiny_model_dir):
+    """On CPU the bf16 flash-attention kernel is slower than the float32 one; bf16 matmuls are faster."""
+    model, _ = load_policy(tiny_model_dir, "cpu", "float32")
+    ids = torch.arange(40)[None].repeat(2, 1) % model.config.vocab_size
+    mask = torch.ones_like(ids)
+    mask[1, :7] = 0  # a padded row: attention gets an explicit mask
+    layers = model.config.num_hidden_layers
+    with torch.no_grad():
+        plain = model(input_ids=ids, attention_mask=mask).logits
+        with _AttentionDtypes() as bare, torch.autocast("cpu", dtype=torch.bfloat16):
+            model(input_ids=ids, attention_mask=mask)
+        assert bare.seen == [(torch.bfloat16,) * 3] * layers  # what plain CPU autocast does
+        projected = []
+        model.model.layers[0].self_attn.q_proj.register_forward_hook(lambda m, i, o: projected.append(o.dtype))
+        with _AttentionDtypes() as ours, mixed_precision(model, "bf16"):
+            mixed = model(input_ids=ids, attention_mask=mask).logits
+        assert projected == [torch.bfloat16]  # the linear layers ran in bf16 ...
+        assert ours.seen == [(torch.float32,) * 3] * layers  # ... attention in float32
+        assert torch.allclose(plain, mixed.float(), atol=0.1, rtol=0.05)
+        # outside autocast the switched model is the plain one, bit for bit
+        assert torch.equal(model(input_ids=ids, attention_mask=mask).logits, plain)
 
 
 def test_generation_logprobs_match_the_trainers_under_autocast(policy):

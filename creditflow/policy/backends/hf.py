@@ -238,7 +238,9 @@ class HFBackend:
         config = self.model.config.get_text_config(decoder=True)
         heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-        dtype = torch.bfloat16 if self.autocast == "bf16" else next(self.model.parameters()).dtype
+        dtype = next(self.model.parameters()).dtype  # on CPU, attention runs in float32 under autocast too
+        if self.autocast == "bf16" and torch.device(device).type != "cpu":
+            dtype = torch.bfloat16
         capacity = width_c + width_n + params.max_new_tokens
         layers = []
         for layer in range(config.num_hidden_layers):
