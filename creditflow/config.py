@@ -79,7 +79,8 @@ class PolicyConfig(_Section):
     """Mixed precision: ``bf16`` keeps the weights (and AdamW's state) in float32 and runs the forward passes
     of generation, log-probs and the update (and TRL's SFT / DPO) under ``torch.autocast`` in bfloat16, as
     TRL's ``bf16=True`` does; log-probs and the loss are taken in float32 from the bf16 logits. ``none``: every
-    pass in ``dtype``. CPU (AVX-512 BF16 / AMX) or CUDA; with ``backend=vllm`` the engine runs in bfloat16."""
+    pass in ``dtype``. CPU (AVX-512 BF16 / AMX) or CUDA; on CPU attention runs in float32 (faster there than
+    CPU's bf16 attention kernel; docs/scaling.md). With ``backend=vllm`` the engine runs in bfloat16."""
     share_prefix: bool = True
     """Compute repeated tokens once: ``hf`` generation prefills each distinct prompt of a turn's batch once
     and the prefix all of them share (the template's instruction) once; the training and log-prob passes
