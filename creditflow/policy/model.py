@@ -130,7 +130,8 @@ def float32_attention_on_cpu(model) -> None:
     """Switch ``model`` (or a PEFT model's base) from ``sdpa`` attention to :data:`CPU_FLOAT32_SDPA`; other
     attention implementations (eager, flash, ...) are left as they are. Idempotent."""
     base = model.get_base_model() if isinstance(model, PeftModel) else model
-    if getattr(base.config, "_attn_implementation", None) == "sdpa":
+    config = getattr(base, "config", None)
+    if getattr(config, "_attn_implementation", None) == "sdpa" and hasattr(base, "set_attn_implementation"):
         base.set_attn_implementation(CPU_FLOAT32_SDPA)
 
 

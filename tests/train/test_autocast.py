@@ -9,7 +9,8 @@ from creditflow.config import build_config
 from creditflow.errors import UserError
 from creditflow.policy.backends.base import SamplingParams
 from creditflow.policy.backends.hf import HFBackend
-from creditflow.policy.model import check_device_and_dtype, load_policy, mixed_precision
+from creditflow.policy.model import (CPU_FLOAT32_SDPA, check_device_and_dtype, float32_attention_on_cpu, load_policy,
+                                     mixed_precision)
 from creditflow.train.rl import Sample, _collate, _trained_logits, decision_logprobs, policy_update, window_rows
 
 
@@ -84,6 +85,17 @@ def test_cpu_autocast_runs_linear_layers_in_bf16_and_attention_in_float32(tiny_m
         assert torch.allclose(plain, mixed.float(), atol=0.1, rtol=0.05)
         # outside autocast the switched model is the plain one, bit for bit
         assert torch.equal(model(input_ids=ids, attention_mask=mask).logits, plain)
+
+
+def test_float32_attention_reaches_a_lora_models_base(tiny_model_dir):
+    from peft import LoraConfig, get_peft_model
+
+    model, _ = load_policy(tiny_model_dir, "cpu", "float32")
+    lora = get_peft_model(model, LoraConfig(r=2, target_modules=["q_proj", "v_proj"]))
+    with mixed_precision(lora, "bf16"):
+        pass
+    assert lora.get_base_model().config._attn_implementation == CPU_FLOAT32_SDPA
+    float32_attention_on_cpu(torch.nn.Linear(2, 2))  # not a transformers model: left alone
 
 
 def test_generation_logprobs_match_the_trainers_under_autocast(policy):
