@@ -48,7 +48,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.machine import machine_info  # noqa: E402
+from benchmarks.machine import cpu_label, machine_info  # noqa: E402
 from creditflow.config import build_config  # noqa: E402
 from creditflow.curriculum.hooks import build_hooks  # noqa: E402
 from creditflow.policy.model import CPU_FLOAT32_SDPA, load_policy  # noqa: E402
@@ -374,7 +374,7 @@ def markdown(result: dict) -> str:
     med = result["median"]
     lines = [
         "# RL step cost: " + " vs ".join(result["median"]), "",
-        f"Machine: {m['cpu']} ({m['cores']} cores), torch {m['torch']}, {s['torch_threads']} torch thread(s), "
+        f"Machine: {cpu_label(m)} ({m['cores']} cores), torch {m['torch']}, {s['torch_threads']} torch thread(s), "
         f"{m['date']}. Load average at start {result['load']['start']['loadavg']}, at end "
         f"{result['load']['end']['loadavg']} ({result['load']['note']}).", "",
         f"One RL step of the {s.get('setting', 'issue')} setting: {s['tasks']} tasks x {s['group']} rollouts of "

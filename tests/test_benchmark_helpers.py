@@ -296,6 +296,36 @@ def test_roofline_flop_count_matches_torch_flop_counter():
     assert counter.get_total_flops() == counted["linear"] + counted["attention"]
 
 
+def test_roofline_floor_splits_a_step_into_linear_and_attention_work():
+    """The 5x check's floor: a step's FLOPs split into linear maps and attention (summing to the step's),
+    each at its own rate; hand-computed on a conversation step of 2 episodes of 10 tokens."""
+    from benchmarks.update_roofline import causal_pairs, floor_seconds, step_flops
+
+    shape = {"hidden": 4, "layers": 2, "vocab": 10, "linear_params": 100}
+    work = {"decisions": 4, "episodes": 2, "prefill_tokens": 16, "generated_tokens": 4, "train_rows": 2,
+            "train_row_tokens": 20, "trained_tokens": 4, "rollout_s": 1.0, "update_s": 1.0}
+    f = step_flops(shape, work, "conversation")
+    rollout_linear = 2 * 100 * 20 + 2 * 10 * 4 * (4 + 4)  # 20 tokens through the layers, 8 LM-head positions
+    update_linear = 3 * (2 * 100 * 20 + 2 * 10 * 4 * 4)  # fwd + bwd
+    attention = 2 * causal_pairs(10) * 2 * 2 * 4 * 2  # two 10-token episodes, QK^T and AV, 2 layers
+    assert f["linear_gflop"] * 1e9 == pytest.approx(rollout_linear + update_linear)
+    assert f["attention_gflop"] * 1e9 == pytest.approx(attention + 3.5 * attention)
+    assert f["linear_gflop"] + f["attention_gflop"] == pytest.approx(f["step_gflop"])
+    assert floor_seconds({"linear_gflop": 300.0, "attention_gflop": 50.0}, 150.0, 25.0) == pytest.approx(4.0)
+
+
+def test_machine_info_names_the_cpu_generation(tmp_path):
+    """Results say which CPU generation ran them: family/model and the vector extensions that set matmul
+    rates, from the first processor's block of /proc/cpuinfo."""
+    from benchmarks.machine import cpu_generation
+
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\ncpu family\t: 25\nmodel\t\t: 17\nflags\t\t: fpu avx2 avx512f avx512_bf16\n\n"
+                    "processor\t: 1\ncpu family\t: 99\nmodel\t\t: 1\nflags\t\t: fpu\n")
+    assert cpu_generation(str(info)) == {"cpu_family_model": "25/17", "isa": ["avx2", "avx512f", "avx512_bf16"]}
+    assert cpu_generation(str(tmp_path / "missing")) == {}
+
+
 def fake_rro_runs(monkeypatch, calls: list) -> None:
     """rro_samples with its collection, DPO and evaluation replaced by fakes; ``calls`` gets
     ``("collect", out_dir, data_dir, exploration)`` and ``("dpo", out_dir, sft_weight, lr, device, dtype)`` in
