@@ -91,6 +91,31 @@ def check_device_and_dtype(device: str, dtype: str, autocast: str = "none") -> N
         raise UserError(f"policy.autocast={autocast}: this GPU has no bfloat16 support; use policy.autocast=none")
 
 
+def cpu_has_native_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool | None:
+    """Whether this x86 CPU computes bfloat16 natively (AVX-512 BF16 or AMX); None where it cannot be told
+    (another architecture or no /proc/cpuinfo)."""
+    import platform
+
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return None
+    try:
+        with open(cpuinfo, encoding="utf-8") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), None)
+    except OSError:
+        return None
+    return None if flags is None else bool({"avx512_bf16", "amx_bf16"} & set(flags))
+
+
+def autocast_note(device: str, autocast: str, cpuinfo: str = "/proc/cpuinfo") -> str | None:
+    """A one-line note when ``policy.autocast=bf16`` will run on a CPU without native bfloat16, where every bf16
+    product is emulated: the RL step of step_cost.py took 4.5x (conversation) to 6.1x (window) longer than in
+    float32 on such a host (AVX2 only, benchmarks/results/step_cost_1201.md)."""
+    if autocast == "none" or resolve_device(device) != "cpu" or cpu_has_native_bf16(cpuinfo) is not False:
+        return None
+    return (f"note: policy.autocast={autocast} on a CPU without AVX-512 BF16 or AMX: bfloat16 is emulated here and "
+            "runs several times slower than float32 (policy.autocast=none)")
+
+
 def mixed_precision(model, autocast: str = "none"):
     """The context a forward pass of ``model`` runs in: ``torch.autocast`` in bfloat16 on the model's device
     for ``autocast="bf16"`` (weights stay as they are), else nothing. On CPU the model's SDPA attention is

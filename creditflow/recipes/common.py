@@ -20,8 +20,8 @@ from creditflow.policy.backends import openai as openai_backend
 from creditflow.policy.backends import vllm as vllm_backend
 from creditflow.policy.backends.base import Backend, SamplingParams
 from creditflow.policy.backends.hf import HFBackend
-from creditflow.policy.model import (build_tiny_policy, check_device_and_dtype, check_model_dir, load_policy,
-                                     model_config, resolve_device, tiny_config, weights_dir)
+from creditflow.policy.model import (autocast_note, build_tiny_policy, check_device_and_dtype, check_model_dir,
+                                     load_policy, model_config, resolve_device, tiny_config, weights_dir)
 from creditflow.policy.prompts import ChatTemplate, PromptBuilder, environment_description
 from creditflow.recipes.progress import RunProgress, WatchedEngine
 from creditflow.rollout.engine import RolloutEngine
@@ -167,6 +167,9 @@ def load_or_build_policy(cfg: RunConfig, out_dir: Path, factory, log=print, prog
                          world: World = World()):
     """Load ``cfg.policy.model``, or build the tiny default into ``out_dir/tiny_model`` (once; rank 0 builds
     it, the other processes wait and load it)."""
+    note = autocast_note(cfg.policy.device, cfg.policy.autocast)
+    if note and world.main:
+        log(note)
     if cfg.policy.model:
         return load_policy(cfg.policy.model, cfg.policy.device, cfg.policy.weights_dtype)
     tiny_dir = out_dir / "tiny_model"

@@ -9,8 +9,8 @@ from creditflow.config import build_config
 from creditflow.errors import UserError
 from creditflow.policy.backends.base import SamplingParams
 from creditflow.policy.backends.hf import HFBackend
-from creditflow.policy.model import (CPU_FLOAT32_SDPA, check_device_and_dtype, float32_attention_on_cpu, load_policy,
-                                     mixed_precision)
+from creditflow.policy.model import (CPU_FLOAT32_SDPA, autocast_note, check_device_and_dtype, float32_attention_on_cpu,
+                                     load_policy, mixed_precision)
 from creditflow.train.rl import Sample, _collate, _trained_logits, decision_logprobs, policy_update, window_rows
 
 
@@ -23,6 +23,25 @@ def test_config_keeps_float32_weights_under_autocast():
     with pytest.raises(UserError, match="policy.autocast"):
         build_config(None, ["policy.autocast=fp8"])
     check_device_and_dtype("cpu", "float32", "bf16")  # CPU autocast is available
+
+
+def test_bf16_on_a_cpu_without_native_bf16_gets_a_note(tmp_path, monkeypatch):
+    """bf16 autocast on an x86 CPU with neither AVX-512 BF16 nor AMX is emulated (several times slower than
+    float32): the run says so in one line; with native bf16, on another architecture or without autocast it
+    says nothing."""
+    import platform
+
+    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+    avx2, native = tmp_path / "avx2", tmp_path / "native"
+    avx2.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx avx2\n")
+    native.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16\n")
+    note = autocast_note("cpu", "bf16", str(avx2))
+    assert note.startswith("note: policy.autocast=bf16") and "AVX-512 BF16" in note
+    assert autocast_note("cpu", "bf16", str(native)) is None
+    assert autocast_note("cpu", "none", str(avx2)) is None
+    assert autocast_note("cpu", "bf16", str(tmp_path / "missing")) is None  # cannot tell: no note
+    monkeypatch.setattr(platform, "machine", lambda: "aarch64")
+    assert autocast_note("cpu", "bf16", str(avx2)) is None
 
 
 @pytest.fixture(scope="module")
