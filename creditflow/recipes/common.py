@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sys
 from functools import partial
 from pathlib import Path
 from typing import Iterator
@@ -31,6 +32,9 @@ from creditflow.train import distributed
 from creditflow.train.distributed import World
 
 
+_NOTED: set[str] = set()  # notes check_run has printed in this process
+
+
 def check_run(cfg: RunConfig, *, knobs: bool = False, model: str | Path | None = None) -> None:
     """What can be checked before any work (SFT, model building, rollouts), as one-line UserErrors: the
     credit knobs (``knobs``), device and dtype on this machine, the model directory (``model``, default
@@ -42,6 +46,10 @@ def check_run(cfg: RunConfig, *, knobs: bool = False, model: str | Path | None =
             where = "rl.credit" if cfg.rl.algo in credit.estimator_names() else "rl.algo"
             raise UserError(f"{where}: {exc}") from None
     check_device_and_dtype(cfg.policy.device, cfg.policy.weights_dtype, cfg.policy.autocast)
+    note = autocast_note(cfg.policy.device, cfg.policy.autocast)
+    if note and note not in _NOTED and os.environ.get("LOCAL_RANK", "0") == "0":  # once, on the main process
+        _NOTED.add(note)
+        print(note, file=sys.stderr)
     model = model if model is not None else cfg.policy.model
     if model:
         check_model_dir(model)
@@ -167,9 +175,6 @@ def load_or_build_policy(cfg: RunConfig, out_dir: Path, factory, log=print, prog
                          world: World = World()):
     """Load ``cfg.policy.model``, or build the tiny default into ``out_dir/tiny_model`` (once; rank 0 builds
     it, the other processes wait and load it)."""
-    note = autocast_note(cfg.policy.device, cfg.policy.autocast)
-    if note and world.main:
-        log(note)
     if cfg.policy.model:
         return load_policy(cfg.policy.model, cfg.policy.device, cfg.policy.weights_dtype)
     tiny_dir = out_dir / "tiny_model"

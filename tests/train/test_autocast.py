@@ -169,3 +169,15 @@ def test_train_recipe_runs_with_autocast(tmp_path, tiny_model_dir):
     assert last["train/rollout_logprob_gap"] < 0.02  # generation and update agree in bf16
     assert trainer.train_engine.backend.autocast == "bf16"
     assert all(p.dtype == torch.float32 for p in trainer.model.parameters())
+
+
+def test_run_check_prints_the_bf16_note_once(monkeypatch, capsys):
+    """Every command's pre-flight check (check_run) prints the note on stderr, once per process."""
+    from creditflow.recipes import common
+
+    monkeypatch.setattr(common, "autocast_note", lambda device, autocast: f"note: {autocast} is emulated here")
+    monkeypatch.setattr(common, "_NOTED", set())
+    cfg = build_config(None, ["policy.autocast=bf16", "policy.device=cpu"])
+    common.check_run(cfg)
+    common.check_run(cfg)
+    assert capsys.readouterr().err.count("note: bf16 is emulated here") == 1
