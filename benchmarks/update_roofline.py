@@ -71,6 +71,17 @@ def causal_pairs(length: float) -> float:
     return length * (length + 1) / 2
 
 
+def median_seconds(step, repeats: int) -> float:
+    """Median wall time of ``step()`` over ``repeats`` calls, after one warm-up call."""
+    step()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
 def measure_micro_batch(model, shape: dict, row_len: int, trained_per_row: int, repeats: int) -> dict:
     rows = max(1, TOKEN_BUDGET // row_len)
     gen = torch.Generator().manual_seed(0)
@@ -81,12 +92,7 @@ def measure_micro_batch(model, shape: dict, row_len: int, trained_per_row: int, 
         logits = model.lm_head(hidden)
         logits.float().logsumexp(-1).mean().backward()
 
-    step()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t)
+    seconds = median_seconds(step, repeats)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         step()
     by_kind = {"matmul": 0.0, "attention": 0.0, "other": 0.0}
@@ -97,7 +103,6 @@ def measure_micro_batch(model, shape: dict, row_len: int, trained_per_row: int, 
     fwd = flops(shape, tokens=rows * row_len, head_positions=rows * trained_per_row,
                 attention_pairs=rows * causal_pairs(row_len))
     work = {"matmul": fwd["linear"] * FWD_BWD["linear"], "attention": fwd["attention"] * FWD_BWD["attention"]}
-    seconds = statistics.median(times)
     return {"rows": rows, "row_tokens": row_len, "trained_per_row": trained_per_row, "seconds": seconds,
             "profile_share": {k: v / total for k, v in by_kind.items()},
             "gflop": {k: v / 1e9 for k, v in work.items()},
@@ -119,15 +124,9 @@ def sdpa_rate(shape: dict, row_len: int, dtype: torch.dtype, repeats: int) -> fl
         out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
         out.float().sum().backward()
 
-    step()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t)
     one_layer = dict(shape, layers=1)
     work = flops(one_layer, tokens=0, head_positions=0, attention_pairs=rows * causal_pairs(row_len))["attention"]
-    return work * FWD_BWD["attention"] / 1e9 / statistics.median(times)
+    return work * FWD_BWD["attention"] / 1e9 / median_seconds(step, repeats)
 
 
 def floor_seconds(step: dict, linear_gflops: float, attention_gflops: float) -> float:
