@@ -185,7 +185,7 @@ def markdown(r: dict) -> str:
         lines.append(f"| {name}: {b['rows']} x {b['row_tokens']} | {b['trained_per_row']} | {b['seconds']:.2f} | "
                      f"{p['matmul']:.0%} | {p['attention']:.0%} | {p['other']:.0%} | {g['matmul']:.0f} | "
                      f"{g['attention']:.0f} |")
-    lines += ["", "## One RL step of step_cost.json (medians), counted", "",
+    lines += ["", f"## One RL step of {Path(r['goal']['step_cost']).name} (medians), counted", "",
               "| layout | rollout GFLOP | update GFLOP (attention share) | step GFLOP | rollout GFLOP/s | "
               "update GFLOP/s | step s |", "|---|---|---|---|---|---|---|"]
     for name, f in r["steps"].items():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import platform
 from pathlib import Path
 from typing import Iterable
 
@@ -94,8 +95,6 @@ def check_device_and_dtype(device: str, dtype: str, autocast: str = "none") -> N
 def cpu_has_native_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool | None:
     """Whether this x86 CPU computes bfloat16 natively (AVX-512 BF16 or AMX); None where it cannot be told
     (another architecture or no /proc/cpuinfo)."""
-    import platform
-
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return None
     try:
