@@ -34,7 +34,15 @@ from benchmarks.machine import machine_info  # noqa: E402
 from creditflow.config import build_config  # noqa: E402
 from creditflow.recipes.demo import DEMO_DEFAULTS, DEMO_ENV_SETTINGS  # noqa: E402
 
-METHODS = ("grpo", "gigpo", "rewardflow")
+METHODS = ("grpo", "gigpo", "rewardflow", "rewardflow_official", "gigpo_official")
+# arm -> its overrides: the estimator, at its paper defaults unless the arm says otherwise. The *_official arms
+# run the estimator as its authors' trainer does (``rl.credit.preset=official``): RewardFlow's node values start
+# from the env reward of the step that entered them (Sokoban's shaped reward), GiGPO normalises as verl-agent's
+# mean_norm; both take the summed env reward as the return (docs/methods.md)
+ARMS = {"grpo": ["rl.algo=grpo"], "gigpo": ["rl.algo=gigpo"], "rewardflow": ["rl.algo=rewardflow"],
+        "rewardflow_official": ["rl.algo=rewardflow", "rl.credit.preset=official"],
+        "gigpo_official": ["rl.algo=gigpo", "rl.credit.preset=official"]}
+DEFAULT_METHODS = ("grpo", "gigpo", "rewardflow")
 SETTINGS = {  # where RewardFlow's graph has shared states to work with
     "demo": ["env.name=sokoban"] + [f"{k}={str(v).lower()}" for k, v in DEMO_ENV_SETTINGS["sokoban"].items()],
     # long horizons, many shared states (the paper's Sokoban setting): 2 boxes in 7x7
@@ -105,7 +113,7 @@ def markdown(result: dict) -> str:
 
 def main() -> None:
     args, out, work = learning.parse_args(
-        __doc__, "credit_learning", METHODS, default_steps=12,
+        __doc__, "credit_learning", METHODS, default_steps=12, default_methods=DEFAULT_METHODS,
         add=lambda ap: ap.add_argument("--setting", default="demo", choices=list(SETTINGS), help="see SETTINGS"))
     ENV = SETTINGS[args.setting]
     if args.setting != "demo":  # each setting keeps its own results and runs; a given --out / --work is kept as is
@@ -123,7 +131,7 @@ def main() -> None:
     runs: dict[str, list[dict]] = {}
 
     def overrides_of(method):
-        return [f"policy.model={model}", f"rl.steps={steps}", f"rl.algo={method}", *ENV, *budget, *args.extra]
+        return [f"policy.model={model}", f"rl.steps={steps}", *ARMS[method], *ENV, *budget, *args.extra]
 
     if args.jobs > 1 and not args.only_recorded:
         learning.train_in_parallel(args, overrides_of, model, work)

@@ -23,6 +23,7 @@ bfloat16 on a bf16 GPU) but not the device, so float32 runs made on a lent GPU a
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import shutil
 import time
@@ -41,7 +42,7 @@ from creditflow.train.metrics import read_metrics
 BOOTSTRAP_REPS = 2000
 
 
-def parse_args(doc: str, name: str, methods, default_steps: int, add=None) -> tuple[argparse.Namespace, Path, Path]:
+def parse_args(doc: str, name: str, methods, default_steps: int, add=None, default_methods=None) -> tuple[argparse.Namespace, Path, Path]:
     """The options every learning check shares; ``add(parser)`` adds the script's own. Sets torch's
     thread count and returns ``(args, results path without suffix, work directory)``; smoke runs get
     ``*_smoke`` paths of both."""
@@ -49,7 +50,7 @@ def parse_args(doc: str, name: str, methods, default_steps: int, add=None) -> tu
     ap.add_argument("--model", default=None, help="pi_SFT directory shared by all runs (default: build one)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--steps", type=int, default=default_steps)
-    ap.add_argument("--methods", nargs="+", default=list(methods), choices=list(methods),
+    ap.add_argument("--methods", nargs="+", default=list(default_methods or methods), choices=list(methods),
                     help="which arms, in this order (put -- before key=value overrides after this list)")
     ap.add_argument("--work", default=f"runs/{name}", help="run directories go here; finished runs are reused")
     ap.add_argument("--out", default=None, help="results path without suffix")
@@ -112,13 +113,29 @@ def train_one(out: Path, overrides: list[str], seed: int, curves: tuple[str, ...
                 shutil.rmtree(out)
             run_train(cfg, log=lambda *_: None)
     result = _record(out, seed, curves, reused, (time.perf_counter() - t0) / 60)
-    result["resumed_at_step"] = resumed_at  # ``minutes`` then counts this invocation only; rl_minutes is whole
+    result["resumed_at_step"] = resumed_at
+    model = Path(cfg.policy.model) if cfg.policy.model else None
+    if model is not None and model.is_dir():  # which pi_SFT this was: arms are paired only on the same weights
+        result["sft_sha256"] = weights_sha256(model)  # ``minutes`` then counts this invocation only; rl_minutes is whole
     if record is not None:
         record.parent.mkdir(parents=True, exist_ok=True)
         tmp = record.with_suffix(".tmp")
         tmp.write_text(json.dumps({"config": want, "record": result}, indent=1))
         tmp.replace(record)
     return result
+
+
+def weights_sha256(model: Path) -> str:
+    """sha256 over a model directory's weight files. Record keys carry it next to the path: a π_SFT rebuilt at
+    the same path differs from the original (CPU hosts round differently; docs/architecture.md), and its runs
+    must not be pooled with the original's."""
+    digest = hashlib.sha256()
+    for f in sorted([*model.glob("*.safetensors"), *model.glob("*.bin")]):
+        digest.update(f.name.encode())
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
 
 
 def train_in_parallel(args, overrides_of, model: Path, work: Path) -> None:

@@ -47,7 +47,6 @@ three decimals).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -61,7 +60,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.learning import interval_estimates  # noqa: E402
+from benchmarks.learning import interval_estimates, weights_sha256  # noqa: E402
 from benchmarks.machine import machine_info  # noqa: E402
 from creditflow.config import build_config  # noqa: E402
 from creditflow.recipes import common  # noqa: E402
@@ -126,19 +125,6 @@ def settings(args) -> list[str]:
     if args.env == "sokoban" and not args.bare_grid:
         out += ["env.kwargs.describe_positions=true"]  # as the demo's pi_SFT sees it
     return out + ENVS[args.env] + [f"rollout.history_length={args.history}"]
-
-
-def weights_sha256(model: Path) -> str:
-    """sha256 over a model directory's weight files. Record keys carry it next to the path: a π_SFT rebuilt at
-    the same path differs from the original (CPU hosts round differently; docs/architecture.md), and its runs
-    must not be pooled with the original's."""
-    digest = hashlib.sha256()
-    for f in sorted([*model.glob("*.safetensors"), *model.glob("*.bin")]):
-        digest.update(f.name.encode())
-        with open(f, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
 
 
 def stored(path: Path, key: dict):
