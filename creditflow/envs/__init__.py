@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from pydantic import TypeAdapter, ValidationError
 
+from creditflow.envs import adapters
 from creditflow.envs.base import (
     INFO_KEYS,
     INVALID_ACTION_PREFIX,
@@ -72,10 +73,24 @@ def env_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def _target(name: str) -> str:
+    """``"module:Class"`` of a registered env or of an adapter (``<adapter>:<spec>``, see ``envs.adapters``)."""
+    if name in _REGISTRY:
+        return _REGISTRY[name].target
+    adapted = adapters.split_adapter(name)
+    if adapted is not None:
+        return adapted[0]
+    raise EnvError(f"unknown env {name!r}; available: {', '.join(env_names())}")
+
+
+def _spec_args(name: str) -> tuple:
+    """The positional ``spec`` an adapter class is built with (nothing for a registered env)."""
+    adapted = None if name in _REGISTRY else adapters.split_adapter(name)
+    return () if adapted is None else (adapted[1],)
+
+
 def env_class(name: str) -> type:
-    if name not in _REGISTRY:
-        raise EnvError(f"unknown env {name!r}; available: {', '.join(env_names())}")
-    module, _, cls = _REGISTRY[name].target.partition(":")
+    module, _, cls = _target(name).partition(":")
     try:
         mod = importlib.import_module(module)
     except ImportError as exc:  # optional dependency missing
@@ -86,10 +101,11 @@ def env_class(name: str) -> type:
 def env_options(name: str) -> dict[str, object]:
     """Constructor options of an env and their defaults (``inspect.Parameter.empty`` if required)."""
     sig = inspect.signature(env_class(name).__init__)
+    skip = {"self", "spec"} if _spec_args(name) else {"self"}
     return {
         p.name: p.default
         for p in sig.parameters.values()
-        if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        if p.name not in skip and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
     }
 
 
@@ -151,7 +167,7 @@ def make(name: str, **kwargs) -> TextEnv:
     cls = env_class(name)
     check_options(name, kwargs)
     try:
-        return cls(**kwargs)
+        return cls(*_spec_args(name), **kwargs)
     except TypeError as exc:
         raise EnvError(f"env {name!r}: {exc}") from None
 
