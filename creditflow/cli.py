@@ -163,6 +163,8 @@ def eval_command(
                                         "default --model-name when that is a directory)."),
     env: str = typer.Option("sokoban", "--env", help="Environment name."),
     episodes: int = typer.Option(64, "--episodes", min=1, help="Held-out tasks (one episode each)."),
+    split: str = typer.Option("validation", "--split",
+                              help="Held-out split: validation (for choices) or test (for reported numbers)."),
     overrides: Optional[list[str]] = typer.Argument(None, help=_OVERRIDES_HELP, show_default=False),
     out: Optional[Path] = typer.Option(None, "--out", help="Write the trajectories here (JSONL)."),
     backend: Optional[str] = _BACKEND,
@@ -178,7 +180,7 @@ def eval_command(
     if out is not None:
         _check_output_file(out, "--out")
     try:
-        metrics, trajs = evaluate_policy(cfg, model, episodes)
+        metrics, trajs = evaluate_policy(cfg, model, episodes, split=split)
     except KeyboardInterrupt:
         raise Interrupted("during the evaluation; nothing saved") from None
     if out is not None:

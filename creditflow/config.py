@@ -30,7 +30,12 @@ class EnvConfig(_Section):
     """Extra options for held-out evaluation envs (``split: test`` is added automatically when the env
     has a ``split`` option)."""
     eval_seed_offset: int = 1_000_000
-    """Held-out seeds are ``eval_seed_offset + i``; training seeds are drawn below it."""
+    """Validation seeds are ``eval_seed_offset + i``; training seeds are drawn below it. The validation split is
+    what every choice is made on (``rl.eval_every`` curves, sweeps); docs/environments.md "Evaluation splits"."""
+    test_seed_offset: int = 2_000_000
+    """Test seeds are ``test_seed_offset + i`` on a procedurally generated env; on an env with a finite held-out
+    pool (``num_tasks``) the test split takes that pool from its end. Reported numbers only (``rl.test_episodes``,
+    ``creditflow eval --split test``). Must lie above the validation seeds."""
     success_threshold: Optional[float] = None
     """The one success rule (R = 1) of the run: the env's ``won`` flag, or ``score >= success_threshold``
     when set (graded envs; WebShop's convention is a score of 1). Used by rollouts, evaluation, the
@@ -225,7 +230,10 @@ class RLConfig(_Section):
     eval_every: int = Field(10, ge=0)
     """Evaluate on held-out seeds every N steps (0 = only at the end)."""
     eval_episodes: int = Field(32, ge=1)
-    """Held-out tasks per evaluation."""
+    """Validation tasks per evaluation (the ``eval/*`` metrics)."""
+    test_episodes: int = Field(0, ge=0)
+    """Test-split tasks evaluated once before RL (π_SFT) and once after it (the ``test/*`` metrics, for reported
+    numbers); 0 = no test evaluation."""
     save_every: int = Field(10, ge=0)
     """Checkpoint every N steps (0 = only at the end)."""
 

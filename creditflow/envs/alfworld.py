@@ -91,6 +91,11 @@ class AlfworldEnv(BaseTextEnv):
         self.game_file: Path | None = None
         self.task = ""
 
+    @property
+    def num_tasks(self) -> int:
+        """The split's task pool: ``reset(seed=z)`` plays task ``z % num_tasks`` (evaluation splits use it)."""
+        return len(self.games)
+
     def _start(self, game: Path):
         if self._loaded != game:
             if self._env is not None:

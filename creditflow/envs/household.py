@@ -281,6 +281,11 @@ class HouseholdEnv(BaseTextEnv):
         self._obs = ""
 
     # -- games ----------------------------------------------------------------------------------
+    @property
+    def num_tasks(self) -> int:
+        """The split's task pool: ``reset(seed=z)`` plays task ``z % num_tasks`` (evaluation splits use it)."""
+        return self.num_games
+
     def game_seed(self, seed: int) -> int:
         index = int(seed) % self.num_games
         return index if self.split == "train" else TEST_SEED_OFFSET + index

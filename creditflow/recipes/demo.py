@@ -35,7 +35,7 @@ DEMO_DEFAULTS: dict = {
     # (no signal) than groups of 4. No KL term, as in the runs measured.
     "rl": {"algo": "rewardflow", "credit": {"reward_source": "success"}, "steps": 100, "lr": 2e-4,
            "minibatches": 1, "loss_agg": "traj-mean", "kl_coef": 0.0, "eval_every": 10, "eval_episodes": 128,
-           "save_every": 10},
+           "test_episodes": 128, "save_every": 10},
 }
 
 # The demo's RL settings until 2026-11-25 (GRPO on success, 16 x 4, lr 4e-4, 2 mini-batches), as overrides of
@@ -56,7 +56,7 @@ DEMO_ENV_SETTINGS: dict[str, dict[str, object]] = {
 
 QUICK: list[str] = [
     "sft.demos=32", "sft.epochs=1", "rollout.tasks_per_step=2", "rollout.group_size=2", "rl.steps=2",
-    "rl.eval_every=1", "rl.eval_episodes=4", "rl.save_every=0",
+    "rl.eval_every=1", "rl.eval_episodes=4", "rl.test_episodes=4", "rl.save_every=0",
 ]
 
 

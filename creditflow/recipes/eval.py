@@ -9,15 +9,16 @@ from creditflow.policy.model import load_policy, load_tokenizer
 from creditflow.recipes import common
 from creditflow.recipes.progress import RunProgress
 from creditflow.rollout.evaluate import evaluate
-from creditflow.rollout.seeding import seed_everything
+from creditflow.rollout.seeding import seed_everything, split_seeds
 from creditflow.rollout.trajectory import Trajectory
 from creditflow.train.checkpoint import policy_in
 
 
 def evaluate_policy(cfg: RunConfig, model_path: str | Path, episodes: int,
-                    progress: RunProgress | None = None) -> tuple[dict, list[Trajectory]]:
-    """One episode on each of the first ``episodes`` held-out seeds (``generation.eval_temperature``), under
-    a bar of turns.
+                    progress: RunProgress | None = None, split: str = "validation") -> tuple[dict, list[Trajectory]]:
+    """One episode on each of the first ``episodes`` tasks of a held-out ``split`` (``validation``, which every
+    choice is made on, or ``test``, for reported numbers; docs/environments.md "Evaluation splits"), with
+    ``generation.eval_temperature``, under a bar of turns.
 
     With ``policy.backend=openai`` the server generates and ``model_path`` only provides the tokenizer. A run
     directory stands for its newest checkpoint; a LoRA checkpoint loads as its base with the adapter merged.
@@ -27,6 +28,7 @@ def evaluate_policy(cfg: RunConfig, model_path: str | Path, episodes: int,
     common.check_backend(cfg)
     seed_everything(cfg.seed)
     factory = common.env_factory(cfg, "test")
+    seeds = split_seeds(cfg.env, split, episodes, cfg.rl.eval_episodes, factory)
     if cfg.policy.backend == "openai":
         model, tok = None, load_tokenizer(model_path)
     else:
@@ -36,7 +38,6 @@ def evaluate_policy(cfg: RunConfig, model_path: str | Path, episodes: int,
         engine = common.make_engine(cfg, model, tok, factory, backend=backend, progress=progress or RunProgress(),
                                     watch=f"eval {Path(model_path).name}")
         engine.keep_bar = True
-        seeds = [cfg.env.eval_seed_offset + i for i in range(episodes)]
         return evaluate(engine, seeds, common.sampling_params(cfg, tok, evaluation=True), cfg.env.name)
     finally:
         common.close_backend(backend)

@@ -51,18 +51,31 @@ def write_report(run_dir: str | Path, title: str = "creditflow run", extra: dict
     learning_curve(rows, report / "learning_curve.png", title)
     evals = [r for r in rows if "eval/success_rate" in r]
     before, after = (evals[0], evals[-1]) if evals else ({}, {})
+    tests = [r for r in rows if "test/success_rate" in r]  # the test split: before RL and after it
+    test_before, test_after = (tests[0], tests[-1]) if len(tests) > 1 else ({}, {})
     lines = [f"# {title}", ""]
     if extra:
         for k, v in extra.items():
             lines.append(f"- **{k}**: {v}")
         lines.append("")
+    keys = ("success_rate", "score", "reward", "steps", "invalid_frac", "noop_frac")
+    if test_before:
+        lines += [f"Test split ({test_before.get('test/episodes', '?')} tasks; reported numbers only, no choice was made "
+                  "on it):", "",
+                  "| test metric | before RL (step 0) | after RL (step %s) |" % test_after.get("step", "?"),
+                  "|---|---|---|"]
+        lines += [f"| test/{k} | {test_before[f'test/{k}']:.3f} | {test_after.get(f'test/{k}', float('nan')):.3f} |"
+                  for k in keys if f"test/{k}" in test_before]
+        lines += ["", "Validation split (the learning curve; choices such as the demo's settings were made on it):", ""]
     lines += ["| held-out metric | before RL (step 0) | after RL (step %s) |" % after.get("step", "?"),
               "|---|---|---|"]
-    for key in ("eval/success_rate", "eval/score", "eval/reward", "eval/steps", "eval/invalid_frac",
-                "eval/noop_frac"):
+    for key in (f"eval/{k}" for k in keys):
         if key in before:
             lines.append(f"| {key} | {before[key]:.3f} | {after.get(key, float('nan')):.3f} |")
     lines += ["", "![learning curve](learning_curve.png)", ""]
     (report / "summary.md").write_text("\n".join(lines), encoding="utf-8")
-    (report / "summary.json").write_text(json.dumps({"before": before, "after": after, **(extra or {})}, indent=2))
+    summary = {"before": before, "after": after, **(extra or {})}
+    if test_before:
+        summary.update({"test_before": test_before, "test_after": test_after})
+    (report / "summary.json").write_text(json.dumps(summary, indent=2))
     return report

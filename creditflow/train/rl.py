@@ -41,7 +41,7 @@ from creditflow.policy.model import mixed_precision
 from creditflow.rollout.engine import RolloutEngine, TaskSpec
 from creditflow.rollout.evaluate import evaluate, rollout_metrics
 from creditflow.rollout.hooks import Hooks
-from creditflow.rollout.seeding import rng_state, set_rng_state
+from creditflow.rollout.seeding import rng_state, set_rng_state, split_seeds
 from creditflow.rollout.trajectory import Trajectory
 from creditflow.train.checkpoint import save_checkpoint
 from creditflow.train.distributed import (World, all_max, all_reduce_grads, all_sum, broadcast_parameters, gather,
@@ -468,7 +468,9 @@ class RLTrainer:
         self.update_rng = np.random.default_rng(cfg.seed + 1)
         self.step = 0
         self.env_steps = 0
-        self.eval_seeds = [cfg.env.eval_seed_offset + i for i in range(cfg.rl.eval_episodes)]
+        self.eval_seeds = split_seeds(cfg.env, "validation", cfg.rl.eval_episodes, cfg.rl.eval_episodes)
+        self.test_seeds = split_seeds(cfg.env, "test", cfg.rl.test_episodes, cfg.rl.eval_episodes,
+                                      eval_engine.env_factory)
 
     # -- pieces --------------------------------------------------------------------------------
     def fresh_specs(self, step: int) -> list[TaskSpec]:
@@ -486,12 +488,12 @@ class RLTrainer:
             with lora.adapter_disabled(self.model) as base:
                 yield base
 
-    def run_eval(self) -> dict:
-        """Held-out evaluation; under N processes each evaluates its share of the seeds and the metrics are
-        those of all the episodes."""
-        _, trajs = evaluate(self.eval_engine, shard(self.eval_seeds, self.world), self.eval_sampling,
-                            self.cfg.env.name)
-        return rollout_metrics(gather_trajectories(trajs, self.world), "eval")
+    def run_eval(self, split: str = "validation") -> dict:
+        """Held-out evaluation on the validation split (``eval/*``) or the test split (``test/*``); under N
+        processes each evaluates its share of the seeds and the metrics are those of all the episodes."""
+        seeds = self.eval_seeds if split == "validation" else self.test_seeds
+        _, trajs = evaluate(self.eval_engine, shard(seeds, self.world), self.eval_sampling, self.cfg.env.name)
+        return rollout_metrics(gather_trajectories(trajs, self.world), "eval" if split == "validation" else "test")
 
     def train_step(self) -> dict:
         cfg = self.cfg
@@ -570,12 +572,16 @@ class RLTrainer:
         last: dict = {}
         if self.step == 0:
             first = self.run_eval()
+            if self.test_seeds:  # pi_SFT on the test split, for the reported gain
+                first.update(self.run_eval("test"))
             first.update({"step": 0, "env_steps": 0, "dist/world_size": self.world.size})
             self.logger.log(first)
         while self.step < cfg.steps:
             metrics = self.train_step()
             if (cfg.eval_every and self.step % cfg.eval_every == 0) or self.step == cfg.steps:
                 metrics.update(self.run_eval())
+            if self.test_seeds and self.step == cfg.steps:
+                metrics.update(self.run_eval("test"))
             self.logger.log(metrics)
             last = metrics
             if self.progress:

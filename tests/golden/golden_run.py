@@ -33,7 +33,7 @@ GOLDEN = Path(__file__).with_name("golden_run.json")
 # has its own equivalence tests (tests/train/test_rl.py, tests/policy/test_hf_backend.py)
 PLAIN = ["policy.share_prefix=false"]
 DEMO = [*EARLIER_GRPO_DEMO, *PLAIN, "rl.steps=2", "sft.demos=64", "sft.epochs=1", "rl.eval_episodes=16",
-        "rl.eval_every=1", "rl.save_every=0", "tensorboard=false"]
+        "rl.eval_every=1", "rl.test_episodes=0", "rl.save_every=0", "tensorboard=false"]
 RF_CRPS = [*PLAIN, "rl.algo=rewardflow", "rl.credit={}", "rl.kl_coef=0.01", "curriculum.name=crps",
            "curriculum.warm_start_demos=8", "curriculum.p_replay=0.5", "rollout.tasks_per_step=4",
            "rollout.group_size=4", "rl.steps=2", "rl.eval_episodes=8", "rl.eval_every=1", "rl.save_every=0",

@@ -140,6 +140,11 @@ class SqlEnv(BaseTextEnv):
     def __len__(self) -> int:
         return len(self.tasks)
 
+    @property
+    def num_tasks(self) -> int:
+        """The split's task pool: ``reset(seed=z)`` plays task ``z % num_tasks`` (evaluation splits use it)."""
+        return len(self.tasks)
+
     def sandbox(self, db_path: str) -> SqlSandbox:
         box = self._sandboxes.get(db_path)
         if box is None:

@@ -142,6 +142,11 @@ class WebShopEnv(BaseTextEnv):
         return sorted({str(p["asin"]).lower() for p in products})
 
     # -- helpers --------------------------------------------------------------------------------
+    @property
+    def num_tasks(self) -> int:
+        """The split's task pool: ``reset(seed=z)`` plays task ``z % num_tasks`` (evaluation splits use it)."""
+        return len(self.goals)
+
     def __len__(self) -> int:
         return len(self.goals)
 
