@@ -175,12 +175,7 @@ class CreditGRPOTrainer(GRPOTrainer):
     def __init__(self, *args, estimator: str = "rewardflow", credit_knobs: dict | None = None,
                  state_key_fn: Callable[[Any], Hashable] | None = None, success_threshold: float | None = None,
                  **kwargs):
-        if estimator not in estimator_names():
-            raise TRLCreditError(f"unknown estimator {estimator!r}; available: {', '.join(estimator_names())}")
-        self.credit_estimator = estimator
-        self.credit_knobs = default_knobs(estimator, credit_knobs)
-        resolved = validate_knobs(estimator, self.credit_knobs)  # one line for a bad knob, before any work
-        self._cf_needs_success = needs_success(estimator, resolved)
+        self.set_credit(estimator, credit_knobs)  # one line for a bad name or knob, before any work
         if state_key_fn is not None and not callable(state_key_fn):
             raise TRLCreditError(f"state_key_fn must be a function of the environment, got {state_key_fn!r}")
         self.state_key_fn = state_key_fn
@@ -194,6 +189,15 @@ class CreditGRPOTrainer(GRPOTrainer):
         super().__init__(*args, **kwargs)
         check_options(self.args)
         self._hide_credit_methods()
+
+    def set_credit(self, estimator: str, credit_knobs: dict | None = None) -> None:
+        """Use ``estimator`` with ``credit_knobs`` from the next generation batch on (checked here)."""
+        if estimator not in estimator_names():
+            raise TRLCreditError(f"unknown estimator {estimator!r}; available: {', '.join(estimator_names())}")
+        knobs = default_knobs(estimator, credit_knobs)
+        resolved = validate_knobs(estimator, knobs)
+        self.credit_estimator, self.credit_knobs = estimator, knobs
+        self._cf_needs_success = needs_success(estimator, resolved)
 
     # -- what TRL produced, captured where it is produced ---------------------------------------------
 

@@ -8,7 +8,12 @@ scored by ``creditflow.credit.score``, placed on the turns' tokens found by a pl
 """
 
 import importlib.util
+import json
 import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,6 +37,7 @@ from creditflow.integrations.trl import CreditGRPOTrainer, TRLCreditError  # noq
 from creditflow.rollout.trajectory import Step, Trajectory  # noqa: E402
 
 G = 4  # rollouts per group
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def config(tmp_path, **overrides) -> GRPOConfig:
@@ -284,6 +290,39 @@ def test_one_turn_episodes_reduce_to_trls_grpo(tmp_path, tiny_model_dir, knobs, 
     assert a["advantages"].dim() == 1 and bool(a["advantages"].abs().sum() > 0)
     want = a["advantages"][:, None] * b["completion_mask"]
     torch.testing.assert_close(b["advantages"], want.float(), rtol=0, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_a_group_split_across_two_processes_is_scored_whole(tmp_path, tiny_model_dir):
+    """Under ``accelerate launch`` (2 CPU processes, gloo) TRL splits a generation batch across the processes
+    and gathers the rewards; the credit step gathers the rollouts likewise, so a group whose rollouts sit on
+    both processes gets the advantages of credit.score on the whole group, each process its own rows."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "ranks.json"
+    cmd = [str(Path(sys.executable).with_name("accelerate")), "launch", "--config_file",
+           str(ROOT / "configs" / "accelerate" / "ddp.yaml"), "--num_processes", "2", "--main_process_port", str(port),
+           "-m", "tests.integrations.trl_two_processes", str(tiny_model_dir), str(out)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    ranks = json.loads(out.read_text())
+    assert [r["size"] for r in ranks] == [2, 2]
+    rec = {k: [v for r in ranks for v in r["record"][k]] for k in ranks[0]["record"]}
+    tok = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    step_adv, spans = expected(tok, "rewardflow", None, rec["prompt_ids"], rec["completion_ids"], rec["env_mask"],
+                               rec["state_keys"], rec["success"], [float(s) for s in rec["success"]])
+    row = 0
+    for r in ranks:
+        adv = torch.tensor(r["advantages"])
+        mask = torch.tensor(r["completion_mask"]) * torch.tensor(
+            [m + [1] * (adv.size(1) - len(m)) for m in r["record"]["env_mask"]])
+        check_placement(adv, mask, step_adv[row:row + len(adv)], spans[row:row + len(adv)])
+        row += len(adv)
+        assert r["metrics"]["credit/groups"] == 3  # every process scored the whole batch
+    assert row == 12
 
 
 # --------------------------------------------------------------------------------------------------
