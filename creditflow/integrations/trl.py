@@ -247,12 +247,12 @@ class CreditGRPOTrainer(GRPOTrainer):
         output = super()._generate_and_score_completions(inputs)
         t0 = time.perf_counter()
         mode = "train" if self.model.training else "eval"
-        group_size = self.num_generations if mode == "train" else self.num_generations_eval
         local = self._local_rollouts()
         rollouts = gather_object(local) if self.accelerator.num_processes > 1 else local
         rewards = self._rollout_rewards()
         self._fill_outcomes(rollouts, rewards)
-        step_adv, metrics = rollout_credit(self.credit_estimator, self.credit_knobs, rollouts, rewards, group_size)
+        step_adv, metrics = rollout_credit(self.credit_estimator, self.credit_knobs, rollouts, rewards,
+                                           self._group_size())
         first = self.accelerator.process_index * len(local)
         advantages = place_advantages(step_adv[first:first + len(local)], [r.spans for r in local],
                                       output["completion_ids"].size(1))
@@ -303,6 +303,7 @@ class CreditGRPOTrainer(GRPOTrainer):
         return out
 
     def _group_size(self) -> int:
+        """Rollouts per group: TRL's ``num_generations`` (``num_generations_eval`` in evaluation)."""
         return self.num_generations if self.model.training else self.num_generations_eval
 
     def _rollout_rewards(self) -> np.ndarray:

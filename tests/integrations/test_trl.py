@@ -91,8 +91,9 @@ def runs(mask) -> list[tuple[int, int]]:
     return out
 
 
-def expected(tok, estimator, knobs, prompt_ids, completion_ids, masks, keys, success, rewards):
-    """(advantages per rollout per turn, spans) from credit.score on trajectories built from the raw batch."""
+def expected(tok, estimator, knobs, prompt_ids, completion_ids, masks, keys, success, rewards, group=G):
+    """(advantages per rollout per turn, spans) from credit.score on trajectories built from the raw batch,
+    rollout i in group ``i // group``."""
     spans = [runs(m) for m in masks]
     trajs = []
     for i, ids in enumerate(completion_ids):
@@ -100,7 +101,7 @@ def expected(tok, estimator, knobs, prompt_ids, completion_ids, masks, keys, suc
         n = len(spans[i])
         steps = [Step(state=keys[i][k], observation=obs[k], action="", reward=rewards[i] if k == n - 1 else 0.0)
                  for k in range(n)]
-        trajs.append(Trajectory(task_id=f"g{i // G}", group_id=f"g{i // G}", traj_id=str(i), steps=steps,
+        trajs.append(Trajectory(task_id=f"g{i // group}", group_id=f"g{i // group}", traj_id=str(i), steps=steps,
                                 success=bool(success[i]), score=float(rewards[i])))
     scored = credit.score(trajs, estimator, **cf_trl.default_knobs(estimator, knobs))
     return [[s.advantage for s in t.steps] for t in scored], spans
@@ -124,11 +125,11 @@ def rollout_batch(trainer, ds=None):
     return trainer._generate_and_score_completions(batch_of(ds or dataset()))
 
 
-def expected_for_rollouts(trainer, estimator, knobs=None):
+def expected_for_rollouts(trainer, estimator, knobs=None, group=G):
     out = trainer.rollout_func.out
     rewards = [float(s) for s in out["success"]]
     return expected(trainer.processing_class, estimator, knobs, out["prompt_ids"], out["completion_ids"],
-                    out["env_mask"], out["state_keys"], out["success"], rewards)
+                    out["env_mask"], out["state_keys"], out["success"], rewards, group)
 
 
 def loss_mask(output) -> torch.Tensor:
@@ -242,6 +243,21 @@ def test_per_token_advantages_are_credit_score_on_each_turn(tmp_path, tiny_model
     for adv, row_spans, row in zip(step_adv, spans, output["advantages"]):
         for a, (s, e) in zip(adv, row_spans):
             assert (float(row[s]) == 0.0) == (a == 0.0)  # zero on a turn only where the estimator says 0
+
+
+def test_evaluation_groups_and_the_completions_table(tmp_path, tiny_model_dir):
+    """In evaluation the groups are TRL's ``num_generations_eval``; the completions table's advantage column
+    is each rollout's mean over its turns, its turns' own in ``turn_advantages``."""
+    trainer = rollout_trainer(tiny_model_dir, tmp_path, num_generations_eval=2, log_completions=True)
+    trainer.model.eval()
+    torch.manual_seed(0)
+    output = trainer._generate_and_score_completions([dict(row) for row in dataset() for _ in range(2)])
+    step_adv, spans = expected_for_rollouts(trainer, "rewardflow", group=2)
+    check_placement(output["advantages"], loss_mask(output), step_adv, spans)
+    assert trainer._metrics["eval"]["credit/groups"] == [2]
+    assert list(trainer._logs["advantages"]) == pytest.approx([float(np.mean(a)) for a in step_adv])
+    assert [list(t) for t in trainer._logs["extra"]["turn_advantages"]] == [
+        pytest.approx(list(a), abs=1e-4) for a in step_adv]
 
 
 @pytest.mark.slow
