@@ -260,6 +260,29 @@ def test_evaluation_groups_and_the_completions_table(tmp_path, tiny_model_dir):
         pytest.approx(list(a), abs=1e-4) for a in step_adv]
 
 
+LOSS_SETTINGS = ([{"loss_type": t} for t in ("grpo", "bnpo", "dr_grpo", "dapo", "luspo", "cispo", "sapo", "vespo")]
+                 + [{"off_policy_mask_threshold": 0.0}, {"importance_sampling_level": "sequence", "loss_type": "grpo"}])
+
+
+def test_every_loss_variant_takes_the_per_turn_advantages(tmp_path, tiny_model_dir):
+    """TRL's own _compute_loss with each loss type (and the off-policy mask, GSPO's sequence ratio) on one batch
+    with (B, T) advantages: a finite loss whose gradient reaches the policy. The settings are the trainer
+    attributes GRPOTrainer copies them to from its config."""
+    trainer = rollout_trainer(tiny_model_dir, tmp_path)
+    output = rollout_batch(trainer)
+    assert bool(output["advantages"].any())
+    trainer.current_gradient_accumulation_steps = 1  # what Trainer's loop sets before its first step
+    defaults = {"loss_type": trainer.loss_type, "off_policy_mask_threshold": None, "importance_sampling_level": "token"}
+    for setting in LOSS_SETTINGS:
+        for name, value in {**defaults, **setting}.items():
+            setattr(trainer, name, value)
+        trainer.model.zero_grad()
+        loss = trainer._compute_loss(trainer.model, output)
+        loss.backward()
+        assert torch.isfinite(loss), setting
+        assert any(p.grad is not None and bool(p.grad.abs().sum() > 0) for p in trainer.model.parameters()), setting
+
+
 @pytest.mark.slow
 def test_padding_and_duplicated_prompts_change_nothing(tmp_path, tiny_model_dir):
     plain = rollout_trainer(tiny_model_dir, tmp_path / "a")
