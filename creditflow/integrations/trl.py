@@ -45,7 +45,9 @@ from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 import torch
+import trl
 from accelerate.utils import gather_object
+from packaging.version import Version
 from trl import GRPOTrainer  # this module is the TRL bridge: TRL is its reason to exist
 
 from creditflow.credit import credit_arrays, estimator_names, knob_model, validate_knobs
@@ -53,6 +55,10 @@ from creditflow.curriculum.diagnostics import group_diagnostics
 from creditflow.errors import UserError
 
 TRL_DDOF = 1  # TRL's std (trl.trainer.utils.nanstd): the sample std
+MIN_TRL = "1.16.0"  # the GRPOTrainer whose methods CreditGRPOTrainer extends (docs/trl.md)
+if Version(trl.__version__) < Version(MIN_TRL):
+    raise ImportError(f"creditflow.integrations.trl needs TRL >= {MIN_TRL} (the GRPOTrainer it extends); "
+                      f"found {trl.__version__}")
 ROLLOUT_FIELDS = ("state_keys", "success", "valid")  # what a rollout_func may return for creditflow
 # environment methods creditflow reads, which TRL would otherwise offer the model as tools (every public method is)
 CREDIT_METHODS = ("state_key", "success")
