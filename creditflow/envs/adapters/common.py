@@ -1,11 +1,12 @@
 """What every adapter shares: the episode bookkeeping of the protocol, the ``state_key`` option, loading a
 ``module:name`` target, the task files of SkyRL and TRL, and chat messages as text.
 
-An adapter is an :class:`AdapterEnv`: ``_reset(seed, options) -> (observation, info)`` and ``_step(action) ->
-(observation, reward, terminated, truncated, info)`` on the wrapped env; this class counts steps, ends the episode
-at ``max_steps`` (calling ``_end()`` so the adapter can score an episode cut short), answers invalid and non-text
-actions without touching the wrapped env, and fills the info keys (``state_key`` from the observation, or from
-the user's ``state_key`` function).
+An adapter is an :class:`AdapterEnv` that implements ``_begin(seed, options) -> first observation`` (and sets the
+task), ``_act(action) -> Outcome`` and ``_end(terminated) -> (score, won, last reward)`` on the wrapped env. The base
+class counts steps, ends the episode at ``max_steps`` (``_end`` then scores an episode cut short), answers invalid
+and non-text actions without touching the wrapped env, and fills the info keys (``state_key`` is the observation,
+or what the user's ``state_key`` function makes of it). Async code of the wrapped envs runs on one event loop in a
+daemon thread (:func:`run_async`).
 """
 
 from __future__ import annotations
@@ -71,18 +72,19 @@ def import_package(module: str, env: str, extra: str):
 
 
 def load_object(target: str, what: str) -> Any:
-    """The object ``module:name`` (``name`` may be dotted) names; one-line :class:`EnvError` when it cannot be
-    loaded: the module that failed to import and the last line of its error, or the missing name."""
+    """The object ``module:name`` (``name`` may be dotted) names; ``what`` says whose it is (``env 'trl:m:C'``).
+    One-line :class:`EnvError` when it cannot be loaded: the module that failed to import and the last line of its
+    error, or the missing name."""
     module, sep, attr = target.partition(":")
     if not sep or not module or not attr:
-        raise EnvError(f"{what} must be 'module:name', got {target!r}")
+        raise EnvError(f"{what}: {target!r} must be 'module:name'")
     try:
         obj = importlib.import_module(module)
     except Exception as exc:  # noqa: BLE001 - any error of the user's module is reported in one line
-        raise EnvError(f"{what} {target!r}: module {module!r} failed to import: {_last_line(exc)}") from None
+        raise EnvError(f"{what}: module {module!r} failed to import: {_last_line(exc)}") from None
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise EnvError(f"{what} {target!r}: module {module!r} has no attribute {attr!r}")
+            raise EnvError(f"{what}: module {module!r} has no attribute {attr!r}")
         obj = getattr(obj, part)
     return obj
 
@@ -92,13 +94,15 @@ def _last_line(exc: BaseException) -> str:
     return lines[-1] if lines else type(exc).__name__
 
 
-def state_key_function(state_key: str | StateKey | None) -> StateKey | None:
-    """The ``state_key`` option as a callable ``f(observation, native) -> key`` (None: the observation)."""
+def state_key_function(state_key: str | StateKey | None, env: str) -> StateKey | None:
+    """The ``state_key`` option of env ``env`` as a callable ``f(observation, native) -> key`` (None: the
+    observation is the key)."""
     if state_key is None:
         return None
-    fn = load_object(state_key, "state_key") if isinstance(state_key, str) else state_key
+    what = f"env {env!r}: state_key {state_key!r}"
+    fn = load_object(state_key, what) if isinstance(state_key, str) else state_key
     if not callable(fn):
-        raise EnvError(f"state_key {state_key!r} is not callable")
+        raise EnvError(f"{what} is not callable")
     return fn
 
 
@@ -175,7 +179,7 @@ class AdapterEnv(BaseTextEnv):
         super().__init__()
         self.spec = spec
         self.name = f"{self.adapter}:{spec}"
-        self._state_key = state_key_function(state_key)
+        self._state_key = state_key_function(state_key, self.name)
         self._observation = ""
         self._task = ""
         self._admissible: list[str] | None = None

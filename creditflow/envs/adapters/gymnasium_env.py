@@ -135,7 +135,7 @@ class GymnasiumEnv(AdapterEnv):
         module, _, attr = self.spec.partition(":")
         creator = None
         if attr and all(part.isidentifier() for part in attr.split(".")):
-            creator = load_object(self.spec, f"env {self.name!r}:")
+            creator = load_object(self.spec, f"env {self.name!r}")
         # else: an env id, or gymnasium's own "module:EnvId" (the module registers the id when imported)
 
         def make(**extra):

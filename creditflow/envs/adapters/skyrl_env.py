@@ -48,7 +48,7 @@ class SkyRLEnv(AdapterEnv):
         self._env_config = OmegaConf.create(dict(env_config or {}))
         module, sep, attr = spec.partition(":")
         if sep:
-            self._creator = load_object(spec, f"env {self.name!r}:")
+            self._creator = load_object(spec, f"env {self.name!r}")
         else:
             if spec not in self._skyrl.registry:
                 raise EnvError(f"env {self.name!r}: skyrl_gym has no env {spec!r}; registered: "
@@ -56,6 +56,17 @@ class SkyRLEnv(AdapterEnv):
             self._creator = None
         self.description = f"the SkyRL-Gym environment {spec}"
         self._env = None
+        self._make(self._split(self._rows[0])[1]).close()  # a row the env cannot take fails now, in one line
+
+    def _split(self, row: dict) -> tuple[list[dict], dict]:
+        """A dataset row as SkyRL's generator uses it: the prompt as chat messages, and the env's ``extras``
+        (the other fields, without ``env_class``, plus ``max_turns``)."""
+        extras = dict(row)
+        prompt = extras.pop("prompt")
+        extras.pop("env_class", None)
+        extras["max_turns"] = self.max_steps
+        chat = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
+        return chat, extras
 
     def _make(self, extras: dict):
         try:
@@ -75,12 +86,8 @@ class SkyRLEnv(AdapterEnv):
 
     def _begin(self, seed, options) -> str:
         self.close()
-        row = dict(self._rows[(seed or 0) % len(self._rows)])
-        prompt = row.pop("prompt")
-        row.pop("env_class", None)
-        row["max_turns"] = self.max_steps  # as SkyRL's generator sets it
-        self._env = self._make(row)
-        chat = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
+        chat, extras = self._split(self._rows[(seed or 0) % len(self._rows)])
+        self._env = self._make(extras)
         chat, _ = self._env.init(chat)
         self._task = messages_text(chat)
         return ""

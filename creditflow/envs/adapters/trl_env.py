@@ -49,7 +49,7 @@ class TRLEnv(AdapterEnv):
                  max_steps: int = DEFAULT_MAX_STEPS):
         super().__init__(spec, state_key=state_key)
         self._set_max_steps(max_steps)
-        factory = load_object(spec, f"env {self.name!r}:")
+        factory = load_object(spec, f"env {self.name!r}")
         if not callable(factory):
             raise EnvError(f"env {self.name!r}: {spec} is not a class or factory")
         try:
@@ -95,8 +95,7 @@ class TRLEnv(AdapterEnv):
         try:
             if tool is None:
                 raise ValueError(f"Tool {name} not found.")
-            bound = inspect.signature(tool).bind(*args, **kwargs)
-            result = tool(*bound.args, **bound.kwargs)
+            result = tool(*args, **kwargs)
             if inspect.isawaitable(result):  # an async tool (TRL runs those on its own event loop)
                 result = run_async(result)
         except Exception as exc:  # noqa: BLE001 - TRL turns a failed call into an error the model sees

@@ -91,7 +91,9 @@ def _load_environment(vf, spec: str, env_args: dict, name: str):
         return _ENVS[key]
     _, sep, attr = spec.partition(":")
     if sep:
-        target = load_object(spec, f"env {name!r}:")
+        target = load_object(spec, f"env {name!r}")
+        if not isinstance(target, vf.Environment) and not callable(target):
+            raise EnvError(f"env {name!r}: {spec} is not an Environment, nor a function or class that returns one")
         try:
             env = target if isinstance(target, vf.Environment) else target(**env_args)
         except (TypeError, ValueError, KeyError) as exc:
