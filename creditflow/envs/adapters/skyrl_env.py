@@ -1,5 +1,6 @@
 """SkyRL-Gym envs (``skyrl_gym.envs.base_text_env.BaseTextEnv``) as creditflow envs: ``--env skyrl:<env id>``
-(``skyrl:gsm8k_multi_turn``) or ``skyrl:<module>:<Class>``, with the tasks of a SkyRL dataset file (docs/env_adapters.md).
+(``skyrl:gsm8k_multi_turn``) or ``skyrl:<module>:<Class>``, with the tasks of a SkyRL dataset file
+(docs/env_adapters.md).
 
 An episode is what SkyRL's generator runs for one dataset row: the env is made with ``skyrl_gym.make(id,
 env_config=..., extras=row)`` (the row without ``prompt`` and ``env_class``, plus ``max_turns``, as the generator

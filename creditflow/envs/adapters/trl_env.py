@@ -149,8 +149,9 @@ def _signature(fn) -> str:
     params = []
     for p in inspect.signature(fn).parameters.values():
         text = p.name
-        if p.annotation is not inspect.Parameter.empty:
-            text += f": {p.annotation if isinstance(p.annotation, str) else getattr(p.annotation, '__name__', p.annotation)}"
+        if p.annotation is not inspect.Parameter.empty:  # a string under `from __future__ import annotations`
+            hint = p.annotation
+            text += f": {hint if isinstance(hint, str) else getattr(hint, '__name__', hint)}"
         if p.default is not inspect.Parameter.empty:
             text += f" = {p.default!r}"
         params.append(text)

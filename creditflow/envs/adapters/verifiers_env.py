@@ -26,7 +26,10 @@ where an event loop is already running (a notebook).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import signal
+import threading
 import time
 import uuid
 from typing import Any, Callable, Literal
@@ -89,6 +92,40 @@ def _load_environment(vf, spec: str, env_args: dict, name: str):
     key = json.dumps([spec, env_args], sort_keys=True, default=repr)
     if key in _ENVS:
         return _ENVS[key]
+    # A verifiers Environment installs SIGINT/SIGTERM handlers when it is built (its teardown, then exit 143 on
+    # SIGTERM); the process keeps its own (creditflow's: stop the run and say what was saved). The teardown still
+    # runs at exit: verifiers registers it with atexit too.
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with _quiet_datasets(), vf.log_level("CRITICAL"):  # a load error is our one line, not its log too
+            env = _build_environment(vf, spec, env_args, name)
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            for sig, handler in handlers.items():
+                if handler is not None:
+                    signal.signal(sig, handler)
+    _ENVS[key] = env
+    return env
+
+
+@contextlib.contextmanager
+def _quiet_datasets():
+    """No progress bars while verifiers formats its datasets (``datasets.map`` over a few rows)."""
+    try:
+        import datasets as bars  # a verifiers dependency
+    except ImportError:
+        yield
+        return
+    was_disabled = bars.are_progress_bars_disabled()
+    bars.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if not was_disabled:
+            bars.enable_progress_bars()
+
+
+def _build_environment(vf, spec: str, env_args: dict, name: str):
     _, sep, attr = spec.partition(":")
     if sep:
         target = load_object(spec, f"env {name!r}")
@@ -110,7 +147,6 @@ def _load_environment(vf, spec: str, env_args: dict, name: str):
     if env.requires_group_rollouts:
         raise EnvError(f"env {name!r}: its rubric has group reward functions, which score a group of rollouts "
                        "together; creditflow scores each episode on its own")
-    _ENVS[key] = env
     return env
 
 
@@ -141,7 +177,8 @@ class VerifiersEnv(AdapterEnv):
         cache = self._env.__dict__.setdefault("_creditflow_rows", {})
         if split not in cache:
             try:
-                data = self._env.get_dataset() if split == "train" else self._env.get_eval_dataset()
+                with _quiet_datasets():
+                    data = self._env.get_dataset() if split == "train" else self._env.get_eval_dataset()
             except ValueError as exc:
                 raise EnvError(f"env {self.name!r}: no {split} dataset ({exc})") from None
             cache[split] = data.to_list()

@@ -168,6 +168,6 @@ def test_missing_skyrl_gym_is_one_clear_line(monkeypatch, data):
 
 @pytest.mark.slow
 def test_creditflow_train_on_skyrl_gsm8k_multi_turn(train_cli, data):
-    code, rows, _ = train_cli(MULTI, f"env.kwargs.data={data}", "env.kwargs.max_steps=3", "env.success_threshold=1.0",
-                              algo="gigpo")
+    code, rows, _ = train_cli(MULTI, f"env.kwargs.data={data}", "env.kwargs.max_steps=3",
+                              "env.success_threshold=1.0", algo="gigpo")
     assert code == 0 and max(r["step"] for r in rows) == 2 and "train/score" in rows[-1]

@@ -3,6 +3,7 @@ MultiTurnEnv that ends with final_env_response, rubric scores, truncation, split
 `creditflow train`."""
 
 import functools
+import signal
 import sys
 
 import pytest
@@ -149,6 +150,18 @@ def test_bad_specs_and_options_are_one_line_errors(name, kwargs, says):
     with pytest.raises(EnvError) as exc:
         make(name, **kwargs)
     assert says in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_the_process_keeps_its_signal_handlers():
+    def ours(signum, frame):
+        pass
+
+    previous = signal.signal(signal.SIGTERM, ours)
+    try:
+        make(GUESS, env_args={"max_turns": 5})  # building a verifiers Environment installs its own handlers
+        assert signal.getsignal(signal.SIGTERM) is ours
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def test_missing_verifiers_is_one_clear_line(monkeypatch):
