@@ -12,6 +12,7 @@ daemon thread (:func:`run_async`).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import importlib
 import json
 import numbers
@@ -38,8 +39,26 @@ def event_loop() -> asyncio.AbstractEventLoop:
         if _LOOP is None or _LOOP[0] != os.getpid():
             loop = asyncio.new_event_loop()
             threading.Thread(target=loop.run_forever, name="creditflow-env-adapters", daemon=True).start()
+            atexit.register(_stop, loop)
             _LOOP = (os.getpid(), loop)
         return _LOOP[1]
+
+
+def _stop(loop: asyncio.AbstractEventLoop) -> None:
+    """At exit: cancel what still runs on the loop (a rollout the engine stopped mid-episode; its cleanup runs),
+    then stop the loop, so no pending task is destroyed with the interpreter."""
+    async def cancel_all():
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    if loop.is_running():
+        try:
+            asyncio.run_coroutine_threadsafe(cancel_all(), loop).result(timeout=10)
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+        loop.call_soon_threadsafe(loop.stop)
 
 
 def run_async(awaitable):

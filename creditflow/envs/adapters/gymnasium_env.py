@@ -66,8 +66,16 @@ class GymnasiumEnv(AdapterEnv):
                  state_key: str | Callable[..., object] | None = None, max_steps: int | None = None):
         super().__init__(spec, state_key=state_key)
         gym = import_package("gymnasium", self.name, "gymnasium")
-        self._spaces = gym.spaces
         self._env = self._build(gym, dict(make_kwargs or {}))
+        try:
+            self._adapt(gym, action_names, task, success_reward, max_steps)
+        except EnvError:
+            self._env.close()
+            raise
+
+    def _adapt(self, gym, action_names, task, success_reward, max_steps) -> None:
+        """Read the spaces, names, task, success rule, limit and expert of the wrapped env."""
+        spec = self.spec
         known = TOY_TEXT.get(_class_path(self._env.unwrapped))
         self._text_obs = isinstance(self._env.observation_space, gym.spaces.Text)
         if not self._text_obs and getattr(self._env, "render_mode", None) != "ansi":
@@ -204,9 +212,10 @@ class GymnasiumEnv(AdapterEnv):
 
 def _deterministic_table(env) -> bool:
     """Whether the env publishes a transition table ``P`` (state -> action -> [(p, next, reward, done)]) whose
-    every transition is certain (FrozenLake with is_slippery=False, Taxi, CliffWalking; not slippery ones)."""
+    every transition is certain (FrozenLake with is_slippery=False, Taxi, CliffWalking; not slippery ones).
+    Taxi's fickle passenger changes the destination outside ``P``, so that option has no sure plan either."""
     table = getattr(env.unwrapped, "P", None)
-    if not isinstance(table, dict):
+    if not isinstance(table, dict) or getattr(env.unwrapped, "fickle_passenger", False):
         return False
     try:
         return all(len(moves) == 1 and float(moves[0][0]) == 1.0

@@ -113,6 +113,7 @@ def test_expert_plans_are_shortest_and_win_where_transitions_are_certain(name, k
 
 def test_no_expert_where_a_plan_is_not_sure_to_win():
     assert not hasattr(make(LAKE), "expert_actions")  # slippery ice
+    assert not hasattr(make("gymnasium:Taxi-v4", make_kwargs={"fickle_passenger": True}), "expert_actions")
     assert not hasattr(make(f"gymnasium:{__name__}:EchoWordEnv"), "expert_actions")  # no transition table
 
 
