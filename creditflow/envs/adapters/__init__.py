@@ -11,7 +11,12 @@ adapter module imports its package where the env is built, so listing adapters n
 
 from __future__ import annotations
 
-ADAPTERS: dict[str, str] = {}
+ADAPTERS: dict[str, str] = {
+    "gymnasium": "creditflow.envs.adapters.gymnasium_env:GymnasiumEnv",
+    "skyrl": "creditflow.envs.adapters.skyrl_env:SkyRLEnv",
+    "verifiers": "creditflow.envs.adapters.verifiers_env:VerifiersEnv",
+    "trl": "creditflow.envs.adapters.trl_env:TRLEnv",
+}
 
 
 def split_adapter(name: str) -> tuple[str, str] | None:
