@@ -9,7 +9,8 @@ stratified-bootstrap percentile interval, plus the per-seed values. This is rlia
 2021: resample runs with replacement within each task, aggregate, take the 2.5/97.5 percentiles; IQM = mean
 of the middle 50% of scores), written in NumPy because the rliable package (1.2.0, 2024) no longer imports
 with current pandas/arch releases. ``benchmarks/report.py`` adds the t-intervals and the paired differences
-between arms that the docs' results pages report.
+between arms that the docs' results pages report; run it (``make report``) once new records are committed, or
+tests/test_report.py fails.
 
 Resumable across sessions: each finished run's record is written to ``<results>_runs/<arm>_s<seed>.json``
 next to the results table (commit it as it lands) together with the run's full config; a rerun with the

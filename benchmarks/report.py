@@ -276,10 +276,15 @@ def learning_runs(stem: str, summary: dict, borrow: dict) -> list[Run]:
 
     runs = []
     records = RESULTS / f"{stem}_runs"
+    steps = summary["settings"]["steps"]
     if records.is_dir():
         for path in sorted(records.glob("*_s*.json")):
             arm, _ = _arm_seed(path.stem)
-            runs.append(run_of(arm, read_json(path)["record"], rel(path)))
+            stored = read_json(path)
+            ran = ((stored.get("config") or {}).get("rl") or {}).get("steps", steps)
+            if ran != steps:  # a run of another budget (a smoke run, another suite) must not join this check
+                raise SystemExit(f"error: {rel(path)} ran {ran} RL steps, its check {stem} {steps}")
+            runs.append(run_of(arm, stored["record"], rel(path)))
     else:
         for arm, rs in summary["runs"].items():
             runs += [run_of(arm, r, f"{rel(RESULTS / stem)}.json") for r in rs]
@@ -640,6 +645,14 @@ def arm_cell(s: stats.Summary) -> str:
     return f"{f3(s.mean)} {interval(s.boot)}" + (f", t {interval(s.t)}" if s.n <= stats.SMALL_N else "")
 
 
+def diff_label(a: str, b: str) -> str:
+    """``a − b`` in arm names, parenthesised where a name holds a '+' or a comma."""
+    def part(arm):
+        text = name(arm)
+        return f"({text})" if " + " in text or ", " in text else text
+    return f"{part(a)} − {part(b)}"
+
+
 def pair_word(p: stats.Paired) -> str:
     if p.n < 2:
         return "not tested"
@@ -734,8 +747,8 @@ def paired_section(check: Check) -> list[str]:
     claimed = {(a, b) for _, pairs in [("", check.spec.claims), *check.spec.extra_claims] for a, b in pairs}
     comparisons = []
     for i, a in enumerate(check.arms):
-        for b in check.arms[i + 1:]:
-            comparisons.append((b, a) if (b, a) in claimed else (a, b))
+        for b in check.arms[i + 1:]:  # a claimed pair as claimed, else the later arm minus the earlier
+            comparisons.append((a, b) if (a, b) in claimed else (b, a))
     comparisons += [(a, "sft") for a in check.arms]
     rows = []
     for a, b in comparisons:
@@ -743,7 +756,7 @@ def paired_section(check: Check) -> list[str]:
         if p.n == 0:
             continue
         s = p.summary
-        rows.append([f"{name(a)} − {name(b)}", p.n, signed(s.mean), interval(s.boot, sign=True),
+        rows.append([diff_label(a, b), p.n, signed(s.mean), interval(s.boot, sign=True),
                      interval(s.t, sign=True) if p.n <= stats.SMALL_N else "–", f"{p.wins} of {p.n}",
                      {1: "yes, above", -1: "yes, below", 0: "no"}[p.separated],
                      "paper: above" if (a, b) in claimed else ""])
@@ -957,7 +970,7 @@ STATS_TEXT = """## How to read the numbers
   A difference is **separated** from zero when its 95% bootstrap interval excludes zero and, with n ≤ 5, its
   95% t-interval does too. Seeds that only one arm has are left out of its differences.
 - **π_SFT identity**: runs record the sha256 of their π_SFT's weights (`sft_sha256`) since
-  2026-12-02 (learning checks) and 2026-11-27 (RRO); a seed whose two runs name different weights is not paired.
+  2026-12-01 (learning checks) and 2026-11-27 (RRO); a seed whose two runs name different weights is not paired.
   Older records say "not recorded": those arms are paired by seed, and their π_SFT's held-out value is shown.
 - **Reproduced** (the paper's ordering), from the claimed pairs' differences: **yes** = every claimed pair is
   separated in the claim's direction; **in means only** = every claimed pair's mean difference has the claim's
