@@ -49,7 +49,7 @@ def _section(model: BaseModel, indent: int) -> list[str]:
             out.append(f"{pad}{name}:")
             out += _section(value, indent + 2)
             continue
-        rule = constraints(info)
+        rule = constraints(info, type(model).model_config)
         if rule:
             out.append(f"{pad}# {rule}")
         out += _value(name, value, pad)
@@ -74,15 +74,22 @@ def _value(name: str, value: Any, pad: str) -> list[str]:
     return [f"{pad}{line}" for line in dumped.rstrip("\n").split("\n")]
 
 
-def constraints(info: FieldInfo) -> str:
-    """What validation accepts, when it is more than a plain type: ``int >= 1``, ``one of: hf, vllm, openai``,
-    ``float > 0, finite, or null``, ``str or null``; '' for an unconstrained field."""
+def constraints(info: FieldInfo, model_config: dict | None = None) -> str:
+    """What validation accepts, when it is more than a plain type: ``int >= 1``, ``one of hf, vllm, openai``,
+    ``float > 0, finite, or null``, ``str or null``; '' for an unconstrained field. ``model_config``: the owning
+    model's pydantic config (its ``allow_inf_nan=False`` makes every float field finite)."""
     choices, nullable, nested, names = _walk(info.annotation)
     bounds = list(dict.fromkeys(_bounds(info.metadata) + _bounds(nested)))
+    field_nan = [getattr(m, "allow_inf_nan") for m in [*info.metadata, *nested] if hasattr(m, "allow_inf_nan")]
+    if ("float" in names and "finite" not in bounds and not field_nan
+            and (model_config or {}).get("allow_inf_nan") is False):
+        bounds.append("finite")
     if choices:
         text = "one of " + ", ".join("null" if c is None else str(c) for c in choices)
     elif bounds or nullable:
-        text = " or ".join(dict.fromkeys(names)) + (" " + ", ".join(bounds) if bounds else "")
+        finite = "finite " if "finite" in bounds else ""  # an adjective: "finite float > 0"
+        bounds = [b for b in bounds if b != "finite"]
+        text = finite + " or ".join(dict.fromkeys(names)) + (" " + ", ".join(bounds) if bounds else "")
     else:
         return ""
     return f"accepts: {text}" + (", or null" if nullable and (bounds or choices) else " or null" if nullable else "")
