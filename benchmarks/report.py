@@ -714,8 +714,7 @@ def settings_lines(check: Check) -> list[str]:
     else:
         lines = [f"- `creditflow demo` with its defaults, one run per seed, each building its own π_SFT (seeded); "
                  f"overrides `{' '.join(s['overrides'])}`; held-out evaluation on {s['eval_levels']} levels at step 0 "
-                 "(π_SFT) and at the end.",
-                 "- Records: " + ", ".join(f"`benchmarks/results/{f}/`" for f in s["sources"]) + "."]
+                 "(π_SFT) and at the end."]
     return lines
 
 
@@ -759,7 +758,7 @@ def paired_section(check: Check) -> list[str]:
         rows.append([diff_label(a, b), p.n, signed(s.mean), interval(s.boot, sign=True),
                      interval(s.t, sign=True) if p.n <= stats.SMALL_N else "–", f"{p.wins} of {p.n}",
                      {1: "yes, above", -1: "yes, below", 0: "no"}[p.separated],
-                     "paper: above" if (a, b) in claimed else ""])
+                     "claimed: above" if (a, b) in claimed else ""])
         bad = check.mismatched_sft(a, b)
         if bad:
             rows[-1][0] += f" (seeds {seeds_text(bad)} left out: different π_SFT)"
