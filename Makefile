@@ -22,7 +22,7 @@ VLLM_PY := $(VLLM_VENV)/bin/python
 VLLM_STAMP := $(VLLM_VENV)/.creditflow-installed
 VLLM_TESTS := tests/policy/test_vllm_backend.py tests/recipes/test_train_vllm.py tests/recipes/test_vllm_serve.py
 
-.PHONY: install demo test bench lock clean verl verl-lock vllm
+.PHONY: install demo test bench lock clean verl verl-lock vllm report
 
 # constraints.txt pins every package of the main environment; torch first (the CPU build).
 $(STAMP): pyproject.toml constraints.txt
@@ -36,6 +36,11 @@ install: $(STAMP)
 
 demo: install
 	$(VENV)/bin/creditflow demo $(ARGS)
+
+# docs/results/ and the README's results and performance tables, from the committed records (benchmarks/report.py);
+# tests/test_report.py fails when they are out of date
+report: install
+	$(PY) benchmarks/report.py
 
 test: install verl vllm
 	$(PY) -m pytest -q $(ARGS)

@@ -40,7 +40,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.learning import interval_estimates  # noqa: E402
+from benchmarks.stats import interval_estimates  # noqa: E402
 from benchmarks.machine import machine_info  # noqa: E402
 from creditflow.train.metrics import read_metrics  # noqa: E402
 

@@ -4,11 +4,13 @@ Every method starts from the same pi_SFT and trains through the real pipeline (`
 behind ``creditflow train``) with the same budget; these helpers run one (method, seed), pull curves out
 of its ``metrics.jsonl``, aggregate seeds and plot curves against env steps.
 
-Statistics: mean and the interquartile mean (IQM) over seeds, each with a 95% stratified-bootstrap
-percentile interval, plus the per-seed values. This is rliable's method (Agarwal et al., 2021, the field's
-standard for few-seed RL comparisons: resample runs with replacement within each task, aggregate, take
-the 2.5/97.5 percentiles; IQM = mean of the middle 50% of scores), written here in NumPy because the
-rliable package (1.2.0, 2024) no longer imports with current pandas/arch releases.
+Statistics (``benchmarks/stats.py``): mean and the interquartile mean (IQM) over seeds, each with a 95%
+stratified-bootstrap percentile interval, plus the per-seed values. This is rliable's method (Agarwal et al.,
+2021: resample runs with replacement within each task, aggregate, take the 2.5/97.5 percentiles; IQM = mean
+of the middle 50% of scores), written in NumPy because the rliable package (1.2.0, 2024) no longer imports
+with current pandas/arch releases. ``benchmarks/report.py`` adds the t-intervals and the paired differences
+between arms that the docs' results pages report; run it (``make report``) once new records are committed, or
+tests/test_report.py fails.
 
 Resumable across sessions: each finished run's record is written to ``<results>_runs/<arm>_s<seed>.json``
 next to the results table (commit it as it lands) together with the run's full config; a rerun with the
@@ -32,15 +34,12 @@ from pathlib import Path
 import numpy as np
 import yaml
 from matplotlib.figure import Figure
-from scipy import stats
 
+from benchmarks.stats import BOOTSTRAP_REPS, interval_estimates  # noqa: F401 (re-exported for the scripts)
 from creditflow.config import build_config
 from creditflow.recipes.train import run_train
 from creditflow.train.checkpoint import checkpoint_step, latest_checkpoint
 from creditflow.train.metrics import read_metrics
-
-BOOTSTRAP_REPS = 2000
-
 
 def parse_args(doc: str, name: str, methods, default_steps: int, add=None, default_methods=None) -> tuple[argparse.Namespace, Path, Path]:
     """The options every learning check shares; ``add(parser)`` adds the script's own. Sets torch's
@@ -369,54 +368,23 @@ def summarize(runs: list[dict], curves: tuple[str, ...]) -> dict:
     return out
 
 
-def iqm(scores: np.ndarray) -> float:
-    """Interquartile mean over all (run, task) scores: the mean of the middle 50% (rliable's IQM)."""
-    return float(stats.trim_mean(np.asarray(scores, dtype=float).ravel(), proportiontocut=0.25))
-
-
-def stratified_bootstrap(scores: np.ndarray, aggregate, reps: int, rng: np.random.Generator) -> np.ndarray:
-    """``aggregate`` of ``reps`` resamples of a (runs, tasks) score matrix; runs are resampled with
-    replacement independently within each task (column), as rliable's StratifiedBootstrap does."""
-    runs, tasks = scores.shape
-    picks = rng.integers(0, runs, size=(reps, runs, tasks))
-    resampled = scores[picks, np.arange(tasks)]  # (reps, runs, tasks)
-    return np.array([aggregate(r) for r in resampled])
-
-
-def interval_estimates(values: list[float], reps: int = BOOTSTRAP_REPS, seed: int = 0) -> dict:
-    """Mean and IQM over runs with 95% stratified-bootstrap percentile intervals (one task: the strata are
-    the runs). Fewer than two runs: no interval."""
-    if len(values) < 2:
-        return {"ci95": None, "iqm": float(values[0]) if values else None, "iqm_ci95": None}
-    scores = np.asarray(values, dtype=float)[:, None]  # (runs, tasks=1)
-    rng = np.random.default_rng(seed)
-    boot = stratified_bootstrap(scores, lambda x: (float(np.mean(x)), iqm(x)), reps, rng)
-    lo, hi = np.percentile(boot, [2.5, 97.5], axis=0)
-    return {"ci95": [float(lo[0]), float(hi[0])], "iqm": iqm(scores), "iqm_ci95": [float(lo[1]), float(hi[1])]}
-
-
-def separated(a: dict, b: dict) -> bool:
-    """True when two arms' 95% intervals of the mean do not overlap."""
-    if not a.get("ci95") or not b.get("ci95"):
-        return False
-    return a["ci95"][0] > b["ci95"][1] or b["ci95"][0] > a["ci95"][1]
-
-
 def ms_of(vals: list[float]) -> dict:
+    """Mean, ``std`` (``np.std``: ddof 0) and the values."""
     if not vals:
         return {"mean": None, "std": None, "values": []}
     return {"mean": float(np.mean(vals)), "std": float(np.std(vals)), "values": [float(v) for v in vals]}
 
 
 def fmt(stat: dict, digits: int = 3) -> str:
-    """``mean [ci95 lo, hi] (v1, v2, ...)`` (or ``mean ± std`` without an interval) for a table cell."""
+    """``mean [ci95 lo, hi] (v1, v2, ...)`` (or ``mean ± std`` without an interval, labelled: ddof 0) for a
+    table cell."""
     if stat.get("mean") is None:
         return "-"
     vals = ", ".join(f"{v:.2f}" for v in stat["values"])
     if stat.get("ci95"):
         lo, hi = stat["ci95"]
         return f"{stat['mean']:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}] ({vals})"
-    return f"{stat['mean']:.{digits}f} ± {stat['std']:.{digits}f} ({vals})"
+    return f"{stat['mean']:.{digits}f} ± {stat['std']:.{digits}f} sd (ddof 0; {vals})"
 
 
 def plot(summary: dict[str, dict], panels: list[tuple[str, str]], title: str, path: Path) -> None:

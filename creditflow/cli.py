@@ -29,6 +29,7 @@ from rich.markup import escape
 
 from creditflow import credit, envs
 from creditflow.config import build_config
+from creditflow.configdoc import commented_yaml
 from creditflow.credit.draw import FORMATS, GraphError, group_graph, write_graph
 from creditflow.credit.registry import Knobs, knob_lines, parse_key_values, validate_model
 from creditflow.credit.rewardflow import GraphKnobs
@@ -142,6 +143,18 @@ def sft_command(
         if value is not None:
             extra.insert(0, f"{key}={value}")
     run_sft_command(build_config(config, extra))
+
+
+@app.command("config")
+def config_command(
+    overrides: Optional[list[str]] = typer.Argument(None, help=_OVERRIDES_HELP, show_default=False),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML run config to start from."),
+) -> None:
+    """Print the full run config as commented YAML (each field's docstring and constraints).
+
+    The defaults, or what --config and key=value overrides give; `creditflow train --config FILE` reads the
+    output back as it is."""
+    typer.echo(commented_yaml(build_config(config, list(overrides or []))), nl=False)
 
 
 # generation backend options shared by ``eval`` and ``rro collect``

@@ -58,8 +58,6 @@ def test_bootstrap_intervals():
     lo, hi = est["ci95"]
     assert lo < 0.38 < hi and 0.1 <= lo and hi <= 0.9  # the mean 0.38 lies inside, within the data's range
     assert est["iqm"] == pytest.approx(0.3)  # middle three of five: 0.2, 0.3, 0.4
-    assert learning.separated({"ci95": [0.5, 0.6]}, {"ci95": [0.3, 0.45]})
-    assert not learning.separated({"ci95": [0.5, 0.6]}, {"ci95": [0.3, 0.55]})
     assert learning.interval_estimates([0.3])["ci95"] is None
 
 
