@@ -40,23 +40,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.stats import interval_estimates  # noqa: E402
+from benchmarks.stats import interval_estimates, t_interval  # noqa: E402
 from benchmarks.machine import machine_info  # noqa: E402
 from creditflow.train.metrics import read_metrics  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
-
-
-def t_interval(values: list[float]) -> list[float] | None:
-    """95% Student-t interval of the mean (ddof 1), reported beside the percentile bootstrap, which under-covers
-    at 3-5 seeds."""
-    if len(values) < 2:
-        return None
-    from scipy import stats
-
-    mean, sem = float(np.mean(values)), float(stats.sem(values))
-    half = float(stats.t.ppf(0.975, len(values) - 1)) * sem
-    return [mean - half, mean + half]
 
 
 def run_seed(seed: int, levels: int, overrides: list[str], work: Path, test_levels: int = 0) -> dict:
