@@ -27,17 +27,20 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from creditflow import credit, envs
+from rich.console import Console
+from rich.table import Table
+
+from creditflow import api, credit, envs
 from creditflow.config import build_config
+from creditflow.envs import adapters
+from creditflow.envs.check import check_env
 from creditflow.credit.draw import FORMATS, GraphError, group_graph, write_graph
 from creditflow.credit.registry import Knobs, knob_lines, parse_key_values, validate_model
 from creditflow.credit.rewardflow import GraphKnobs
 from creditflow.errors import RERUN, Interrupted, UserError
 from creditflow.recipes.demo import run_demo
-from creditflow.recipes.eval import evaluate_policy
 from creditflow.recipes.export import export_policy
-from creditflow.recipes.rro import run_collect, run_dpo_training, run_rro
-from creditflow.recipes.train import config_for_resume, run_sft_command, run_train
+from creditflow.recipes.rro import run_collect, run_dpo_training
 from creditflow.rollout.trajectory import read_jsonl, read_jsonl_lines, write_jsonl
 from creditflow.train import distributed
 
@@ -74,19 +77,85 @@ def _root(ctx: typer.Context) -> None:
 # --------------------------------------------------------------------------------------------------
 
 
-@app.command("envs")
-def envs_command() -> None:
-    """List the registered environments and their options."""
+envs_app = typer.Typer(help="List the environments (built-in, plug-ins, adapters) and their options; "
+                       "`envs check NAME` checks an env against the protocol.")
+app.add_typer(envs_app, name="envs")
+
+
+@envs_app.callback(invoke_without_command=True)
+def envs_command(ctx: typer.Context) -> None:
+    """List the environments and their options: built-in, plug-ins (entry points of the creditflow.envs group)
+    and adapters (<adapter>:<spec>). Any importable env class also works as --env module:Class."""
+    if ctx.invoked_subcommand is not None:
+        return
+    problems = []
     for name in envs.env_names():
-        typer.echo(f"{name}: {envs.summary(name)}")
         try:
+            where = envs.source(name)
+        except UserError as exc:  # a plug-in with a built-in's name, or declared twice
+            problems.append(str(exc))
+            continue
+        try:
+            head = f"{name}: {envs.summary(name)}" + ("" if where == "built-in" else f" [{where}]")
             options = envs.env_options(name)
         except UserError as exc:
-            typer.echo(f"    (unavailable: {exc})")
+            if where != "built-in":  # a plug-in that does not import, or has no reset/step
+                problems.append(str(exc))
+                continue
+            typer.echo(f"{name}: {envs.summary(name)}\n    (unavailable: {exc})")
             continue
-        for key, default in options.items():
-            shown = "required" if default is inspect.Parameter.empty else repr(default)
-            typer.echo(f"    {key} = {shown}")
+        typer.echo(head)
+        _echo_options(options)
+    for prefix, target in adapters.ADAPTERS.items():
+        try:
+            typer.echo(f"{prefix}:<spec>: {envs.summary(prefix + ':')} [adapter: {target}]")
+            _echo_options(envs.env_options(prefix + ":"))
+        except UserError as exc:
+            typer.echo(f"{prefix}:<spec>: [adapter: {target}]\n    (unavailable: {exc})")
+    for problem in problems:
+        typer.echo(f"error: {problem}", err=True)
+    if problems:
+        raise typer.Exit(2)
+
+
+def _echo_options(options: dict) -> None:
+    for key, default in options.items():
+        shown = "required" if default is inspect.Parameter.empty else repr(default)
+        typer.echo(f"    {key} = {shown}")
+
+
+_CHECK_MARKS = {"pass": "[green]pass[/]", "fail": "[bold red]FAIL[/]", "warn": "[yellow]warn[/]", "skip": "[dim]skip[/]"}
+
+
+@envs_app.command("check")
+def envs_check_command(
+    name: str = typer.Argument(..., help="Env name (built-in, plug-in, <adapter>:<spec>) or module:Class.",
+                               show_default=False, metavar="NAME_OR_PATH"),
+    options: Optional[list[str]] = typer.Argument(None, help="Env options as key=value (e.g. size=5).",
+                                                  show_default=False),
+    seeds: int = typer.Option(3, "--seeds", min=1, help="Seeds to play (0 .. N-1)."),
+    success_threshold: Optional[float] = typer.Option(
+        None, "--success-threshold", help="The expert succeeds on won, or on score >= this (env.success_threshold)."),
+) -> None:
+    """Check an env against the protocol: reset/step values and info keys, determinism under a seed,
+    snapshot/restore or verified replay, state_key stable across replay, invalid and non-text actions, and the
+    expert (expert_actions) reaching won. Prints a table; exit code 1 when a check fails."""
+    cfg = build_config(None, [f"env.name={name}", *(f"env.kwargs.{item}" for item in options or [])])
+    factory = envs.factory(cfg.env.name, **cfg.env.kwargs)
+    checks = check_env(factory, list(range(seeds)), success_threshold=success_threshold)
+    where = envs.source(name)
+    table = Table(title=f"creditflow envs check {name}" + ("" if where in ("built-in", name) else f" ({where})"),
+                  title_justify="left")
+    table.add_column("check")
+    table.add_column("result")
+    table.add_column("detail", overflow="fold")
+    for check in checks:
+        table.add_row(check.name, _CHECK_MARKS[check.status], escape(check.detail))
+    Console().print(table)
+    failed = [c.name for c in checks if c.status == "fail"]
+    if failed:
+        typer.echo(f"{len(failed)} check(s) failed: {', '.join(failed)}", err=True)
+        raise typer.Exit(1)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -114,17 +183,14 @@ def train_command(
                        ("curriculum.name", curriculum)):
         if value is not None:
             extra.insert(0, f"{key}={value}")
-    if resume is not None:
-        if config is not None:
-            raise UserError("--config conflicts with --resume: a resumed run keeps its own config.yaml "
-                            "(give changes as key=value; they are recorded there)")
-        cfg = config_for_resume(resume, extra)
-    else:
-        cfg = build_config(config, extra)
-    run_dir, trainer, last = run_train(cfg, resume=resume is not None)
-    if trainer.world.main:
-        typer.echo(f"done: step {trainer.step}, eval success {last.get('eval/success_rate', float('nan')):.3f} "
-                   f"-> {run_dir}")
+    if resume is not None and config is not None:
+        raise UserError("--config conflicts with --resume: a resumed run keeps its own config.yaml "
+                        "(give changes as key=value; they are recorded there)")
+    result = api.train(config, overrides=extra, resume=resume)
+    if distributed.current().main:
+        last = result.metrics
+        typer.echo(f"done: step {last.get('step', 0)}, eval success {last.get('eval/success_rate', float('nan')):.3f} "
+                   f"-> {result.run_dir}")
 
 
 @app.command("sft")
@@ -141,7 +207,7 @@ def sft_command(
     for key, value in (("env.name", env), ("policy.model", model), ("out_dir", out)):
         if value is not None:
             extra.insert(0, f"{key}={value}")
-    run_sft_command(build_config(config, extra))
+    api.sft(config, overrides=extra)
 
 
 # generation backend options shared by ``eval`` and ``rro collect``
@@ -177,13 +243,10 @@ def eval_command(
     cfg = build_config(None, [f"env.name={env}", f"policy.model={model}", *extra, *(overrides or [])])
     if out is not None:
         _check_output_file(out, "--out")
-    try:
-        metrics, trajs = evaluate_policy(cfg, model, episodes)
-    except KeyboardInterrupt:
-        raise Interrupted("during the evaluation; nothing saved") from None
+    result = api.evaluate(cfg, model=model, episodes=episodes)
     if out is not None:
-        write_jsonl(out, trajs)
-    typer.echo(json.dumps(metrics, indent=2))
+        write_jsonl(out, result.trajectories)
+    typer.echo(json.dumps(result.metrics, indent=2))
 
 
 @app.command("export")
@@ -417,9 +480,9 @@ def rro_run_command(
     cfg = _rro_config(overrides, config, {
         "env.name": env, "policy.model": model, "out_dir": out,
         **_collection_settings(exploration, candidates, mc_rollouts, tasks, executor, ray_address)})
-    summary = run_rro(cfg)
-    typer.echo((Path(cfg.out_dir) / "rro_summary.md").read_text())
-    typer.echo(json.dumps({k: summary[k] for k in ("samples_per_step", "steps", "pairs", "rollouts")}))
+    result = api.rro(cfg)
+    typer.echo((result.run_dir / "rro_summary.md").read_text())
+    typer.echo(json.dumps({k: result.metrics[k] for k in ("samples_per_step", "steps", "pairs", "rollouts")}))
 
 
 # Third-party warnings a user cannot act on (deprecations inside transformers / TRL / torch and the like).
