@@ -125,3 +125,15 @@ def test_the_cli_calls_the_api(monkeypatch, tmp_path, capsys):
     assert calls[2][1].env.name == "sql" and calls[2][2] == {"model": str(tmp_path), "episodes": 3}
     out = capsys.readouterr().out
     assert f"done: step 3, eval success 0.500 -> {tmp_path}" in out and '"eval/success_rate": 0.25' in out
+
+
+def test_rro_from_python_on_a_user_env_class(tmp_path, tiny_model_dir, registry):
+    out = tmp_path / "rro"
+    result = creditflow.rro([f"out_dir={out}", f"policy.model={tiny_model_dir}", "rro.tasks=2", "rro.exploration=fixed",
+                             "rro.candidates=2", "rro.mc_rollouts=1", "rro.eval_episodes=2", "rro.dpo.epochs=1",
+                             "rro.dpo.batch_size=2", "env.kwargs.max_steps=3", "generation.max_new_tokens=6",
+                             "tensorboard=false"], env=p.WalkEnv)
+    assert result.run_dir == out and (out / "rro_summary.json").exists()
+    assert result.metrics["samples_per_step"] == 2.0 and result.metrics["steps"] >= 1
+    assert 0 <= result.metrics["sft/eval/success_rate"] <= 1 and "dpo/eval/success_rate" in result.metrics
+    assert result.model in (out / "dpo_model", tiny_model_dir)
