@@ -162,6 +162,8 @@ def envs_check_command(
 # training
 # --------------------------------------------------------------------------------------------------
 
+_ENV_HELP = ("Environment (env.name): a name `creditflow envs` lists (built-in or plug-in), <adapter>:<spec>, or "
+             "module:Class.")
 _OVERRIDES_HELP = "Config overrides as key=value (e.g. rl.lr=1e-5 rollout.group_size=8 env.kwargs.size=7)."
 
 
@@ -169,7 +171,7 @@ _OVERRIDES_HELP = "Config overrides as key=value (e.g. rl.lr=1e-5 rollout.group_
 def train_command(
     overrides: Optional[list[str]] = typer.Argument(None, help=_OVERRIDES_HELP, show_default=False),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML run config."),
-    env: Optional[str] = typer.Option(None, "--env", help="Environment name (env.name)."),
+    env: Optional[str] = typer.Option(None, "--env", help=_ENV_HELP),
     algo: Optional[str] = typer.Option(None, "--algo", help="Credit estimator (rl.algo): grpo, rloo, ..."),
     model: Optional[str] = typer.Option(None, "--model", help="Local HF model dir (policy.model); default: tiny + SFT."),
     out: Optional[str] = typer.Option(None, "--out", help="Run directory (out_dir)."),
@@ -197,7 +199,7 @@ def train_command(
 def sft_command(
     overrides: Optional[list[str]] = typer.Argument(None, help=_OVERRIDES_HELP, show_default=False),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML run config."),
-    env: Optional[str] = typer.Option(None, "--env", help="Environment name (env.name)."),
+    env: Optional[str] = typer.Option(None, "--env", help=_ENV_HELP),
     model: Optional[str] = typer.Option(None, "--model", help="Local HF model dir; default: build the tiny one."),
     out: Optional[str] = typer.Option(None, "--out", help="Run directory; the result goes to OUT/sft_model."),
 ) -> None:
@@ -227,7 +229,7 @@ def eval_command(
     model: Optional[str] = typer.Option(None, "--model", help="Local HF model directory or checkpoint to evaluate "
                                         "(a run directory: its newest checkpoint; backend openai: its tokenizer; "
                                         "default --model-name when that is a directory)."),
-    env: str = typer.Option("sokoban", "--env", help="Environment name."),
+    env: str = typer.Option("sokoban", "--env", help=_ENV_HELP),
     episodes: int = typer.Option(64, "--episodes", min=1, help="Held-out tasks (one episode each)."),
     overrides: Optional[list[str]] = typer.Argument(None, help=_OVERRIDES_HELP, show_default=False),
     out: Optional[Path] = typer.Option(None, "--out", help="Write the trajectories here (JSONL)."),
@@ -266,7 +268,7 @@ def export_command(
 @app.command("demo")
 def demo_command(
     overrides: Optional[list[str]] = typer.Argument(None, help=_OVERRIDES_HELP, show_default=False),
-    env: Optional[str] = typer.Option(None, "--env", help="Environment (default sokoban)."),
+    env: Optional[str] = typer.Option(None, "--env", help=_ENV_HELP + " Default sokoban."),
     out: Optional[str] = typer.Option(None, "--out", help="Run directory (default runs/demo)."),
     quick: bool = typer.Option(False, "--quick",
                                help="Tiny-budget smoke run: 3-5 minutes on 2 CPU cores (measured), with progress bars."),
@@ -419,7 +421,7 @@ def _collection_settings(exploration, candidates, mc_rollouts, tasks, executor, 
 def rro_collect_command(
     overrides: Optional[list[str]] = typer.Argument(None, help=_OVERRIDES_HELP, show_default=False),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML run config."),
-    env: Optional[str] = typer.Option(None, "--env", help="Environment name (env.name)."),
+    env: Optional[str] = typer.Option(None, "--env", help=_ENV_HELP),
     model: Optional[str] = typer.Option(None, "--model", help="π_SFT model dir; default OUT/sft_model, trained if absent."),
     out: Optional[str] = typer.Option(None, "--out", help="Run directory (out_dir)."),
     data: Optional[str] = typer.Option(None, "--data", help="Preference data dir (default OUT/preferences)."),
@@ -450,7 +452,7 @@ def rro_train_command(
     model: Optional[str] = typer.Option(None, "--model", help="π_SFT model dir (start and reference); default OUT/sft_model."),
     out: Optional[str] = typer.Option(None, "--out", help="Run directory; the result goes to OUT/dpo_model."),
     data: Optional[str] = typer.Option(None, "--data", help="Preference data dir (default OUT/preferences)."),
-    env: Optional[str] = typer.Option(None, "--env", help="Environment name (env.name)."),
+    env: Optional[str] = typer.Option(None, "--env", help=_ENV_HELP),
 ) -> None:
     """DPO (TRL) from π_SFT on collected preference pairs; reference = π_SFT (policy.lora=true: a LoRA adapter,
     merged into the saved model)."""
@@ -466,7 +468,7 @@ def rro_train_command(
 def rro_run_command(
     overrides: Optional[list[str]] = typer.Argument(None, help=_OVERRIDES_HELP, show_default=False),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML run config."),
-    env: Optional[str] = typer.Option(None, "--env", help="Environment name (env.name)."),
+    env: Optional[str] = typer.Option(None, "--env", help=_ENV_HELP),
     model: Optional[str] = typer.Option(None, "--model", help="π_SFT model dir; default: SFT the tiny policy."),
     out: Optional[str] = typer.Option(None, "--out", help="Run directory (out_dir)."),
     exploration: Optional[str] = _EXPLORATION,
