@@ -111,7 +111,8 @@ def env_name(env: EnvLike) -> str | None:
         envs.register(name, envs.EnvCopies(template))
         return name
     if callable(env):
-        name = f"{getattr(env, '__module__', None) or 'object'}:{getattr(env, '__qualname__', type(env).__name__)}"
+        module = getattr(env, "__module__", None) or type(env).__module__
+        name = f"{module}:{getattr(env, '__qualname__', None) or type(env).__qualname__}"
         envs.register(name, env)
         return name
     raise UserError(f"env must be a name, an env class, a factory or an env object (with reset and step), got "

@@ -92,6 +92,14 @@ def test_train_and_evaluate_from_python_with_an_env_object_and_a_factory(tmp_pat
         creditflow.evaluate(TINY, env="sokoban", model=out, episodes=0)
 
 
+def test_an_env_without_an_expert_trains_from_a_given_model(tmp_path, tiny_model_dir, registry):
+    result = creditflow.train([f"out_dir={tmp_path / 'run'}", f"policy.model={tiny_model_dir}", "rl.steps=1", *TINY],
+                              env=p.NoExpert)
+    assert result.metrics["step"] == 1 and result.model.name == "step_000001"
+    with pytest.raises(UserError, match="has no expert .*SFT trains on expert demonstrations"):
+        creditflow.sft([f"out_dir={tmp_path / 'sft'}"], env=p.NoExpert)
+
+
 def test_resume_from_python_keeps_the_env_of_the_run(tmp_path, tiny_model_dir):
     out = tmp_path / "run"
     creditflow.train([f"out_dir={out}", f"policy.model={tiny_model_dir}", "rl.steps=1", *TINY], env="sokoban")
@@ -137,3 +145,25 @@ def test_rro_from_python_on_a_user_env_class(tmp_path, tiny_model_dir, registry)
     assert result.metrics["samples_per_step"] == 2.0 and result.metrics["steps"] >= 1
     assert 0 <= result.metrics["sft/eval/success_rate"] <= 1 and "dpo/eval/success_rate" in result.metrics
     assert result.model in (out / "dpo_model", tiny_model_dir)
+
+
+@pytest.mark.slow
+def test_each_env_form_reaches_ray_workers(registry):
+    ray = pytest.importorskip("ray")
+    from creditflow.rollout.executors import InProcessEnvExecutor, RayEnvExecutor
+    from creditflow.rollout.trajectory import StartState
+
+    class LocalEnv(p.WalkEnv):  # defined where no worker can import it: pickled by value
+        pass
+
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        for env in ("sokoban", p.WalkEnv, LocalEnv, lambda: LocalEnv(length=2), p.WalkEnv(length=4)):
+            factory = envs.factory(api.with_env(RunConfig(), env).env.name)
+            jobs = [(0, StartState(seed=3, actions=["right"])), (1, StartState(seed=4))]
+            remote, local = RayEnvExecutor(factory, num_workers=2), InProcessEnvExecutor(factory)
+            assert remote.start(jobs) == local.start(jobs)
+            assert remote.step([(0, "right"), (1, "left")]) == local.step([(0, "right"), (1, "left")])
+            remote.close()
+    finally:
+        ray.shutdown()
