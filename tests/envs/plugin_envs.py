@@ -155,3 +155,11 @@ class Uncopyable(WalkEnv):
         import threading
 
         self.lock = threading.Lock()
+
+
+class SpecEnv(WalkEnv):
+    """An adapter-shaped class: built as ``SpecEnv(spec, **options)``."""
+
+    def __init__(self, spec: str, length: int = 3):
+        super().__init__(length=length)
+        self.spec = spec

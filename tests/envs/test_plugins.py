@@ -212,3 +212,13 @@ def test_a_factory_that_returns_no_env_or_raises_is_one_line(registry):
     envs.register("boom", boom)
     with pytest.raises(EnvError, match="env 'boom' .*building the env raised ValueError: size 1 is too small"):
         envs.make("boom")
+
+
+def test_an_adapter_prefix_wins_over_a_module_of_the_same_name(monkeypatch):
+    from creditflow.envs import adapters
+
+    monkeypatch.setitem(adapters.ADAPTERS, "tests", "tests.envs.plugin_envs:SpecEnv")  # `tests` is a module too
+    env = envs.make("tests:some/env-id", length=2)
+    assert env.spec == "some/env-id" and env.length == 2
+    assert envs.env_options("tests:x") == {"length": 3} and envs.source("tests:x") == "adapter tests"
+    assert envs.make(WALK).length == 3  # another prefix: module:Class
