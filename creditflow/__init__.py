@@ -1,3 +1,27 @@
-"""creditflow: credit assignment for multi-turn LLM agents trained on terminal rewards."""
+"""creditflow: credit assignment for multi-turn LLM agents trained on terminal rewards.
+
+The Python API (``creditflow.api``), loaded on first use so that ``import creditflow`` stays light (no torch)::
+
+    import creditflow
+    result = creditflow.train(["rl.algo=rewardflow"], env="sokoban")   # also sft, evaluate, rro
+"""
+
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
+
+_API = ("sft", "evaluate", "rro", "RunResult", "EvalResult", "load_config")
+
+
+def __getattr__(name: str):
+    if name in _API:
+        return getattr(importlib.import_module("creditflow.api"), name)
+    if name == "train":  # the package creditflow.train, callable as the API's train (creditflow/train/__init__.py)
+        return importlib.import_module("creditflow.train")
+    raise AttributeError(f"module 'creditflow' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_API, "train"])

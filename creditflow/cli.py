@@ -27,18 +27,21 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from creditflow import credit, envs
+from rich.console import Console
+from rich.table import Table
+
+from creditflow import api, credit, envs
 from creditflow.config import build_config
 from creditflow.configdoc import commented_yaml
+from creditflow.envs import adapters
+from creditflow.envs.check import check_env
 from creditflow.credit.draw import FORMATS, GraphError, group_graph, write_graph
 from creditflow.credit.registry import Knobs, knob_lines, parse_key_values, validate_model
 from creditflow.credit.rewardflow import GraphKnobs
 from creditflow.errors import RERUN, Interrupted, UserError
 from creditflow.recipes.demo import run_demo
-from creditflow.recipes.eval import evaluate_policy
 from creditflow.recipes.export import export_policy
-from creditflow.recipes.rro import run_collect, run_dpo_training, run_rro
-from creditflow.recipes.train import config_for_resume, run_sft_command, run_train
+from creditflow.recipes.rro import run_collect, run_dpo_training
 from creditflow.rollout.trajectory import read_jsonl, read_jsonl_lines, write_jsonl
 from creditflow.train import distributed
 
@@ -75,25 +78,93 @@ def _root(ctx: typer.Context) -> None:
 # --------------------------------------------------------------------------------------------------
 
 
-@app.command("envs")
-def envs_command() -> None:
-    """List the registered environments and their options."""
+envs_app = typer.Typer(help="List the environments (built-in, plug-ins, adapters) and their options; "
+                       "`envs check NAME` checks an env against the protocol.")
+app.add_typer(envs_app, name="envs")
+
+
+@envs_app.callback(invoke_without_command=True)
+def envs_command(ctx: typer.Context) -> None:
+    """List the environments and their options: built-in, plug-ins (entry points of the creditflow.envs group)
+    and adapters (<adapter>:<spec>). Any importable env class also works as --env module:Class."""
+    if ctx.invoked_subcommand is not None:
+        return
+    problems = []
     for name in envs.env_names():
-        typer.echo(f"{name}: {envs.summary(name)}")
         try:
+            where = envs.source(name)
+        except UserError as exc:  # a plug-in with a built-in's name, or declared twice
+            problems.append(str(exc))
+            continue
+        try:
+            head = f"{name}: {envs.summary(name)}" + ("" if where == "built-in" else f" [{where}]")
             options = envs.env_options(name)
         except UserError as exc:
-            typer.echo(f"    (unavailable: {exc})")
+            if where != "built-in":  # a plug-in that does not import, or has no reset/step
+                problems.append(str(exc))
+                continue
+            typer.echo(f"{name}: {envs.summary(name)}\n    (unavailable: {exc})")
             continue
-        for key, default in options.items():
-            shown = "required" if default is inspect.Parameter.empty else repr(default)
-            typer.echo(f"    {key} = {shown}")
+        typer.echo(head)
+        _echo_options(options)
+    for prefix, target in adapters.ADAPTERS.items():
+        try:
+            typer.echo(f"{prefix}:<spec>: {envs.summary(prefix + ':')} [adapter: {target}]")
+            _echo_options(envs.env_options(prefix + ":"))
+        except UserError as exc:
+            typer.echo(f"{prefix}:<spec>: [adapter: {target}]\n    (unavailable: {exc})")
+    for problem in problems:
+        typer.echo(f"error: {problem}", err=True)
+    if problems:
+        raise typer.Exit(2)
+
+
+def _echo_options(options: dict) -> None:
+    for key, default in options.items():
+        shown = "required" if default is inspect.Parameter.empty else repr(default)
+        typer.echo(f"    {key} = {shown}")
+
+
+_CHECK_MARKS = {"pass": "[green]pass[/]", "fail": "[bold red]FAIL[/]", "warn": "[yellow]warn[/]", "skip": "[dim]skip[/]"}
+
+
+@envs_app.command("check")
+def envs_check_command(
+    name: str = typer.Argument(..., help="Env name (built-in, plug-in, <adapter>:<spec>) or module:Class.",
+                               show_default=False, metavar="NAME_OR_PATH"),
+    options: Optional[list[str]] = typer.Argument(None, help="Env options as key=value (e.g. size=5).",
+                                                  show_default=False),
+    seeds: int = typer.Option(3, "--seeds", min=1, help="Seeds to play (0 .. N-1)."),
+    success_threshold: Optional[float] = typer.Option(
+        None, "--success-threshold", help="The expert succeeds on won, or on score >= this (env.success_threshold)."),
+) -> None:
+    """Check an env against the protocol: reset/step values and info keys, determinism under a seed,
+    snapshot/restore or verified replay, state_key stable across replay, invalid and non-text actions, and the
+    expert (expert_actions) reaching won. Prints a table; exit code 1 when a check fails."""
+    cfg = build_config(None, [f"env.name={name}", *(f"env.kwargs.{item}" for item in options or [])])
+    factory = envs.factory(cfg.env.name, **cfg.env.kwargs)
+    checks = check_env(factory, list(range(seeds)), success_threshold=success_threshold)
+    where = envs.source(name)
+    table = Table(title=f"creditflow envs check {name}" + ("" if where in ("built-in", name) else f" ({where})"),
+                  title_justify="left")
+    table.add_column("check")
+    table.add_column("result")
+    table.add_column("detail", overflow="fold")
+    for check in checks:
+        table.add_row(check.name, _CHECK_MARKS[check.status], escape(check.detail))
+    Console().print(table)
+    failed = [c.name for c in checks if c.status == "fail"]
+    if failed:
+        typer.echo(f"{len(failed)} check(s) failed: {', '.join(failed)}", err=True)
+        raise typer.Exit(1)
 
 
 # --------------------------------------------------------------------------------------------------
 # training
 # --------------------------------------------------------------------------------------------------
 
+_ENV_HELP = ("Environment (env.name): a name `creditflow envs` lists (built-in or plug-in), <adapter>:<spec>, or "
+             "module:Class.")
 _OVERRIDES_HELP = "Config overrides as key=value (e.g. rl.lr=1e-5 rollout.group_size=8 env.kwargs.size=7)."
 
 
@@ -101,7 +172,7 @@ _OVERRIDES_HELP = "Config overrides as key=value (e.g. rl.lr=1e-5 rollout.group_
 def train_command(
     overrides: Optional[list[str]] = typer.Argument(None, help=_OVERRIDES_HELP, show_default=False),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML run config."),
-    env: Optional[str] = typer.Option(None, "--env", help="Environment name (env.name)."),
+    env: Optional[str] = typer.Option(None, "--env", help=_ENV_HELP),
     algo: Optional[str] = typer.Option(None, "--algo", help="Credit estimator (rl.algo): grpo, rloo, ..."),
     model: Optional[str] = typer.Option(None, "--model", help="Local HF model dir (policy.model); default: tiny + SFT."),
     out: Optional[str] = typer.Option(None, "--out", help="Run directory (out_dir)."),
@@ -115,24 +186,21 @@ def train_command(
                        ("curriculum.name", curriculum)):
         if value is not None:
             extra.insert(0, f"{key}={value}")
-    if resume is not None:
-        if config is not None:
-            raise UserError("--config conflicts with --resume: a resumed run keeps its own config.yaml "
-                            "(give changes as key=value; they are recorded there)")
-        cfg = config_for_resume(resume, extra)
-    else:
-        cfg = build_config(config, extra)
-    run_dir, trainer, last = run_train(cfg, resume=resume is not None)
-    if trainer.world.main:
-        typer.echo(f"done: step {trainer.step}, eval success {last.get('eval/success_rate', float('nan')):.3f} "
-                   f"-> {run_dir}")
+    if resume is not None and config is not None:
+        raise UserError("--config conflicts with --resume: a resumed run keeps its own config.yaml "
+                        "(give changes as key=value; they are recorded there)")
+    result = api.train(config, overrides=extra, resume=resume)
+    if distributed.current().main:
+        last = result.metrics
+        typer.echo(f"done: step {last.get('step', 0)}, eval success {last.get('eval/success_rate', float('nan')):.3f} "
+                   f"-> {result.run_dir}")
 
 
 @app.command("sft")
 def sft_command(
     overrides: Optional[list[str]] = typer.Argument(None, help=_OVERRIDES_HELP, show_default=False),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML run config."),
-    env: Optional[str] = typer.Option(None, "--env", help="Environment name (env.name)."),
+    env: Optional[str] = typer.Option(None, "--env", help=_ENV_HELP),
     model: Optional[str] = typer.Option(None, "--model", help="Local HF model dir; default: build the tiny one."),
     out: Optional[str] = typer.Option(None, "--out", help="Run directory; the result goes to OUT/sft_model."),
 ) -> None:
@@ -142,7 +210,7 @@ def sft_command(
     for key, value in (("env.name", env), ("policy.model", model), ("out_dir", out)):
         if value is not None:
             extra.insert(0, f"{key}={value}")
-    run_sft_command(build_config(config, extra))
+    api.sft(config, overrides=extra)
 
 
 @app.command("config")
@@ -174,7 +242,7 @@ def eval_command(
     model: Optional[str] = typer.Option(None, "--model", help="Local HF model directory or checkpoint to evaluate "
                                         "(a run directory: its newest checkpoint; backend openai: its tokenizer; "
                                         "default --model-name when that is a directory)."),
-    env: str = typer.Option("sokoban", "--env", help="Environment name."),
+    env: str = typer.Option("sokoban", "--env", help=_ENV_HELP),
     episodes: int = typer.Option(64, "--episodes", min=1, help="Held-out tasks (one episode each)."),
     split: str = typer.Option("validation", "--split",
                               help="Held-out split: validation (for choices) or test (for reported numbers)."),
@@ -192,13 +260,10 @@ def eval_command(
     cfg = build_config(None, [f"env.name={env}", f"policy.model={model}", *extra, *(overrides or [])])
     if out is not None:
         _check_output_file(out, "--out")
-    try:
-        metrics, trajs = evaluate_policy(cfg, model, episodes, split=split)
-    except KeyboardInterrupt:
-        raise Interrupted("during the evaluation; nothing saved") from None
+    result = api.evaluate(cfg, model=model, episodes=episodes, split=split)
     if out is not None:
-        write_jsonl(out, trajs)
-    typer.echo(json.dumps(metrics, indent=2))
+        write_jsonl(out, result.trajectories)
+    typer.echo(json.dumps(result.metrics, indent=2))
 
 
 @app.command("export")
@@ -218,7 +283,7 @@ def export_command(
 @app.command("demo")
 def demo_command(
     overrides: Optional[list[str]] = typer.Argument(None, help=_OVERRIDES_HELP, show_default=False),
-    env: Optional[str] = typer.Option(None, "--env", help="Environment (default sokoban)."),
+    env: Optional[str] = typer.Option(None, "--env", help=_ENV_HELP + " Default sokoban."),
     out: Optional[str] = typer.Option(None, "--out", help="Run directory (default runs/demo)."),
     quick: bool = typer.Option(False, "--quick",
                                help="Tiny-budget smoke run: 3-5 minutes on 2 CPU cores (measured), with progress bars."),
@@ -371,7 +436,7 @@ def _collection_settings(exploration, candidates, mc_rollouts, tasks, executor, 
 def rro_collect_command(
     overrides: Optional[list[str]] = typer.Argument(None, help=_OVERRIDES_HELP, show_default=False),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML run config."),
-    env: Optional[str] = typer.Option(None, "--env", help="Environment name (env.name)."),
+    env: Optional[str] = typer.Option(None, "--env", help=_ENV_HELP),
     model: Optional[str] = typer.Option(None, "--model", help="π_SFT model dir; default OUT/sft_model, trained if absent."),
     out: Optional[str] = typer.Option(None, "--out", help="Run directory (out_dir)."),
     data: Optional[str] = typer.Option(None, "--data", help="Preference data dir (default OUT/preferences)."),
@@ -402,7 +467,7 @@ def rro_train_command(
     model: Optional[str] = typer.Option(None, "--model", help="π_SFT model dir (start and reference); default OUT/sft_model."),
     out: Optional[str] = typer.Option(None, "--out", help="Run directory; the result goes to OUT/dpo_model."),
     data: Optional[str] = typer.Option(None, "--data", help="Preference data dir (default OUT/preferences)."),
-    env: Optional[str] = typer.Option(None, "--env", help="Environment name (env.name)."),
+    env: Optional[str] = typer.Option(None, "--env", help=_ENV_HELP),
 ) -> None:
     """DPO (TRL) from π_SFT on collected preference pairs; reference = π_SFT (policy.lora=true: a LoRA adapter,
     merged into the saved model)."""
@@ -418,7 +483,7 @@ def rro_train_command(
 def rro_run_command(
     overrides: Optional[list[str]] = typer.Argument(None, help=_OVERRIDES_HELP, show_default=False),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML run config."),
-    env: Optional[str] = typer.Option(None, "--env", help="Environment name (env.name)."),
+    env: Optional[str] = typer.Option(None, "--env", help=_ENV_HELP),
     model: Optional[str] = typer.Option(None, "--model", help="π_SFT model dir; default: SFT the tiny policy."),
     out: Optional[str] = typer.Option(None, "--out", help="Run directory (out_dir)."),
     exploration: Optional[str] = _EXPLORATION,
@@ -432,9 +497,9 @@ def rro_run_command(
     cfg = _rro_config(overrides, config, {
         "env.name": env, "policy.model": model, "out_dir": out,
         **_collection_settings(exploration, candidates, mc_rollouts, tasks, executor, ray_address)})
-    summary = run_rro(cfg)
-    typer.echo((Path(cfg.out_dir) / "rro_summary.md").read_text())
-    typer.echo(json.dumps({k: summary[k] for k in ("samples_per_step", "steps", "pairs", "rollouts")}))
+    result = api.rro(cfg)
+    typer.echo((result.run_dir / "rro_summary.md").read_text())
+    typer.echo(json.dumps({k: result.metrics[k] for k in ("samples_per_step", "steps", "pairs", "rollouts")}))
 
 
 # Third-party warnings a user cannot act on (deprecations inside transformers / TRL / torch and the like).

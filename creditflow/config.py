@@ -23,7 +23,8 @@ class _Section(BaseModel):
 
 class EnvConfig(_Section):
     name: str = "sokoban"
-    """Registered environment name (``creditflow envs`` lists them)."""
+    """The env: a built-in or plug-in name (``creditflow envs`` lists them), ``<adapter>:<spec>``, or
+    ``module:Class`` (docs/environments.md, "Your own environment")."""
     kwargs: dict[str, Any] = Field(default_factory=dict)
     """Constructor options of the env, e.g. ``{size: 6, num_boxes: 1}``."""
     eval_kwargs: dict[str, Any] = Field(default_factory=dict)

@@ -161,8 +161,15 @@ def format_response(action: str, thought: str = "") -> str:
     return f"<think>{thought}</think><action>{action}</action>"
 
 
+def env_name(env) -> str:
+    """The env's ``name``, else its class name (an env of a plug-in may have no ``name``)."""
+    name = getattr(env, "name", None)
+    return name if isinstance(name, str) and name else type(env).__name__
+
+
 def environment_description(env) -> str:
-    return getattr(env, "description", None) or f"the {getattr(env, 'name', 'text')} environment"
+    """What the prompt calls the env: its ``description``, else ``the <name> environment``."""
+    return getattr(env, "description", None) or f"the {env_name(env)} environment"
 
 
 def chat_ids(tokenizer, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:

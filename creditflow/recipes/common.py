@@ -7,7 +7,6 @@ import contextlib
 import os
 import shutil
 import sys
-from functools import partial
 from pathlib import Path
 from typing import Iterator
 
@@ -15,6 +14,7 @@ from rich.console import Console
 
 from creditflow import credit, envs
 from creditflow.config import RunConfig, dump_config
+from creditflow.envs.check import first_reset_problem
 from creditflow.errors import UserError
 from creditflow.policy import lora
 from creditflow.policy.backends import openai as openai_backend
@@ -107,21 +107,57 @@ def rank_progress(progress: RunProgress, world: World) -> RunProgress:
     return progress if world.main else RunProgress(Console(stderr=True, quiet=True))
 
 
-def env_factory(cfg: RunConfig, split: str = "train"):
-    """Zero-argument factory for train or held-out (``split="test"``) envs; validates options now."""
+def env_factory(cfg: RunConfig, split: str = "train") -> envs.EnvFactory:
+    """Zero-argument, picklable factory for train or held-out (``split="test"``) envs (:class:`envs.EnvFactory`);
+    validates the options now, and for an env that is not built in (a plug-in, ``module:Class``, an object
+    given to the Python API) the first reset too (:func:`check_user_env`)."""
     kwargs = dict(cfg.env.kwargs)
     if split == "test":
         kwargs.update(cfg.env.eval_kwargs)
         if "split" in envs.env_options(cfg.env.name) and "split" not in cfg.env.eval_kwargs:
             kwargs["split"] = "test"
-    factory = partial(envs.make, cfg.env.name, **kwargs)
     try:
-        factory()  # fail early, with the env's own message, on bad options
+        factory = envs.factory(cfg.env.name, **kwargs)
+        env = factory()  # fail early, with the env's own message, on bad options
+        if not envs.is_builtin(cfg.env.name):
+            check_user_env(cfg, env)
     except envs.EnvError as exc:
         if split == "test" and cfg.env.eval_kwargs:
             raise envs.EnvError(f"held-out envs (env.kwargs + env.eval_kwargs): {exc}") from None
         raise
     return factory
+
+
+def _env_label(cfg: RunConfig) -> str:
+    where = envs.source(cfg.env.name)
+    return f"env {cfg.env.name!r}" + ("" if where in ("built-in", cfg.env.name) else f" ({where})")
+
+
+def check_user_env(cfg: RunConfig, env) -> None:
+    """What a run needs of an env that is not built in, checked on ``env`` before any work: a first reset that
+    returns an observation and an info with every key of the protocol, of the right type, and a turn limit
+    (the env's ``max_steps`` or ``rollout.max_steps``). ``creditflow envs check`` runs every check."""
+    problem = first_reset_problem(env)
+    if problem is not None:
+        raise envs.EnvError(f"{_env_label(cfg)}: {problem} (creditflow envs check {cfg.env.name} runs every check)")
+    if cfg.rollout.max_steps is None and turn_limit(cfg, env) is None:
+        raise envs.EnvError(f"{_env_label(cfg)} has no max_steps (a positive integer): episodes need a turn limit; "
+                            f"set max_steps on the env or give rollout.max_steps")
+
+
+def turn_limit(cfg: RunConfig, env) -> int | None:
+    """The most turns of an episode: ``rollout.max_steps``, capped by the env's own ``max_steps``."""
+    own = getattr(env, "max_steps", None)
+    own = own if isinstance(own, int) and not isinstance(own, bool) and own >= 1 else None
+    limits = [n for n in (cfg.rollout.max_steps, own) if n is not None]
+    return min(limits) if limits else None
+
+
+def require_expert(cfg: RunConfig, factory, need: str) -> None:
+    """One line, before any work, when a stage that needs expert demonstrations (``need`` says which and what
+    to do instead) runs on an env without ``expert_actions()``."""
+    if not callable(getattr(factory(), "expert_actions", None)):
+        raise UserError(f"{_env_label(cfg)} has no expert (an expert_actions() method): {need}")
 
 
 @contextlib.contextmanager
@@ -267,11 +303,11 @@ def make_engine(cfg: RunConfig, model, tokenizer, factory, env_executor=None, *,
         prompt_builder=prompts,
         sampling=sampling_params(cfg, tokenizer),
         invalid_penalty=cfg.rollout.invalid_penalty,
-        max_steps=cfg.rollout.max_steps,
+        max_steps=turn_limit(cfg, env),
         env_executor=env_executor,
         success_rule=success_rule(cfg),
         chat=ChatTemplate(tokenizer) if prompts.conversation else None,
     )
     engine.progress, engine.watch = progress, watch
-    engine.turn_limit = min(cfg.rollout.max_steps or env.max_steps, env.max_steps)
+    engine.turn_limit = turn_limit(cfg, env)
     return engine

@@ -88,7 +88,12 @@ def _check_collect(cfg: RunConfig, model_path: Path | None):
     common.check_run(cfg, model=model_path)
     common.check_backend(cfg)
     train_factory = common.env_factory(cfg, "train")
-    check_collection(data_dir(cfg), collection_settings(cfg, model_path or _collect_model(cfg)))
+    if model_path is None:
+        model_path = _collect_model(cfg)
+        if not (model_path / "config.json").exists():  # π_SFT is trained first
+            common.require_expert(cfg, train_factory, "π_SFT is trained on expert demonstrations first; give "
+                                                      "--model DIR, the policy to collect with")
+    check_collection(data_dir(cfg), collection_settings(cfg, model_path))
     return train_factory
 
 

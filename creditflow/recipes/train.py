@@ -77,8 +77,16 @@ def sft_policy(cfg: RunConfig, out: Path, train_factory, log: Callable[[str], No
 
 
 def run_sft_command(cfg: RunConfig, progress: RunProgress | None = None) -> Path:
+    """``creditflow sft``: π_SFT in ``out_dir/sft_model``; returns its path."""
+    return run_sft_stage(cfg, progress)[0]
+
+
+def run_sft_stage(cfg: RunConfig, progress: RunProgress | None = None) -> tuple[Path, dict]:
+    """SFT of ``cfg`` as a run of its own: π_SFT in ``out_dir/sft_model``; its path and the SFT metrics."""
     common.check_run(cfg)
     train_factory = common.env_factory(cfg, "train")
+    common.require_expert(cfg, train_factory, "SFT trains on expert demonstrations (RL can start from a given "
+                                              "--model instead)")
     world = common.start_world(cfg)
     progress = common.rank_progress(progress or RunProgress(), world)
     with common.new_run_dir(cfg, world) as out:
@@ -89,7 +97,7 @@ def run_sft_command(cfg: RunConfig, progress: RunProgress | None = None) -> Path
                               + _kept_tiny(out)) from None
     progress.log(f"SFT done: loss {metrics['sft/train_loss']:.4f} over {metrics['sft/steps']} steps -> "
                  f"{out / 'sft_model'}")
-    return out / "sft_model"
+    return out / "sft_model", metrics
 
 
 def _kept_tiny(out: Path) -> str:
@@ -129,6 +137,12 @@ def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[s
     common.check_data_parallel(cfg)
     train_factory = common.env_factory(cfg, "train")
     eval_factory = common.env_factory(cfg, "test")
+    if not resume and not cfg.policy.model:
+        common.require_expert(cfg, train_factory, "without --model, train starts from SFT on expert demonstrations; "
+                                                  "give --model DIR, the policy to start RL from")
+    if cfg.curriculum.warm_start_demos:
+        common.require_expert(cfg, train_factory, "curriculum.warm_start_demos fills the buffer with expert "
+                                                  "solutions; set it to 0")
     out = Path(cfg.out_dir)
     if resume:
         ckpt = latest_checkpoint(out)

@@ -96,7 +96,8 @@ class RayEnvExecutor:
     Each ``start``/``step`` sends one remote call per actor holding a requested slot and waits for all
     of them, so env work of one turn runs in parallel across actors. Connects to ``address`` when given
     (``"auto"`` = the cluster this machine belongs to), else starts a local Ray with ``num_cpus``.
-    ``env_factory`` must be picklable (``functools.partial(envs.make, name, **kwargs)`` is).
+    ``env_factory`` must be picklable (the runs' ``creditflow.envs.EnvFactory`` is; docs/environments.md says
+    what that asks of an env given to the Python API).
     """
 
     def __init__(self, env_factory: Callable[[], object], num_workers: int | None = None,

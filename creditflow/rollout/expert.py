@@ -11,7 +11,7 @@ import random
 from typing import Callable
 
 from creditflow.errors import UserError
-from creditflow.policy.prompts import PromptBuilder, format_response
+from creditflow.policy.prompts import PromptBuilder, env_name, format_response
 from creditflow.rollout.trajectory import Step, SuccessRule, Trajectory
 
 
@@ -21,7 +21,7 @@ def play(env, seed: int, actions: list[str], success_rule: SuccessRule = Success
     Each step's ``info`` holds the ``task`` and ``admissible_actions`` shown before it (what a prompt of
     that step needs)."""
     obs, info = env.reset(seed=seed)
-    traj = Trajectory(task_id=f"{env.name}/{seed}", meta={"seed": seed})
+    traj = Trajectory(task_id=f"{env_name(env)}/{seed}", meta={"seed": seed})
     for action in actions:
         nobs, reward, terminated, truncated, nxt = env.step(action)
         traj.steps.append(Step(state=info.get("state_key", ""), observation=obs, action=action,
@@ -41,7 +41,7 @@ def play(env, seed: int, actions: list[str], success_rule: SuccessRule = Success
 def _expert_env(env_factory: Callable[[], object]):
     env = env_factory()
     if not callable(getattr(env, "expert_actions", None)):
-        raise UserError(f"env {getattr(env, 'name', env)!r} has no expert (expert_actions) for demonstrations")
+        raise UserError(f"env {env_name(env)!r} has no expert (expert_actions) for demonstrations")
     return env
 
 

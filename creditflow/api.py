@@ -1,0 +1,201 @@
+"""The Python API: ``creditflow.train``, ``creditflow.sft``, ``creditflow.evaluate`` and ``creditflow.rro``.
+
+Each takes a config and an env and returns what the run made::
+
+    import creditflow
+    result = creditflow.train(["rl.algo=rewardflow", "rl.steps=20"], env=MyEnv)
+    result.run_dir, result.model, result.metrics["eval/success_rate"]
+
+``config`` is a :class:`~creditflow.config.RunConfig`, a dict of its sections, a list of ``"key=value"``
+overrides, or the path of a YAML file; ``overrides`` (``"key=value"`` strings) apply on top of it. ``env`` is
+an env name (built-in, plug-in, ``<adapter>:<spec>`` or ``module:Class``), an env class, a factory (a callable
+whose keyword arguments are the env's options), or an env object. The ``creditflow`` commands call these same
+functions. User errors are :class:`~creditflow.errors.UserError` (one line, as the CLI prints them), an
+interrupted run an :class:`~creditflow.errors.Interrupted` saying what was saved.
+
+How one env becomes the many a run needs (B x G rollout slots, held-out envs, CRPS and RRO restores, Ray
+workers): every env is made by a zero-argument factory (:class:`creditflow.envs.EnvFactory`) called once per
+slot. A name is resolved again in each process. A class or a factory is called with ``env.kwargs`` (held-out
+envs: plus ``env.eval_kwargs`` and ``split="test"`` when it has a ``split`` option), and travels to Ray workers
+pickled (by value when it lives in ``__main__``, e.g. a notebook). An env object is deep-copied for every env
+(:class:`creditflow.envs.EnvCopies`), so it must be copyable, and its options are fixed: ``env.kwargs`` and
+``env.eval_kwargs`` must stay empty. No two slots ever share an env.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Union
+
+from creditflow import envs
+from creditflow.config import RunConfig, build_config
+from creditflow.errors import Interrupted, UserError
+from creditflow.recipes.eval import evaluate_policy
+from creditflow.recipes.rro import run_rro
+from creditflow.recipes.train import config_for_resume, run_sft_stage, run_train
+from creditflow.rollout.trajectory import Trajectory
+from creditflow.train.checkpoint import checkpoint_root
+
+ConfigLike = Union[RunConfig, dict, list, tuple, str, os.PathLike, None]
+"""A :class:`RunConfig`, a dict of its sections, ``["key=value", ...]``, a YAML path, or None (the defaults)."""
+
+EnvLike = Union[str, type, Callable[..., Any], object, None]
+"""An env name, an env class, a factory, or an env object (None: ``env.name`` of the config)."""
+
+__all__ = ["RunResult", "EvalResult", "train", "sft", "evaluate", "rro", "load_config", "with_env"]
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a training run made: its directory, the policy it ends with, and its final metrics."""
+
+    run_dir: Path
+    """The run directory (``out_dir``): ``config.yaml``, ``metrics.jsonl``, checkpoints, models."""
+    model: Path | None
+    """The policy the run ends with: the newest checkpoint (``train``), ``sft_model`` (``sft``), ``dpo_model``
+    (``rro``); None when there is none (``train`` with ``rl.steps=0``)."""
+    metrics: dict[str, Any] = field(default_factory=dict)
+    """The final metrics: the last step's row of ``metrics.jsonl`` (``train``: ``eval/success_rate``, ...),
+    SFT's (``sft/train_loss``, ...), or RRO's summary (``sft/eval/success_rate``, ``dpo/eval/success_rate``,
+    ``pairs``, ...)."""
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """A held-out evaluation: its metrics (``eval/success_rate``, ``eval/score``, ...) and trajectories."""
+
+    model: Path
+    metrics: dict[str, float]
+    trajectories: list[Trajectory] = field(default_factory=list)
+
+
+def load_config(config: ConfigLike = None, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
+    """``config`` (see :data:`ConfigLike`) with ``overrides`` applied, validated."""
+    overrides = list(overrides)
+    if isinstance(config, RunConfig):
+        return build_config(None, overrides, base=config.model_dump())
+    if isinstance(config, dict):
+        return build_config(None, overrides, base=copy.deepcopy(config))
+    if isinstance(config, (list, tuple)):
+        return build_config(None, [*config, *overrides])
+    if isinstance(config, (str, os.PathLike)):
+        return build_config(config, overrides)
+    if config is None:
+        return build_config(None, overrides)
+    raise UserError(f"config must be a RunConfig, a dict, a list of key=value strings or a YAML path, got "
+                    f"{type(config).__name__}")
+
+
+def _is_env_object(env: object) -> bool:
+    return not inspect.isclass(env) and callable(getattr(env, "reset", None)) and callable(getattr(env, "step", None))
+
+
+def env_name(env: EnvLike) -> str | None:
+    """The name a run records for ``env`` (None for None), registering a class, factory or object in this
+    process: ``module:Class`` for a class or factory (the name the CLI resolves when it is importable there),
+    ``<module.Class object>`` for an object."""
+    if env is None or isinstance(env, str):
+        return env
+    if _is_env_object(env):
+        kind = type(env)
+        name = f"<{kind.__module__}.{kind.__qualname__} object>"
+        try:
+            template = copy.deepcopy(env)
+        except Exception as exc:
+            raise UserError(f"env object {kind.__qualname__} cannot be copied ({type(exc).__name__}: {exc}); a run "
+                            "needs one env per rollout, so pass its class or a factory instead") from None
+        envs.register(name, envs.EnvCopies(template))
+        return name
+    if callable(env):
+        module = getattr(env, "__module__", None) or type(env).__module__
+        name = f"{module}:{getattr(env, '__qualname__', None) or type(env).__qualname__}"
+        envs.register(name, env)
+        return name
+    raise UserError(f"env must be a name, an env class, a factory or an env object (with reset and step), got "
+                    f"{type(env).__name__}")
+
+
+def with_env(cfg: RunConfig, env: EnvLike) -> RunConfig:
+    """``cfg`` with ``env.name`` naming ``env`` (:func:`env_name`); an env object takes no options."""
+    name = env_name(env)
+    if name is None:
+        return cfg
+    cfg = cfg.model_copy(deep=True)
+    cfg.env.name = name
+    if isinstance(envs.env_class(name), envs.EnvCopies) and (cfg.env.kwargs or cfg.env.eval_kwargs):
+        raise UserError("env.kwargs / env.eval_kwargs: an env object has its options already; pass its class or a "
+                        "factory to set options")
+    return cfg
+
+
+def train(config: ConfigLike = None, *, env: EnvLike = None, overrides: list[str] | tuple[str, ...] = (),
+          resume: str | os.PathLike | None = None) -> RunResult:
+    """Multi-turn group RL with ``rl.algo``'s credit estimator (``creditflow train``); starts from
+    ``policy.model`` or, without one, from a tiny policy SFT-ed on the env's expert.
+
+    ``resume``: continue the run in that directory exactly; ``config`` may then only be ``key=value``
+    overrides (recorded in its ``config.yaml``), and ``env`` only the env the run was made with."""
+    if resume is not None:
+        if config is not None and not isinstance(config, (list, tuple)):
+            raise UserError("resume: a resumed run keeps its own config.yaml; give changes as key=value overrides")
+        cfg = config_for_resume(resume, [*(config or []), *overrides])
+        name = env_name(env)
+        if name is not None and name != cfg.env.name:
+            raise UserError(f"resume: the run in {str(resume)!r} was made with env {cfg.env.name!r}, not {name!r}")
+    else:
+        cfg = with_env(load_config(config, overrides), env)
+    run_dir, _, last = run_train(cfg, resume=resume is not None)
+    marker = checkpoint_root(run_dir) / "latest"
+    model = checkpoint_root(run_dir) / marker.read_text().strip() if marker.is_file() else None
+    return RunResult(Path(run_dir), model, dict(last))
+
+
+def sft(config: ConfigLike = None, *, env: EnvLike = None, overrides: list[str] | tuple[str, ...] = ()) -> RunResult:
+    """Supervised fine-tuning on the env's expert demonstrations (``creditflow sft``) -> ``out_dir/sft_model``;
+    the env needs an expert (``expert_actions()``)."""
+    cfg = with_env(load_config(config, overrides), env)
+    model, metrics = run_sft_stage(cfg)
+    return RunResult(Path(cfg.out_dir), model, dict(metrics))
+
+
+def evaluate(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.PathLike | None = None,
+             episodes: int = 64, overrides: list[str] | tuple[str, ...] = (),
+             split: str = "validation") -> EvalResult:
+    """Held-out evaluation of a saved policy (``creditflow eval``): one episode on each of the first ``episodes``
+    tasks of a held-out ``split`` (``validation``, what choices are made on, or ``test``, for reported numbers;
+    docs/environments.md "Evaluation splits"), greedy by default. ``model``: a model directory, a checkpoint or a
+    run directory (its newest checkpoint); default ``policy.model``."""
+    cfg = with_env(load_config(config, overrides), env)
+    model = model if model is not None else cfg.policy.model
+    if model is None:
+        raise UserError("evaluate: give model=DIR (a model directory, checkpoint or run directory)")
+    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+        raise UserError(f"evaluate: episodes must be a positive integer, got {episodes!r}")
+    try:
+        metrics, trajectories = evaluate_policy(cfg, model, episodes, split=split)
+    except KeyboardInterrupt:
+        raise Interrupted("during the evaluation; nothing saved") from None
+    return EvalResult(Path(model), metrics, trajectories)
+
+
+def rro(config: ConfigLike = None, *, env: EnvLike = None, overrides: list[str] | tuple[str, ...] = ()) -> RunResult:
+    """The whole RRO pipeline (``creditflow rro run``): π_SFT (``policy.model``, or SFT-ed on the env's expert)
+    -> process-supervised preference collection -> DPO -> held-out evaluation of π_SFT and π_DPO."""
+    cfg = with_env(load_config(config, overrides), env)
+    summary = run_rro(cfg)
+    return RunResult(Path(cfg.out_dir), Path(summary["dpo_model"]), _numbers(summary))
+
+
+def _numbers(data: dict, prefix: str = "") -> dict[str, Any]:
+    """The numbers of a nested summary, keys joined by ``/`` (``{"sft": {"eval/score": 1}}`` -> ``sft/eval/score``)."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(_numbers(value, f"{prefix}{key}/"))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[f"{prefix}{key}"] = value
+    return out
