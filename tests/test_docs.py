@@ -106,7 +106,8 @@ def test_sphinx_roles_become_optional_cross_references():
     package = griffe.load("creditflow.credit", search_paths=[ROOT], resolve_aliases=False)
     text = roles.rewrite(":func:`compute` and :class:`~creditflow.credit.batch.StepBatch`; :func:`nowhere`",
                          package)
-    assert text == ('<autoref identifier="creditflow.credit.api.compute" optional><code>compute</code></autoref> and '
-                    '<autoref identifier="creditflow.credit.batch.StepBatch" optional><code>StepBatch</code></autoref>; '
-                    "<code>nowhere</code>")
+    assert text == (
+        '<autoref identifier="creditflow.credit.api.compute" optional><code>compute</code></autoref> and '
+        '<autoref identifier="creditflow.credit.batch.StepBatch" optional><code>StepBatch</code></autoref>; '
+        "<code>nowhere</code>")
     assert roles.rewrite("a sequence::\n\n    code\n", package) == "a sequence:\n\n    code\n"
