@@ -32,6 +32,7 @@ CODE_SPAN = re.compile(r"(?P<ticks>`+)(?:[^`\n]|\n(?![ \t]*\n))+?(?P=ticks)")  #
 LIST_ITEM = re.compile(r"(?:[-*+]|\d+\.) ")
 INTERRUPTS = re.compile(r"(?:[-*+]|1\.) ")
 NESTED_BY_TWO = re.compile(r" {2}(?:[-*+]|\d+\.) ")
+KNOB_LINE = re.compile(r"  (?P<name>\w+)=(?P<default>'[^']*'|\S*)  (?P<help>.*)")
 COMBINING_UNDERSCORE = re.compile(r"(?<=[\u0300-\u036f])_")
 
 
@@ -265,7 +266,25 @@ def _command_section(path: list[str], command, ctx) -> list[str]:
     if subcommands:
         lines += ["Subcommands: " + ", ".join(f"[`{name}`](#{_anchor([*path, name])})" for name in subcommands), ""]
     if command.epilog:
-        lines += ["```text", _plain(command.epilog), "```", ""]
+        lines += _epilog(_plain(command.epilog))
+    return lines
+
+
+def _epilog(text: str) -> list[str]:
+    """An epilog's paragraphs; a block of ``title:`` + ``  name=default  help`` lines (the knob lists of
+    ``credit`` and ``graph``) as a table, any other block as it prints."""
+    lines = []
+    for block in text.split("\n\n"):
+        head, *rows = block.split("\n")
+        knobs = [KNOB_LINE.fullmatch(row) for row in rows]
+        if head.endswith(":") and rows and all(knobs):
+            lines += [f"**{_prose(head[:-1])}**", "", "| knob | default | what |", "|---|---|---|"]
+            lines += [f"| `{m['name']}` | `{m['default']}` | {_cell(m['help'])} |" for m in knobs]
+        elif "\n" in block.strip() or block.startswith(" "):
+            lines += ["```text", block, "```"]
+        else:
+            lines.append(_prose(block))
+        lines.append("")
     return lines
 
 

@@ -92,7 +92,9 @@ def test_cli_page_documents_every_command_with_its_options():
         assert f"## `{path}`" in page and f"(#{path.replace(' ', '-')})" in page
     # click's "[default: ...]" after the help, the cell html-escaped
     assert "| `--episodes <int range>` | Held-out tasks (one episode each). [default: 64; x&gt;=1] |" in page
-    assert "  gamma=0.9  Decay gamma of Eq. 3" in page  # the knob list of `credit --help`, unescaped
+    # the knob lists of `credit --help`, one table per estimator
+    assert "| `gamma` | `0.9` | Decay gamma of Eq. 3, R(s) = gamma ** d(s), in (0, 1]; Tab. 8: 0.90. |" in page
+    assert "| `noop_feedback` | `'Nothing happens'` |" in page
 
 
 def test_config_page_is_the_output_of_creditflow_config():
