@@ -8,6 +8,8 @@
 - **Links that leave docs/**: the docs are also read on GitHub, where ``../benchmarks/results/x.md`` or
   ``../creditflow/config.py`` are files. On the site a link to a check's record goes to that check's
   results page, and any other link out of docs/ becomes its path as code (the site has no copy of it).
+- **Markdown as GitHub reads it**, where Python-Markdown differs: a list right after a paragraph line, lists
+  nested by 2 spaces, and ``r̃_t`` (an underscore after a combining mark would open emphasis).
 """
 
 from __future__ import annotations
