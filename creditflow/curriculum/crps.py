@@ -73,9 +73,11 @@ class SuccessBuffer:
     """The success buffer B (§3.4): at most ``capacity`` entries, one per task instance.
 
     Eviction when full (``eviction``):
-      * ``oldest`` — first in, first out (the entry inserted longest ago goes);
-      * ``easiest`` — the entry with the highest replay-success EMA goes (ties: the oldest), i.e. the one
-        closest to mastery.
+
+    * ``oldest`` — first in, first out (the entry inserted longest ago goes);
+    * ``easiest`` — the entry with the highest replay-success EMA goes (ties: the oldest), i.e. the one
+      closest to mastery.
+
     Tasks whose replay failed verification are remembered in ``bad_tasks`` and never re-inserted.
     """
 

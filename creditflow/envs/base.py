@@ -1,4 +1,4 @@
-"""The environment protocol every creditflow env follows (DESIGN.md, "Environment protocol").
+"""The environment protocol every creditflow env follows (docs/environments.md).
 
 Gymnasium-shaped, text in and text out:
 

@@ -8,7 +8,7 @@ Next to it live the two definitions every layer shares:
 * :class:`SuccessRule` — the one rule for "was this a success": the env's ``won`` flag, or
   ``score >= threshold`` when a threshold is configured (graded envs).
 
-The JSONL schema is DESIGN.md's interchange format, one trajectory per line::
+The JSONL schema is the interchange format (docs/formats.md), one trajectory per line::
 
     {"task_id", "group_id", "traj_id", "steps": [{"state", "observation", "action", "response",
      "valid", "reward", ...}], "final_state", "success", "score", "meta"}
