@@ -15,8 +15,9 @@ STAMP := $(VENV)/.creditflow-installed
 VERL_VENV ?= .venv-verl
 VERL_PY := $(VERL_VENV)/bin/python
 VERL_STAMP := $(VERL_VENV)/.creditflow-installed
-# verl 0.9.1 imports these without declaring them (docs/verl.md)
-VERL_PACKAGES := verl==0.9.1 cachetools uvicorn fastapi pytest
+# verl 0.9.1 imports cachetools, uvicorn and fastapi without declaring them; its v1 trainer (the default)
+# imports TransferQueue, from its verl-core extra (docs/verl.md)
+VERL_PACKAGES := verl==0.9.1 cachetools uvicorn fastapi TransferQueue pytest
 VLLM_VENV ?= .venv-vllm
 VLLM_PY := $(VLLM_VENV)/bin/python
 VLLM_STAMP := $(VLLM_VENV)/.creditflow-installed

@@ -20,13 +20,20 @@ DataProto <-> Trajectory, and the credit metrics for verl's metrics dict.
 
 **How the rows reach the estimator.** verl's ``compute_advantage`` calls a registered estimator with
 ``token_level_rewards``, ``response_mask``, ``index`` (= ``non_tensor_batch["uid"]``) and ``config`` only.
-:func:`attach_rows` (one line where the rollout batch is assembled) replaces each ``uid`` by a
-:class:`RowUid`: the same string (equal, same hash: every verl estimator groups as before) carrying its
-row's fields, so the estimators read them from ``index``. It travels with the row through ``reorder``,
-``select_idxs``, ``concat`` and Ray (pickled with its fields). A trainer that calls a
-``compute_advantage`` of its own (verl-agent's fork) can instead call :func:`compute_advantage` here, which
-reads ``non_tensor_batch`` directly. Rows duplicated to pad the batch (verl-agent's ``adjust_batch``)
-share their original's advantage.
+The rows travel as :class:`RowUid` values: the same string as the ``uid`` (equal, same hash: every verl
+estimator groups as before) carrying its row's fields, so the estimators read them from ``index``.
+
+- Legacy trainer (``trainer.use_v1=False``): :func:`attach_rows` (one line where the rollout batch is
+  assembled) replaces each ``uid`` by its :class:`RowUid`. It travels with the row through ``reorder``,
+  ``select_idxs``, ``concat`` and Ray (pickled with its fields). A trainer that calls a
+  ``compute_advantage`` of its own (verl-agent's fork) can instead call :func:`compute_advantage` here,
+  which reads ``non_tensor_batch`` directly.
+- v1 trainer (``trainer.use_v1=True``, verl 0.9's default): verl rebuilds ``uid`` as plain strings from
+  the TransferQueue, so :mod:`creditflow.integrations.verl_v1` builds the rows from the agent loop's
+  ``extra_fields`` and the output keys, and makes them visible to the estimator for the duration of
+  verl's own ``_compute_advantage`` (:func:`attached`).
+
+Rows duplicated to pad the batch (verl-agent's ``adjust_batch``) share their original's advantage.
 
 **Registration.** Importing this module registers ``rewardflow``, ``gigpo``, ``creditflow_grpo`` and
 ``creditflow_rloo`` with ``verl.trainer.ppo.core_algos.register_adv_est``; creditflow's ``verl.plugins``
@@ -38,8 +45,10 @@ convention, 1 (sample std), for every estimator that divides by a std.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import weakref
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -130,29 +139,59 @@ def _row_order(traj_ids) -> np.ndarray:
     return out
 
 
+def row_uids(non_tensor_batch: Mapping[str, np.ndarray], estimator: str = "rewardflow") -> np.ndarray:
+    """The :class:`RowUid` of every row of a batch in the layout (see the module docstring): its ``uid``
+    carrying the row's fields."""
+    cols = layout_columns(non_tensor_batch, estimator)
+    values = {k: _as_list(v) for k, v in cols.items() if k != "group_ids" and v is not None}  # absent: left out
+    return np.array([RowUid(g, {k: column[i] for k, column in values.items()}) for i, g in enumerate(cols["group_ids"])],
+                    dtype=object)
+
+
 def attach_rows(data: DataProto, estimator: str = "rewardflow") -> DataProto:
     """Replace ``non_tensor_batch["uid"]`` by :class:`RowUid` values carrying each row's layout fields, so that
     verl's own ``compute_advantage`` can run creditflow's registered estimators. Call it where the rollout
     batch is assembled (before ``balance_batch`` reorders rows, when there is no ``step_index``)."""
-    cols = layout_columns(data.non_tensor_batch, estimator)
-    values = {k: _as_list(v) for k, v in cols.items() if k != "group_ids" and v is not None}  # absent: left out
-    data.non_tensor_batch["uid"] = np.array(
-        [RowUid(g, {k: column[i] for k, column in values.items()}) for i, g in enumerate(cols["group_ids"])],
-        dtype=object)
+    data.non_tensor_batch["uid"] = row_uids(data.non_tensor_batch, estimator)
     return data
+
+
+_ATTACHED: contextvars.ContextVar = contextvars.ContextVar("creditflow_verl_rows", default=None)
+
+
+@contextlib.contextmanager
+def attached(rows: np.ndarray) -> Iterator[np.ndarray]:
+    """Within this block, a creditflow estimator that verl calls with plain uids equal to ``rows`` (an array
+    of :class:`RowUid`, in the batch's row order) reads the rows from ``rows``: the route for verl's v1
+    trainer, which rebuilds ``uid`` as plain strings (:mod:`creditflow.integrations.verl_v1`)."""
+    token = _ATTACHED.set(rows)
+    try:
+        yield rows
+    finally:
+        _ATTACHED.reset(token)
+
+
+def _rows_of(index: Sequence, estimator: str) -> Sequence:
+    """The :class:`RowUid` values behind ``index``: ``index`` itself, or the :func:`attached` rows it equals."""
+    if all(isinstance(u, RowUid) for u in index):
+        return index
+    rows = _ATTACHED.get()
+    if rows is not None and len(rows) == len(index) and all(str(r) == str(u) for r, u in zip(rows, index)):
+        return rows
+    raise VerlLayoutError(
+        f"verl passes only non_tensor_batch['uid'] to {estimator!r}, and these uids carry no rows: with verl's "
+        "legacy trainer call creditflow.integrations.verl.attach_rows(batch) where the rollout batch is "
+        "assembled (or creditflow.integrations.verl.compute_advantage); with the v1 trainer "
+        "(trainer.use_v1=True) creditflow's plugin creditflow_v1 attaches them, and it is not loaded here "
+        "(it needs transfer_queue; VERL_USE_EXTERNAL_PLUGINS must allow it) (docs/verl.md)")
 
 
 def _as_list(values) -> list:
     return values.tolist() if isinstance(values, np.ndarray) else list(values)
 
 
-def _columns_from_uids(index: Sequence, estimator: str) -> dict:
+def _columns_from_uids(index: Sequence[RowUid]) -> dict:
     """The row columns carried by :class:`RowUid` values."""
-    if len(index) and not all(isinstance(u, RowUid) for u in index):
-        raise VerlLayoutError(
-            f"verl passes only non_tensor_batch['uid'] to {estimator!r}, and these uids carry no rows: call "
-            "creditflow.integrations.verl.attach_rows(batch) where the rollout batch is assembled, or "
-            "creditflow.integrations.verl.compute_advantage (docs/verl.md)")
     fields = [u.fields for u in index]
     column = (lambda k: [f[k] for f in fields] if fields and k in fields[0] else None)
     cols = {k: column(k) for k in ("traj_ids", "step_index", "state_keys", "next_state_keys", "observations",
@@ -233,10 +272,11 @@ def _token_advantages(advantage: np.ndarray, like: torch.Tensor, response_mask: 
 def _registered(estimator: str):
     def estimate(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index=None, config=None,
                  non_tensor_batch: Mapping[str, np.ndarray] | None = None, **_unused):
-        cols = (layout_columns(non_tensor_batch, estimator) if non_tensor_batch is not None
-                else _columns_from_uids(index if index is not None else [], estimator))
+        rows = None if non_tensor_batch is not None else _rows_of(index if index is not None else [], estimator)
+        cols = layout_columns(non_tensor_batch, estimator) if rows is None else _columns_from_uids(rows)
         advantage, metrics = row_advantages(estimator, cols, config)
-        _LAST["index"] = weakref.ref(index) if isinstance(index, np.ndarray) else None
+        seen = index if rows is None else rows
+        _LAST["index"] = weakref.ref(seen) if isinstance(seen, np.ndarray) else None
         _LAST["metrics"] = metrics
         scores = _token_advantages(advantage, token_level_rewards, response_mask)
         return scores, scores
@@ -283,14 +323,27 @@ def credit_metrics(data: DataProto) -> dict:
     ``groups/entropy``) over the batch's trajectories, and the last creditflow estimator's metrics
     (RewardFlow's graph statistics: ``credit/graph_nodes``, ...) when it ran on this batch."""
     uid = data.non_tensor_batch["uid"]
-    cols = (_columns_from_uids(uid, "metrics") if len(uid) and isinstance(uid[0], RowUid)
-            else layout_columns(data.non_tensor_batch, "creditflow_grpo"))
+    if len(uid) and isinstance(uid[0], RowUid):
+        return row_metrics(uid)
+    return _metrics(layout_columns(data.non_tensor_batch, "creditflow_grpo"), uid)
+
+
+def row_metrics(rows: np.ndarray) -> dict:
+    """:func:`credit_metrics` of a batch given by its :class:`RowUid` array (the v1 trainer's rows)."""
+    return _metrics(_columns_from_uids(rows), rows)
+
+
+def _metrics(cols: dict, seen: np.ndarray) -> dict:
+    """Group diagnostics over the active rows' trajectories; the estimator's metrics if it saw ``seen``."""
     outcome: dict = {}
-    for group, traj, won in zip(cols["group_ids"], cols["traj_ids"], np.asarray(cols["success"]).tolist()):
-        outcome.setdefault(group, {})[traj] = won
+    active = np.asarray(cols["active"], dtype=bool) if cols.get("active") is not None else None
+    for row, (group, traj, won) in enumerate(zip(cols["group_ids"], cols["traj_ids"],
+                                                 np.asarray(cols["success"]).tolist())):
+        if active is None or active[row]:
+            outcome.setdefault(group, {})[traj] = won
     metrics = group_diagnostics([list(trajs.values()) for trajs in outcome.values()])
     last = _LAST["index"]() if _LAST["index"] is not None else None
-    if last is uid:
+    if last is seen:
         metrics.update({k: float(v) for k, v in _LAST["metrics"].items()})
     return metrics
 
@@ -367,7 +420,7 @@ def from_dataproto(data: DataProto) -> list[Trajectory]:
     left out. A step's ``advantage`` is the row's advantage where ``advantages`` were computed."""
     nt = data.non_tensor_batch
     uid = nt["uid"]
-    cols = (_columns_from_uids(uid, "from_dataproto") if len(uid) and isinstance(uid[0], RowUid)
+    cols = (_columns_from_uids(uid) if len(uid) and isinstance(uid[0], RowUid)
             else layout_columns(nt, "creditflow_grpo"))
     n = len(cols["group_ids"])
     mask = data.batch["response_mask"] if "response_mask" in data.batch.keys() else None
@@ -399,5 +452,6 @@ def from_dataproto(data: DataProto) -> list[Trajectory]:
 
 register()
 
-__all__ = ["ESTIMATORS", "RowUid", "VerlLayoutError", "attach_rows", "compute_advantage", "credit_metrics",
-           "estimator_knobs", "from_dataproto", "layout_columns", "register", "row_advantages", "to_dataproto"]
+__all__ = ["ESTIMATORS", "RowUid", "VerlLayoutError", "attach_rows", "attached", "compute_advantage", "credit_metrics",
+           "estimator_knobs", "from_dataproto", "layout_columns", "register", "row_advantages", "row_metrics",
+           "row_uids", "to_dataproto"]
