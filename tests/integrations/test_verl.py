@@ -13,8 +13,8 @@ verl = pytest.importorskip("verl")  # only in .venv-verl (make verl); the main e
 import torch  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 from tests.credit.credit_testlib import traj  # noqa: E402
-from tests.integrations.verl_testlib import ENV, MODEL, expected, turn_tokens  # noqa: E402
-from tests.integrations.verl_testlib import row_advantages as token_rows  # noqa: E402
+from tests.integrations.testlib import ENV, MODEL, expected, turn_tokens  # noqa: E402
+from tests.integrations.testlib import row_advantages as token_rows  # noqa: E402
 from verl import DataProto  # noqa: E402
 from verl.trainer.ppo import core_algos  # noqa: E402
 from verl.trainer.ppo.ray_trainer import compute_advantage as verl_compute_advantage  # noqa: E402

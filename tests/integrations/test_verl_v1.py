@@ -19,7 +19,7 @@ verl = pytest.importorskip("verl")  # only in .venv-verl (make verl); the main e
 
 import torch  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
-from tests.integrations.verl_testlib import ENV, MODEL, expected, row_advantages, turn_tokens  # noqa: E402
+from tests.integrations.testlib import ENV, MODEL, expected, row_advantages, turn_tokens  # noqa: E402
 from verl import DataProto  # noqa: E402
 from verl.trainer.ppo.v1 import get_trainer_cls  # noqa: E402
 from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY  # noqa: E402
@@ -28,6 +28,7 @@ from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories  
 from benchmarks.credit_speed import sokoban_batch  # noqa: E402
 from creditflow.integrations import verl as cf_verl  # noqa: E402
 from creditflow.integrations import verl_v1  # noqa: E402
+from creditflow.integrations.rows import columns_from_rows  # noqa: E402
 from creditflow.integrations.verl import _next_state  # noqa: E402
 
 CONFIG = OmegaConf.create({"adv_estimator": "rewardflow", "creditflow": {}})
@@ -152,7 +153,7 @@ def test_outcome_and_score_come_from_extra_fields_or_reward_extra_info(trajs):
     moved = copy.deepcopy(outputs)
     for o in moved:  # the agent loop's own: extra_fields["success"], ["score"]
         o["extra_fields"].update(o["extra_fields"].pop("reward_extra_info"))
-    a, b = (cf_verl._columns_from_uids(rows_of(x, "creditflow_grpo")) for x in (outputs, moved))
+    a, b = (columns_from_rows(rows_of(x, "creditflow_grpo")) for x in (outputs, moved))
     np.testing.assert_array_equal(a["success"], b["success"])
     assert a["scores"] == b["scores"] == [float(t.score) for t in trajs for _ in t.steps]
 
