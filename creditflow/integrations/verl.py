@@ -20,13 +20,20 @@ DataProto <-> Trajectory, and the credit metrics for verl's metrics dict.
 
 **How the rows reach the estimator.** verl's ``compute_advantage`` calls a registered estimator with
 ``token_level_rewards``, ``response_mask``, ``index`` (= ``non_tensor_batch["uid"]``) and ``config`` only.
-:func:`attach_rows` (one line where the rollout batch is assembled) replaces each ``uid`` by a
-:class:`RowUid`: the same string (equal, same hash: every verl estimator groups as before) carrying its
-row's fields, so the estimators read them from ``index``. It travels with the row through ``reorder``,
-``select_idxs``, ``concat`` and Ray (pickled with its fields). A trainer that calls a
-``compute_advantage`` of its own (verl-agent's fork) can instead call :func:`compute_advantage` here, which
-reads ``non_tensor_batch`` directly. Rows duplicated to pad the batch (verl-agent's ``adjust_batch``)
-share their original's advantage.
+The rows travel as :class:`RowUid` values: the same string as the ``uid`` (equal, same hash: every verl
+estimator groups as before) carrying its row's fields, so the estimators read them from ``index``.
+
+- Legacy trainer (``trainer.use_v1=False``): :func:`attach_rows` (one line where the rollout batch is
+  assembled) replaces each ``uid`` by its :class:`RowUid`. It travels with the row through ``reorder``,
+  ``select_idxs``, ``concat`` and Ray (pickled with its fields). A trainer that calls a
+  ``compute_advantage`` of its own (verl-agent's fork) can instead call :func:`compute_advantage` here,
+  which reads ``non_tensor_batch`` directly.
+- v1 trainer (``trainer.use_v1=True``, verl 0.9's default): verl rebuilds ``uid`` as plain strings from
+  the TransferQueue, so :mod:`creditflow.integrations.verl_v1` builds the rows from the agent loop's
+  ``extra_fields`` and the output keys, and makes them visible to the estimator for the duration of
+  verl's own ``_compute_advantage`` (:func:`attached`).
+
+Rows duplicated to pad the batch (verl-agent's ``adjust_batch``) share their original's advantage.
 
 **Registration.** Importing this module registers ``rewardflow``, ``gigpo``, ``creditflow_grpo`` and
 ``creditflow_rloo`` with ``verl.trainer.ppo.core_algos.register_adv_est``; creditflow's ``verl.plugins``
@@ -38,7 +45,6 @@ convention, 1 (sample std), for every estimator that divides by a std.
 
 from __future__ import annotations
 
-import weakref
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -46,40 +52,23 @@ import torch
 from verl import DataProto  # this module is the verl bridge: verl is its reason to exist
 from verl.trainer.ppo import core_algos
 
-from creditflow.credit import credit_arrays, knob_model
-from creditflow.curriculum.diagnostics import group_diagnostics
-from creditflow.errors import UserError
+from creditflow.integrations.rows import (ESTIMATORS, LayoutError, RowUid, attached, columns_from_rows, estimate,
+                                          estimator_knobs, metrics, row_advantages, row_metrics, row_order, rows_of,
+                                          uids_from_columns)
 from creditflow.rollout.trajectory import Step, Trajectory
 
-# verl name -> creditflow estimator
-ESTIMATORS = {"rewardflow": "rewardflow", "gigpo": "gigpo", "creditflow_grpo": "grpo", "creditflow_rloo": "rloo"}
-VERL_DDOF = 1  # verl's std (torch.std): the sample std
 STATE_KEYS = ("state_key", "anchor_obs")  # the state of a row: creditflow's state key, else the observation
 SUCCESS_KEYS = ("success", "won")
-
-
-class VerlLayoutError(UserError):
-    """A verl batch that lacks a field of the row layout, or rows that do not describe trajectories."""
+VerlLayoutError = LayoutError  # a verl batch that lacks a field of the row layout
+NO_ROWS = ("with verl's legacy trainer call creditflow.integrations.verl.attach_rows(batch) where the rollout batch "
+           "is assembled (or creditflow.integrations.verl.compute_advantage); with the v1 trainer "
+           "(trainer.use_v1=True) creditflow's plugin creditflow_v1 attaches them, and it is not loaded here (it "
+           "needs transfer_queue; VERL_USE_EXTERNAL_PLUGINS must allow it) (docs/verl.md)")
 
 
 # --------------------------------------------------------------------------------------------------
 # rows
 # --------------------------------------------------------------------------------------------------
-
-
-class RowUid(str):
-    """A verl ``uid`` (the group id: equal to and hashing as the plain string) that carries its row's
-    fields for creditflow's estimators (``fields``: traj_uid, step_index, state_key, ...)."""
-
-    fields: dict
-
-    def __new__(cls, uid: str, fields: Mapping[str, Any] | None = None):
-        obj = super().__new__(cls, uid)
-        obj.fields = dict(fields or {})
-        return obj
-
-    def __reduce__(self):
-        return (RowUid, (str(self), self.fields))
 
 
 def layout_columns(non_tensor_batch: Mapping[str, np.ndarray], estimator: str = "rewardflow") -> dict:
@@ -100,7 +89,7 @@ def layout_columns(non_tensor_batch: Mapping[str, np.ndarray], estimator: str = 
     return {
         "group_ids": [str(u) for u in non_tensor_batch["uid"]],
         "traj_ids": list(traj),
-        "step_index": _row_order(traj) if steps is None else np.asarray(steps).astype(np.int64),
+        "step_index": row_order(traj) if steps is None else np.asarray(steps).astype(np.int64),
         "state_keys": list(non_tensor_batch[state_key]) if state_key else [""] * n,
         "next_state_keys": None if get("next_state_key") is None else list(get("next_state_key")),
         "observations": None if get("anchor_obs") is None else list(get("anchor_obs")),
@@ -120,109 +109,23 @@ def _need(batch: Mapping[str, np.ndarray], key: str, estimator: str, what: str) 
     return batch[key]
 
 
-def _row_order(traj_ids) -> np.ndarray:
-    """Position of each row among the rows of its trajectory, in row order."""
-    count: dict = {}
-    out = np.empty(len(traj_ids), dtype=np.int64)
-    for row, traj in enumerate(traj_ids):
-        out[row] = count.get(traj, 0)
-        count[traj] = out[row] + 1
-    return out
+def row_uids(non_tensor_batch: Mapping[str, np.ndarray], estimator: str = "rewardflow") -> np.ndarray:
+    """The :class:`RowUid` of every row of a batch in the layout (see the module docstring): its ``uid``
+    carrying the row's fields."""
+    return uids_from_columns(layout_columns(non_tensor_batch, estimator))
 
 
 def attach_rows(data: DataProto, estimator: str = "rewardflow") -> DataProto:
     """Replace ``non_tensor_batch["uid"]`` by :class:`RowUid` values carrying each row's layout fields, so that
     verl's own ``compute_advantage`` can run creditflow's registered estimators. Call it where the rollout
     batch is assembled (before ``balance_batch`` reorders rows, when there is no ``step_index``)."""
-    cols = layout_columns(data.non_tensor_batch, estimator)
-    values = {k: _as_list(v) for k, v in cols.items() if k != "group_ids" and v is not None}  # absent: left out
-    data.non_tensor_batch["uid"] = np.array(
-        [RowUid(g, {k: column[i] for k, column in values.items()}) for i, g in enumerate(cols["group_ids"])],
-        dtype=object)
+    data.non_tensor_batch["uid"] = row_uids(data.non_tensor_batch, estimator)
     return data
-
-
-def _as_list(values) -> list:
-    return values.tolist() if isinstance(values, np.ndarray) else list(values)
-
-
-def _columns_from_uids(index: Sequence, estimator: str) -> dict:
-    """The row columns carried by :class:`RowUid` values."""
-    if len(index) and not all(isinstance(u, RowUid) for u in index):
-        raise VerlLayoutError(
-            f"verl passes only non_tensor_batch['uid'] to {estimator!r}, and these uids carry no rows: call "
-            "creditflow.integrations.verl.attach_rows(batch) where the rollout batch is assembled, or "
-            "creditflow.integrations.verl.compute_advantage (docs/verl.md)")
-    fields = [u.fields for u in index]
-    column = (lambda k: [f[k] for f in fields] if fields and k in fields[0] else None)
-    cols = {k: column(k) for k in ("traj_ids", "step_index", "state_keys", "next_state_keys", "observations",
-                                    "rewards", "success", "valid", "active", "scores")}
-    cols["group_ids"] = [str(u) for u in index]
-    cols["step_index"] = np.asarray(cols["step_index"] or [], dtype=np.int64)
-    cols["rewards"] = np.asarray(cols["rewards"] or [], dtype=np.float64)
-    cols["success"] = np.asarray(cols["success"] or [], dtype=bool)
-    cols["active"] = np.asarray(cols["active"] or [True] * len(fields), dtype=bool)
-    cols["traj_ids"] = cols["traj_ids"] or []
-    cols["state_keys"] = cols["state_keys"] or [""] * len(fields)
-    return cols
 
 
 # --------------------------------------------------------------------------------------------------
 # advantages
 # --------------------------------------------------------------------------------------------------
-
-_LAST: dict = {"index": None, "metrics": {}}
-
-
-def estimator_knobs(estimator: str, config: Any) -> dict:
-    """creditflow knobs from ``config.creditflow`` (verl's ``algorithm`` section), with verl's ``ddof=1``
-    for estimators that divide by a std unless given."""
-    given = {} if config is None else dict(config.get("creditflow", None) or {})
-    if "ddof" in knob_model(ESTIMATORS[estimator]).model_fields:
-        given.setdefault("ddof", VERL_DDOF)
-    return given
-
-
-def row_advantages(estimator: str, cols: dict, config: Any = None) -> tuple[np.ndarray, dict]:
-    """Per-row advantages (0 for inactive rows; duplicated rows share their original's) and the metrics."""
-    n = len(cols["group_ids"])
-    active = np.asarray(cols["active"], dtype=bool) if cols.get("active") is not None else np.ones(n, bool)
-    traj = np.asarray(cols["traj_ids"], dtype=object)
-    steps = np.asarray(cols["step_index"], dtype=np.int64)
-    keep = np.flatnonzero(active)
-    # rows repeated to pad the batch (same trajectory and step): compute once, copy
-    first_of, inverse = _first_occurrence(traj[keep], steps[keep])
-    rows = keep[first_of].tolist()
-    picked = {name: _pick(cols.get(name), rows) for name in _ARRAY_COLUMNS}
-    picked["step_index"] = steps[rows]
-    result = credit_arrays(ESTIMATORS[estimator], check_outcome=False, **picked, **estimator_knobs(estimator, config))
-    advantage = np.zeros(n, dtype=np.float64)
-    advantage[keep] = result.advantage[inverse]
-    return advantage, result.metrics
-
-
-# the columns credit_arrays takes, by their names there
-_ARRAY_COLUMNS = ("group_ids", "traj_ids", "state_keys", "rewards", "success", "valid", "observations", "scores",
-                  "next_state_keys")
-
-
-def _pick(column, rows: list[int]):
-    """``column`` at ``rows`` (an array stays an array; None stays None)."""
-    if column is None:
-        return None
-    if isinstance(column, np.ndarray):
-        return column[rows]
-    return [column[i] for i in rows]
-
-
-def _first_occurrence(traj: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Indices of the first row of each distinct (trajectory, step), and each row's index into them."""
-    seen: dict = {}
-    inverse = np.fromiter((seen.setdefault((t, s), len(seen)) for t, s in zip(traj.tolist(), steps.tolist())),
-                          dtype=np.int64, count=len(steps))
-    first = np.zeros(len(seen), dtype=np.int64)
-    first[inverse[::-1]] = np.arange(len(steps))[::-1]
-    return first, inverse
 
 
 def _token_advantages(advantage: np.ndarray, like: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
@@ -231,19 +134,18 @@ def _token_advantages(advantage: np.ndarray, like: torch.Tensor, response_mask: 
 
 
 def _registered(estimator: str):
-    def estimate(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index=None, config=None,
-                 non_tensor_batch: Mapping[str, np.ndarray] | None = None, **_unused):
-        cols = (layout_columns(non_tensor_batch, estimator) if non_tensor_batch is not None
-                else _columns_from_uids(index if index is not None else [], estimator))
-        advantage, metrics = row_advantages(estimator, cols, config)
-        _LAST["index"] = weakref.ref(index) if isinstance(index, np.ndarray) else None
-        _LAST["metrics"] = metrics
+    def advantage_fn(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index=None, config=None,
+                     non_tensor_batch: Mapping[str, np.ndarray] | None = None, **_unused):
+        rows = None if non_tensor_batch is not None else rows_of(index if index is not None else [], estimator,
+                                                                  NO_ROWS)
+        cols = layout_columns(non_tensor_batch, estimator) if rows is None else columns_from_rows(rows)
+        advantage = estimate(estimator, cols, index if rows is None else rows, config)
         scores = _token_advantages(advantage, token_level_rewards, response_mask)
         return scores, scores
 
-    estimate.__name__ = f"creditflow_{ESTIMATORS[estimator]}_advantage"
-    estimate.__doc__ = f"creditflow's {ESTIMATORS[estimator]!r} estimator on verl-agent's row layout (docs/verl.md)."
-    return estimate
+    advantage_fn.__name__ = f"creditflow_{ESTIMATORS[estimator]}_advantage"
+    advantage_fn.__doc__ = f"creditflow's {ESTIMATORS[estimator]!r} estimator on verl-agent's row layout (docs/verl.md)."
+    return advantage_fn
 
 
 def register() -> None:
@@ -283,16 +185,9 @@ def credit_metrics(data: DataProto) -> dict:
     ``groups/entropy``) over the batch's trajectories, and the last creditflow estimator's metrics
     (RewardFlow's graph statistics: ``credit/graph_nodes``, ...) when it ran on this batch."""
     uid = data.non_tensor_batch["uid"]
-    cols = (_columns_from_uids(uid, "metrics") if len(uid) and isinstance(uid[0], RowUid)
-            else layout_columns(data.non_tensor_batch, "creditflow_grpo"))
-    outcome: dict = {}
-    for group, traj, won in zip(cols["group_ids"], cols["traj_ids"], np.asarray(cols["success"]).tolist()):
-        outcome.setdefault(group, {})[traj] = won
-    metrics = group_diagnostics([list(trajs.values()) for trajs in outcome.values()])
-    last = _LAST["index"]() if _LAST["index"] is not None else None
-    if last is uid:
-        metrics.update({k: float(v) for k, v in _LAST["metrics"].items()})
-    return metrics
+    if len(uid) and isinstance(uid[0], RowUid):
+        return row_metrics(uid)
+    return metrics(layout_columns(data.non_tensor_batch, "creditflow_grpo"), uid)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -367,7 +262,7 @@ def from_dataproto(data: DataProto) -> list[Trajectory]:
     left out. A step's ``advantage`` is the row's advantage where ``advantages`` were computed."""
     nt = data.non_tensor_batch
     uid = nt["uid"]
-    cols = (_columns_from_uids(uid, "from_dataproto") if len(uid) and isinstance(uid[0], RowUid)
+    cols = (columns_from_rows(uid) if len(uid) and isinstance(uid[0], RowUid)
             else layout_columns(nt, "creditflow_grpo"))
     n = len(cols["group_ids"])
     mask = data.batch["response_mask"] if "response_mask" in data.batch.keys() else None
@@ -399,5 +294,6 @@ def from_dataproto(data: DataProto) -> list[Trajectory]:
 
 register()
 
-__all__ = ["ESTIMATORS", "RowUid", "VerlLayoutError", "attach_rows", "compute_advantage", "credit_metrics",
-           "estimator_knobs", "from_dataproto", "layout_columns", "register", "row_advantages", "to_dataproto"]
+__all__ = ["ESTIMATORS", "RowUid", "VerlLayoutError", "attach_rows", "attached", "compute_advantage", "credit_metrics",
+           "estimator_knobs", "from_dataproto", "layout_columns", "register", "row_advantages", "row_metrics",
+           "row_uids", "to_dataproto"]

@@ -1,6 +1,7 @@
 """creditflow's estimators inside the real verl (0.9.x, CPU): verl's own compute_advantage with the
 registered names gives creditflow's advantages on verl-agent's row layout (runs in .venv-verl: make verl)."""
 
+import copy
 import pickle
 from pathlib import Path
 
@@ -9,8 +10,11 @@ import pytest
 
 verl = pytest.importorskip("verl")  # only in .venv-verl (make verl); the main environment skips this module
 
+import torch  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 from tests.credit.credit_testlib import traj  # noqa: E402
+from tests.integrations.testlib import ENV, MODEL, expected, turn_tokens  # noqa: E402
+from tests.integrations.testlib import row_advantages as token_rows  # noqa: E402
 from verl import DataProto  # noqa: E402
 from verl.trainer.ppo import core_algos  # noqa: E402
 from verl.trainer.ppo.ray_trainer import compute_advantage as verl_compute_advantage  # noqa: E402
@@ -28,22 +32,9 @@ def trajs():
     return sokoban_batch(tasks=4, rollouts=4, steps=14, seed=5)
 
 
-def expected(trajs, name, **knobs):
-    """creditflow.credit.score with verl's ddof=1 (where the estimator has a std)."""
-    est = cf_verl.ESTIMATORS[name]
-    if "ddof" in credit.knob_model(est).model_fields:
-        knobs.setdefault("ddof", 1)
-    knobs.setdefault("reward_source", credit.knob_model(est).model_fields["reward_source"].default)
-    return np.array([s.advantage for t in credit.score(trajs, estimator=est, **knobs) for s in t.steps])
-
-
 def row_advantages(data):
-    """The advantage of each row (every response token carries it)."""
-    adv = data.batch["advantages"].numpy()
-    mask = data.batch["response_mask"].numpy().astype(bool)
-    first = mask.argmax(-1)
-    assert np.allclose(adv * mask, adv[np.arange(len(adv)), first][:, None] * mask)  # one value per row
-    return adv[np.arange(len(adv)), first]
+    """The advantage of each row (every response token carries it, every other token 0)."""
+    return token_rows(data.batch["advantages"].numpy(), data.batch["response_mask"].numpy())
 
 
 def test_the_plugin_entry_point_registers_the_estimators():
@@ -171,3 +162,69 @@ def test_the_example_config_composes_validates_and_runs_its_estimator(trajs):
     data = verl_compute_advantage(cf_verl.to_dataproto(trajs), adv_estimator=cfg.algorithm.adv_estimator,
                                   config=cfg.algorithm)
     np.testing.assert_array_equal(row_advantages(data), expected(trajs, "rewardflow", **knobs).astype(np.float32))
+
+
+# --------------------------------------------------------------------------------------------------
+# token placement (the bug class of verl #2540/#3683, SkyRL #201/#1492): legacy trainer
+# --------------------------------------------------------------------------------------------------
+
+
+def multi_turn_batch(trajs, seed=0):
+    """verl-agent's rows with verl's multi-turn token layout: each row's response is the model's tokens, then
+    the env's reply (response_mask 0), the prompt the conversation before the turn."""
+    tokens = turn_tokens(trajs, seed)
+    with_tokens = copy.deepcopy(trajs)
+    for t, turns in zip(with_tokens, tokens):
+        for step, (prompt, response, _) in zip(t.steps, turns):
+            step.prompt_ids, step.response_ids = prompt, response
+    data = cf_verl.to_dataproto(with_tokens)
+    masks = [m for turns in tokens for _, _, m in turns]
+    width = data.batch["responses"].shape[1]
+    data.batch["response_mask"] = torch.tensor([m + [0] * (width - len(m)) for m in masks], dtype=torch.long)
+    return data, masks
+
+
+@pytest.mark.parametrize("name", list(cf_verl.ESTIMATORS))
+def test_legacy_a_steps_advantage_lands_on_exactly_its_model_tokens(trajs, name):
+    data, masks = multi_turn_batch(trajs)
+    prompts = data.batch["prompts"].clone()
+    out = verl_compute_advantage(data, adv_estimator=name, config=CONFIG)
+    adv = out.batch["advantages"].numpy()
+    assert adv.shape == tuple(out.batch["responses"].shape)  # response-aligned: no prompt token has one
+    assert torch.equal(out.batch["prompts"], prompts)
+    want = expected(trajs, name).astype(np.float32)
+    for row, mask in enumerate(masks):
+        m = np.array(mask)
+        np.testing.assert_array_equal(adv[row, :len(m)][m == MODEL], np.full((m == MODEL).sum(), want[row]))
+        assert not adv[row, :len(m)][m == ENV].any()  # the env's tokens: none
+        assert not adv[row, len(m):].any()  # right padding: none
+
+
+@pytest.mark.parametrize("name", list(cf_verl.ESTIMATORS))
+def test_legacy_no_step_trains_with_zero_advantage_unless_its_estimator_says_so(trajs, name):
+    data, _ = multi_turn_batch(trajs)
+    got = row_advantages(verl_compute_advantage(data, adv_estimator=name, config=CONFIG))
+    want = expected(trajs, name)
+    np.testing.assert_array_equal(got == 0.0, want == 0.0)
+    mixed = {t.group_id for t in trajs if t.success} & {t.group_id for t in trajs if not t.success}
+    rows = np.array([t.group_id in mixed for t in trajs for _ in t.steps])
+    assert rows.any() and (got[rows] != 0).all()  # a group with both outcomes: every step of every trajectory
+
+
+def test_legacy_padding_and_duplicated_rows_change_nothing(trajs):
+    data, _ = multi_turn_batch(trajs)
+    alone = row_advantages(verl_compute_advantage(data, adv_estimator="rewardflow", config=CONFIG))
+    data, _ = multi_turn_batch(trajs)
+    n = len(data)
+    dup = data.select_idxs(np.arange(0, n, 7))  # verl-agent's adjust_batch: copies of real rows
+    pad = data.select_idxs([1, 2])  # rows marked inactive (active_masks 0)
+    pad.non_tensor_batch["active_masks"] = np.array([False, False])
+    pad.non_tensor_batch["uid"] = cf_verl.row_uids(pad.non_tensor_batch)
+    both = DataProto.concat([data, dup, pad])
+    wide = torch.zeros(len(both), 7, dtype=both.batch["responses"].dtype)  # and longer right padding
+    for key in ("responses", "response_mask", "token_level_rewards", "token_level_scores"):
+        both.batch[key] = torch.cat([both.batch[key], wide.to(both.batch[key].dtype)], -1)
+    got = row_advantages(verl_compute_advantage(both, adv_estimator="rewardflow", config=CONFIG))
+    np.testing.assert_array_equal(got[:n], alone)
+    np.testing.assert_array_equal(got[n:n + len(dup)], alone[np.arange(0, n, 7)])
+    assert not got[n + len(dup):].any()

@@ -1,0 +1,182 @@
+"""creditflow's estimators in SkyRL (skyrl-train 0.3.x): registered advantage estimators, and per-step credit
+in SkyRL's step-wise training mode (``generator.step_wise_trajectories=true``).
+
+**SkyRL's step-wise data path.** The generator emits one row per turn: the turn's prompt (the whole
+conversation so far), its response (the model's tokens, loss mask 1, then the env's reply, loss mask 0),
+the step's env reward on its last response token, ``trajectory_ids`` (``{instance_id}_{repetition_id}``)
+and ``is_last_step``. The trainer's ``compute_advantages_and_returns`` hands only the last-step rows to the
+registered estimator (``token_level_rewards``, ``response_mask``, ``index`` = the instance uids, ``config``)
+and copies each trajectory's last-step advantage to all its steps: every registered estimator, per-step ones
+included, gives a trajectory one advantage there.
+
+**The route.** Importing this module registers ``rewardflow``, ``gigpo``, ``creditflow_grpo`` and
+``creditflow_rloo`` in ``AdvantageEstimatorRegistry`` (``grpo``/``rloo`` stay SkyRL's). The registered
+functions need the step rows; :class:`CreditflowAdvantage`, a mixin for ``RayPPOTrainer``, overrides
+``compute_advantages_and_returns`` for these names alone: it builds the rows from the batch
+(:meth:`~CreditflowAdvantage.creditflow_rows`), calls SkyRL's ``ppo_utils.compute_advantages_and_returns``
+on every row (step-wise: all steps, not only the last) with the rows :func:`attached`, and puts each step's
+advantage on the tokens of its loss mask (the model's tokens: never the env's reply, the prompt or
+SkyRL's padding rows). Any other estimator runs SkyRL's method unchanged. ``python -m
+creditflow.integrations.skyrl_main`` is SkyRL's ``main_base`` with this trainer.
+
+**Rows.** Group: the instance uid. Trajectory: ``trajectory_ids`` (step-wise), else each row. Step: the row's
+position among its trajectory's rows (SkyRL emits a trajectory's steps in order). Env reward: the row's
+reward sum. Outcome: the trajectory's last-step reward, as SkyRL's own GRPO reads it there (``score``;
+``success`` when it is above 0). State: the observation the step answers, i.e. the env's reply at the end of
+the previous step's response (its token ids), or the prompt at step 0; override
+:meth:`~CreditflowAdvantage.creditflow_states` for envs whose observation is not their state. Knobs come
+from ``trainer.algorithm.creditflow`` (``+trainer.algorithm.creditflow.gamma=0.9``); ``ddof`` defaults to
+1, SkyRL's std.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import torch
+from skyrl_train.trainer import RayPPOTrainer  # this module is the SkyRL bridge: skyrl-train is its reason to exist
+from skyrl_train.utils import ppo_utils
+from skyrl_train.utils.ppo_utils import AdvantageEstimatorRegistry
+
+from creditflow.integrations.rows import (ESTIMATORS, LayoutError, attached, columns_from_rows, estimate, row_metrics,
+                                          row_order, rows_of, uids_from_columns)
+
+NO_ROWS = ("SkyRL's trainer passes estimators only the uids (and in step-wise mode only the last steps): run it "
+           "through creditflow's trainer, python -m creditflow.integrations.skyrl_main or a RayPPOTrainer subclass "
+           "with creditflow.integrations.skyrl.CreditflowAdvantage first (docs/skyrl.md)")
+
+
+def _registered(estimator: str):
+    def advantage_fn(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index=None, config=None,
+                     loss_mask: torch.Tensor | None = None, **_unused):
+        rows = rows_of(index if index is not None else [], estimator, NO_ROWS)
+        advantage = estimate(estimator, columns_from_rows(rows), rows, config)
+        mask = response_mask if loss_mask is None else loss_mask
+        scores = torch.as_tensor(advantage, dtype=token_level_rewards.dtype,
+                                 device=token_level_rewards.device).unsqueeze(-1) * mask.to(token_level_rewards.dtype)
+        return scores, scores
+
+    advantage_fn.__name__ = f"creditflow_{ESTIMATORS[estimator]}_advantage"
+    advantage_fn.__qualname__ = advantage_fn.__name__
+    advantage_fn.__doc__ = f"creditflow's {ESTIMATORS[estimator]!r} estimator on SkyRL's step rows (docs/skyrl.md)."
+    return advantage_fn
+
+
+# module-level, so that SkyRL's registry actor (cloudpickle) and Ray workers import them by name
+creditflow_rewardflow_advantage = _registered("rewardflow")
+creditflow_gigpo_advantage = _registered("gigpo")
+creditflow_grpo_advantage = _registered("creditflow_grpo")
+creditflow_rloo_advantage = _registered("creditflow_rloo")
+_FUNCTIONS = {"rewardflow": creditflow_rewardflow_advantage, "gigpo": creditflow_gigpo_advantage,
+              "creditflow_grpo": creditflow_grpo_advantage, "creditflow_rloo": creditflow_rloo_advantage}
+
+
+def register() -> None:
+    """Register creditflow's estimators in SkyRL's ``AdvantageEstimatorRegistry`` (idempotent)."""
+    available = set(AdvantageEstimatorRegistry.list_available())
+    for name, fn in _FUNCTIONS.items():
+        if name not in available:
+            AdvantageEstimatorRegistry.register(name, fn)
+
+
+def _key(tokens: list[int]) -> str:
+    """A short state key for a token sequence (128-bit digest of its ids)."""
+    return "tokens:" + hashlib.blake2b(np.asarray(tokens, dtype=np.int64).tobytes(), digest_size=16).hexdigest()
+
+
+class CreditflowAdvantage:
+    """Mixin for SkyRL's ``RayPPOTrainer``: creditflow's estimators get every step's row and put each step's
+    advantage on its own model tokens (module docstring); every other estimator is SkyRL's."""
+
+    def compute_advantages_and_returns(self, data):
+        name = str(self.cfg.trainer.algorithm.advantage_estimator)
+        if name not in ESTIMATORS:
+            return super().compute_advantages_and_returns(data)
+        algorithm = self.cfg.trainer.algorithm
+        rows = self.creditflow_rows(data)
+        with attached(rows):
+            advantages, returns = ppo_utils.compute_advantages_and_returns(
+                token_level_rewards=data["rewards"], response_mask=data["response_mask"],
+                index=np.array([str(u) for u in data.metadata["uids"]], dtype=object), adv_estimator=name,
+                config=algorithm, values=data.get("values"), gamma=algorithm.gamma, lambd=algorithm.lambd,
+                grpo_norm_by_std=algorithm.grpo_norm_by_std, loss_mask=data["loss_mask"])
+        data["advantages"], data["returns"] = advantages, returns
+        self._creditflow_metrics(data, rows)
+        return data
+
+    def creditflow_rows(self, data) -> np.ndarray:
+        """The :class:`~creditflow.integrations.rows.RowUid` of every row of a SkyRL ``TrainingInputBatch``
+        (module docstring); SkyRL's padding rows (the last ``metadata["pad_size"]``) are inactive."""
+        uids = [str(u) for u in data.metadata["uids"]]
+        n = len(uids)
+        pad = int(data.metadata.get("pad_size", 0) or 0)
+        active = np.arange(n) < n - pad
+        traj = data.metadata.get("trajectory_ids")
+        traj_ids = ([str(t) for t in traj] if traj is not None else [f"{u}#{i}" for i, u in enumerate(uids)])
+        if len(traj_ids) != n:
+            raise LayoutError(f"SkyRL batch: {n} uids and {len(traj_ids)} trajectory_ids")
+        steps = row_order(traj_ids)
+        rewards = data["rewards"].sum(-1).double().cpu().numpy()
+        last = data.get("is_last_step")
+        last = (np.ones(n, dtype=bool) if last is None else last.bool().cpu().numpy())
+        final: dict = {}
+        for row in range(n):
+            if active[row] and last[row]:
+                final[traj_ids[row]] = rewards[row]
+        missing = [t for t, a in zip(traj_ids, active) if a and t not in final]
+        if missing:
+            raise LayoutError(f"SkyRL batch: trajectory {missing[0]!r} has no row with is_last_step (its outcome)")
+        score = np.array([final.get(t, 0.0) for t in traj_ids])
+        cols = {"group_ids": uids, "traj_ids": traj_ids, "step_index": steps,
+                "state_keys": self.creditflow_states(data, traj_ids, steps), "rewards": rewards,
+                "success": score > 0, "scores": score, "active": active}
+        return uids_from_columns(cols)
+
+    def creditflow_states(self, data, traj_ids: list[str], steps: np.ndarray) -> list[str]:
+        """The state key of each row: the observation the step answers. Step 0: its prompt; step t: the env's
+        reply closing step t-1's response (its loss-mask-0 tail). Override for envs whose observation is
+        not their state."""
+        width = data["response_mask"].shape[1]
+        sequences = data["sequences"].cpu()
+        prompt_mask = data["attention_mask"][:, :-width].bool().cpu()
+        response_mask = data["response_mask"].bool().cpu()
+        loss_mask = data["loss_mask"].bool().cpu()
+        previous: dict = {}
+        states = []
+        for row, (traj, step) in enumerate(zip(traj_ids, steps.tolist())):
+            if step == 0 or traj not in previous:
+                states.append(_key(sequences[row, :-width][prompt_mask[row]].tolist()))
+            else:
+                states.append(previous[traj])
+            response = sequences[row, -width:][response_mask[row]]
+            model = loss_mask[row][response_mask[row]]
+            tail = len(model) - (int(model.flip(0).int().argmax()) if model.any() else len(model))
+            previous[traj] = _key(response[tail:].tolist())
+        return states
+
+    def _creditflow_metrics(self, data, rows: np.ndarray) -> None:
+        """The credit metrics in SkyRL's step metrics, and SkyRL's advantage statistics under its own names."""
+        n = len(rows) - int(data.metadata.get("pad_size", 0) or 0)
+        mask = data["loss_mask"][:n].bool()
+        values = data["advantages"][:n][mask]
+        last = data.get("is_last_step")
+        finals = data["rewards"][:n].sum(-1)[last[:n].bool()] if last is not None else data["rewards"][:n].sum(-1)
+        stats = {"avg_final_rewards": float(finals.mean()) if len(finals) else 0.0,
+                 "avg_response_length": data.metadata.get("avg_response_length", 0.0),
+                 "avg_advantages": float(values.mean()) if len(values) else 0.0,
+                 "avg_advantages_abs": float(values.abs().mean()) if len(values) else 0.0}
+        data.metadata.setdefault("metrics", {}).update(stats)
+        self.all_metrics.update({"loss/avg_final_rewards": stats["avg_final_rewards"],
+                                 "loss/avg_raw_advantages": stats["avg_advantages"],
+                                 "loss/avg_raw_advantages_abs": stats["avg_advantages_abs"]})
+        self.all_metrics.update(row_metrics(rows))
+
+
+class CreditflowRayPPOTrainer(CreditflowAdvantage, RayPPOTrainer):
+    """SkyRL's ``RayPPOTrainer`` whose creditflow estimators get every step's row (docs/skyrl.md)."""
+
+
+register()
+
+__all__ = ["CreditflowAdvantage", "CreditflowRayPPOTrainer", "NO_ROWS", "register"]
