@@ -218,10 +218,10 @@ def demo_command(
 
 def _check_output_file(path: Path, option: str) -> None:
     """An output file path that can be written, checked before any work: not a directory, and its nearest
-    existing parent a writable directory."""
+    existing parent a writable directory (for a symbolic link, the file it points to, which is written)."""
     if path.is_dir():
         raise UserError(f"{option} {str(path)!r} is a directory; give a file path")
-    parent = path.absolute().parent
+    parent = Path(os.path.realpath(path)).parent
     while not parent.exists():
         parent = parent.parent
     if not parent.is_dir():

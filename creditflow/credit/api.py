@@ -28,6 +28,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 
 from creditflow.credit.batch import (
+    BatchTypeError,
     StepBatch,
     batch_from_arrays,
     batch_from_dicts,
@@ -38,8 +39,8 @@ from creditflow.credit.batch import (
 from creditflow.credit.registry import (
     Credit,
     Knobs,
-    get_kernel,
     run_in_place,
+    run_kernel,
     validate_knobs,
 )
 from creditflow.credit.returns import check_outcome_source
@@ -53,8 +54,19 @@ _NEW = object.__new__
 
 
 def compute(name: str, trajectories: Sequence[Trajectory], **knobs) -> dict:
-    """Run estimator ``name`` in place on ``trajectories``; returns its metrics."""
-    return run_in_place(get_kernel(name), trajectories, validate_knobs(name, knobs))
+    """Run estimator ``name`` in place on ``trajectories`` (``Trajectory`` objects); returns its metrics."""
+    values = validate_knobs(name, knobs)
+    return run_in_place(name, _items(trajectories, "Trajectory objects"), values)
+
+
+def _items(trajectories, kinds: str) -> list:
+    """``trajectories`` as a list (empty: nothing to score, nothing changes), or a :class:`BatchTypeError`
+    saying what was given instead (one trajectory, a string, a dict: not a collection of them)."""
+    if isinstance(trajectories, (Trajectory, dict, str, bytes)) or not isinstance(trajectories, Iterable):
+        one = " (for one trajectory, pass [trajectory])" if isinstance(trajectories, (Trajectory, dict)) else ""
+        raise BatchTypeError(f"trajectories must be a list (or other iterable) of {kinds}, got "
+                             f"{type(trajectories).__name__}{one}")
+    return list(trajectories)
 
 
 def run_checked(name: str, batch: StepBatch, knobs: Knobs) -> Credit:
@@ -65,7 +77,7 @@ def run_checked(name: str, batch: StepBatch, knobs: Knobs) -> Credit:
     source = getattr(resolved, "reward_source", None)
     if source is not None and "reward_source" not in resolved.model_fields_set:
         check_outcome_source(batch, source)
-    return get_kernel(name)(batch, resolved)
+    return run_kernel(name, batch, resolved)
 
 
 def score(trajectories: Iterable[Trajectory | dict], estimator: str = "grpo", **knobs) -> list[Trajectory]:
@@ -75,7 +87,7 @@ def score(trajectories: Iterable[Trajectory | dict], estimator: str = "grpo", **
     input, which is left unchanged. Dicts are validated like ``Trajectory.from_dict``.
     """
     values = validate_knobs(estimator, knobs)
-    items = list(trajectories)
+    items = _items(trajectories, "Trajectory objects or dicts")
     dict_at = [i for i, t in enumerate(items) if not isinstance(t, Trajectory)]
     records = [items[i] for i in dict_at]
     dict_batch = batch_from_dicts(records, [f"trajectory {i}" for i in dict_at]) if records else None
@@ -84,7 +96,7 @@ def score(trajectories: Iterable[Trajectory | dict], estimator: str = "grpo", **
         trajs = [copy_trajectory(t) if isinstance(t, Trajectory) else next(parsed) for t in items]
     batch = dict_batch if len(records) == len(items) and dict_batch is not None else batch_from_trajectories(trajs)
     credit = run_checked(estimator, batch, values)
-    write_step_fields([s for t in trajs for s in t.steps], **credit.columns())
+    write_step_fields([s for t in trajs for s in t.steps], **credit.all_columns())
     return trajs
 
 
@@ -95,7 +107,7 @@ def score_records(records: Sequence[dict], estimator: str, knobs: Knobs,
     names record i in errors."""
     batch = batch_from_dicts(records, wheres)
     credit = run_checked(estimator, batch, knobs)
-    write_record_fields(batch.source, **credit.columns())
+    write_record_fields(batch.source, **credit.all_columns())
     return credit, batch
 
 
@@ -130,7 +142,7 @@ def credit_arrays(estimator: str, *, group_ids, traj_ids, step_index, state_keys
                                      state_keys=state_keys, rewards=rewards, success=success, valid=valid,
                                      observations=observations, scores=scores, next_state_keys=next_state_keys)
     credit = (run_checked(estimator, batch, values) if check_outcome
-              else get_kernel(estimator)(batch, values.resolved()))
+              else run_kernel(estimator, batch, values.resolved()))
     back = np.empty_like(order)
     back[order] = np.arange(order.size)
     pick = (lambda col: None if col is None else np.asarray(col, dtype=np.float64)[back])
