@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import math
 import numbers
 import os
 import types
@@ -39,6 +40,7 @@ __all__ = [
     "INVALID_ACTION_PREFIX",
     "BaseTextEnv",
     "EnvError",
+    "EnvTypeError",
     "ReplayMismatch",
     "ReplayResult",
     "TextEnv",
@@ -53,6 +55,10 @@ __all__ = [
     "option_types",
     "check_options",
 ]
+
+
+class EnvTypeError(EnvError, TypeError):
+    """An env name that is no string."""
 
 
 @dataclass(frozen=True)
@@ -153,6 +159,8 @@ def check_options(name: str, kwargs: dict) -> None:
         )
     hints = option_types(name)
     for key, value in kwargs.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise EnvError(f"env {name!r}: option {key} must be a finite number, got {value!r}")
         if key not in hints:
             continue
         try:
@@ -162,8 +170,11 @@ def check_options(name: str, kwargs: dict) -> None:
 
 
 def make(name: str, **kwargs) -> TextEnv:
-    """Instantiate a registered env; unknown options and options of the wrong type raise :class:`EnvError`
-    naming them (:func:`check_options`)."""
+    """Instantiate a registered env; unknown options, options of the wrong type and non-finite numbers raise
+    :class:`EnvError` naming them (:func:`check_options`)."""
+    if not isinstance(name, str):
+        raise EnvTypeError(f"env name must be a string (one of {', '.join(env_names())}), got {name!r} "
+                           f"({type(name).__name__})")
     cls = env_class(name)
     check_options(name, kwargs)
     try:
