@@ -39,6 +39,7 @@ from creditflow.recipes.export import export_policy
 from creditflow.recipes.rro import run_collect, run_dpo_training, run_rro
 from creditflow.recipes.train import config_for_resume, run_sft_command, run_train
 from creditflow.rollout.trajectory import read_jsonl, read_jsonl_lines, write_jsonl
+from creditflow.spill import disk_full_line, write_results
 from creditflow.train import distributed
 
 try:  # typer >= 0.20 ships its own copy of click as typer._click; older typer runs on click itself
@@ -181,9 +182,9 @@ def eval_command(
         metrics, trajs = evaluate_policy(cfg, model, episodes)
     except KeyboardInterrupt:
         raise Interrupted("during the evaluation; nothing saved") from None
+    typer.echo(json.dumps(metrics, indent=2))  # the results first: a failed write below loses none of them
     if out is not None:
-        write_jsonl(out, trajs)
-    typer.echo(json.dumps(metrics, indent=2))
+        write_results(out, lambda path: write_jsonl(path, trajs), "trajectories", "--out")
 
 
 @app.command("export")
@@ -487,6 +488,13 @@ def _run(argv: list[str]) -> int:
         if distributed.current().main:  # every process stops; rank 0 says what was saved
             typer.echo(_interrupt_line(exc, argv), err=True)
         return 130
+    except Exception as exc:  # a full disk anywhere is one line too
+        line = disk_full_line(exc)
+        if line is None:
+            raise
+        if distributed.reports_errors():
+            typer.echo(f"error: {line}", err=True)
+        return 2
     if code == 130:  # an interrupt outside a run: typer turns KeyboardInterrupt into exit code 130
         typer.echo("interrupted; nothing saved", err=True)
     return code if isinstance(code, int) else 0
