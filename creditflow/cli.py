@@ -12,6 +12,7 @@ parallel and rank 0 prints their results; every other command refuses in one lin
 from __future__ import annotations
 
 import difflib
+import errno
 import inspect
 import json
 import numbers
@@ -222,6 +223,11 @@ def _check_output_file(path: Path, option: str) -> None:
     existing parent a writable directory (for a symbolic link, the file it points to, which is written)."""
     if path.is_dir():
         raise UserError(f"{option} {str(path)!r} is a directory; give a file path")
+    try:
+        os.path.realpath(path, strict=True)
+    except OSError as exc:  # a loop of symbolic links (a new file, or a link to one, is fine)
+        if exc.errno == errno.ELOOP:
+            raise UserError(f"{option} {str(path)!r}: {exc.strerror}") from None
     parent = Path(os.path.realpath(path)).parent
     while not parent.exists():
         parent = parent.parent

@@ -514,6 +514,9 @@ def load_yaml(path: str | Path) -> dict:
 def build_config(config_file: str | Path | None = None, overrides: list[str] | tuple[str, ...] = (),
                  base: dict | None = None, where: str | None = None) -> RunConfig:
     """YAML file (optional) + ``key=value`` overrides -> validated :class:`RunConfig`."""
+    if isinstance(overrides, str):
+        raise TypeError(f"overrides must be a list of key=value strings, got the string {overrides!r} "
+                        f"(pass [{overrides!r}])")
     data: dict = dict(base or {})
     if config_file:
         data.update(load_yaml(config_file))

@@ -252,9 +252,14 @@ def _open_binary(path: Path, error: type[Exception], prefix: str) -> IO[bytes]:
 
 
 def _utf8(raw: bytes, first: bool, where: str, error: type[Exception]) -> str:
-    """The line as text (a UTF-8 byte-order mark on the first line is dropped)."""
+    """The line as text (a UTF-8 byte-order mark on the first line is dropped); a NUL byte, which no text
+    file holds, marks binary data as an invalid byte does."""
     try:
-        return raw.decode("utf-8-sig" if first else "utf-8")
+        text = raw.decode("utf-8-sig" if first else "utf-8")
     except UnicodeDecodeError as exc:
-        raise error(f"{where}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
-                    "JSONL files are UTF-8") from None
+        bad = exc.start
+    else:
+        bad = raw.find(b"\x00")
+        if bad < 0:
+            return text
+    raise error(f"{where}: not UTF-8 text (byte 0x{raw[bad]:02x} at column {bad + 1}); JSONL files are UTF-8")

@@ -33,6 +33,7 @@ from creditflow.credit.batch import (
     batch_from_arrays,
     batch_from_dicts,
     batch_from_trajectories,
+    check_trajectories,
     write_record_fields,
     write_step_fields,
 )
@@ -84,10 +85,14 @@ def score(trajectories: Iterable[Trajectory | dict], estimator: str = "grpo", **
     """Score copies of ``trajectories`` (``Trajectory`` objects or dicts in the JSONL schema, mixed freely).
 
     The copies have new ``Step`` objects; their ``info``, ``meta`` and token lists are shared with the
-    input, which is left unchanged. Dicts are validated like ``Trajectory.from_dict``.
+    input, which is left unchanged. Dicts are validated like ``Trajectory.from_dict``, ``Trajectory`` objects
+    by type (``success="False"`` is an error, not True). A credit field the estimator does not compute
+    (``process_reward`` for grpo) is None on the copies.
     """
     values = validate_knobs(estimator, knobs)
     items = _items(trajectories, "Trajectory objects or dicts")
+    objects = [i for i, t in enumerate(items) if isinstance(t, Trajectory)]
+    check_trajectories([items[i] for i in objects], lambda k: f"trajectory {objects[k]}")  # before copying
     dict_at = [i for i, t in enumerate(items) if not isinstance(t, Trajectory)]
     records = [items[i] for i in dict_at]
     dict_batch = batch_from_dicts(records, [f"trajectory {i}" for i in dict_at]) if records else None
@@ -103,8 +108,8 @@ def score(trajectories: Iterable[Trajectory | dict], estimator: str = "grpo", **
 def score_records(records: Sequence[dict], estimator: str, knobs: Knobs,
                   wheres: Sequence[str] | None = None) -> tuple[Credit, StepBatch]:
     """Score parsed JSONL dicts in place with validated ``knobs``: each step dict gets ``process_reward``
-    (where the estimator has one), ``step_reward`` and ``advantage``; nothing else changes. ``wheres[i]``
-    names record i in errors."""
+    (where the estimator has one, else that key is removed), ``step_reward`` and ``advantage``; nothing else
+    changes. ``wheres[i]`` names record i in errors."""
     batch = batch_from_dicts(records, wheres)
     credit = run_checked(estimator, batch, knobs)
     write_record_fields(batch.source, **credit.all_columns())
@@ -114,7 +119,8 @@ def score_records(records: Sequence[dict], estimator: str, knobs: Knobs,
 def score_lines(lines: Sequence[JsonLine], estimator: str, knobs: Knobs,
                 out: str | os.PathLike) -> tuple[Credit, StepBatch]:
     """``creditflow credit`` after reading: score the lines of :func:`read_jsonl_lines` and write them to
-    ``out`` with the credit fields added to every step and every other byte as read."""
+    ``out`` with the credit fields set in every step and every other byte as read (docs/formats.md, "The
+    credit round trip")."""
     batch = batch_from_dicts([line.value for line in lines], [line.where for line in lines])
     credit = run_checked(estimator, batch, knobs)
     with _without_cyclic_gc():  # one small list per line, over a heap of parsed dicts
@@ -161,7 +167,12 @@ def score_arrays(estimator: str, *, group_ids, traj_ids, step_index, state_keys,
     Optional: ``observations`` (the text shown at the step: state_fn=observation, and "Nothing happens"
     no-op feedback in the next row), ``scores`` (per trajectory, for ``reward_source=score``) and
     ``next_state_keys`` (s_{t+1}; default the next row's state, and after a trajectory's last row a shared
-    success node, or a private dead end for a failure). Returns float64 advantages aligned with the input rows.
+    success node, or a private dead end for a failure). Returns float64 advantages aligned with the input rows,
+    all finite (credit that would not be is a :class:`CreditError` naming the trajectory).
+
+    Arguments are checked first (:func:`~creditflow.credit.batch.batch_from_arrays`): a column of the wrong
+    kind or shape is a ``TypeError``, a wrong value or an empty batch a ``ValueError``, each naming the
+    argument, the row and what it got; ``success`` and ``valid`` take booleans or the numbers 0 and 1 only.
     """
     return credit_arrays(estimator, group_ids=group_ids, traj_ids=traj_ids, step_index=step_index,
                          state_keys=state_keys, rewards=rewards, success=success, valid=valid,

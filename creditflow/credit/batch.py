@@ -30,7 +30,7 @@ from typing import Any, Callable, Hashable, Sequence
 import numpy as np
 
 from creditflow.errors import UserError
-from creditflow.rollout.trajectory import Trajectory, TrajectoryFormatError
+from creditflow.rollout.trajectory import Step, Trajectory, TrajectoryFormatError
 
 _REWARD, _VALID = operator.attrgetter("reward"), operator.attrgetter("valid")
 _NONE = type(None)
@@ -158,9 +158,7 @@ def batch_from_trajectories(trajectories: Sequence[Trajectory]) -> StepBatch:
     per-step columns are read from the steps when an estimator first asks for them."""
     trajs = list(trajectories)
     where = _trajectory_number
-    _check_trajectories(trajs, where)
-    steps = [s for t in trajs for s in t.steps]
-    _check_step_types(trajs, steps, where)
+    steps = check_trajectories(trajs, where)
     batch = StepBatch(
         group_ids=[t.group_id for t in trajs],
         success=np.fromiter(map(operator.attrgetter("success"), trajs), dtype=bool, count=len(trajs)),
@@ -177,6 +175,16 @@ def batch_from_trajectories(trajectories: Sequence[Trajectory]) -> StepBatch:
 _BOOLS = {bool, np.bool_}
 
 
+def check_trajectories(trajs: list, where: Callable[[int], str] = _trajectory_number) -> list:
+    """``Trajectory`` objects whose fields have the types ``Trajectory.from_dict`` gives them (a
+    :class:`BatchTypeError` naming the first that does not, ``where(i)`` naming trajectory i); returns their
+    steps, trajectory after trajectory."""
+    _check_trajectories(trajs, where)
+    steps = [s for t in trajs for s in t.steps]
+    _check_step_types(trajs, steps, where)
+    return steps
+
+
 def _is_number_type(t: type) -> bool:
     return issubclass(t, numbers.Real) and not issubclass(t, (bool, np.bool_))
 
@@ -188,6 +196,9 @@ def _check_trajectories(trajs: list, where) -> None:
     if bad is not None:
         hint = " (score() takes JSONL-schema dicts)" if isinstance(trajs[bad], dict) else ""
         raise BatchTypeError(f"{where(bad)}: expected a creditflow Trajectory, got {_shown(trajs[bad])}{hint}")
+    if not set(map(type, map(operator.attrgetter("steps"), trajs))) <= {list}:
+        i = next(i for i, t in enumerate(trajs) if not isinstance(t.steps, list))
+        raise BatchTypeError(f"{where(i)}: steps must be a list of creditflow Step objects, got {_shown(trajs[i].steps)}")
     if not set(map(type, map(operator.attrgetter("success"), trajs))) <= _BOOLS:
         i = next(i for i, t in enumerate(trajs) if type(t.success) not in _BOOLS)
         raise BatchTypeError(f"{where(i)}: success must be True or False, got {_shown(trajs[i].success)}")
@@ -197,7 +208,11 @@ def _check_trajectories(trajs: list, where) -> None:
 
 
 def _check_step_types(trajs: list, steps: list, where) -> None:
-    """Every step's ``reward`` a number and ``valid`` a bool (the check runs over type sets, in C)."""
+    """Every step a ``Step`` with a number for ``reward`` and a bool for ``valid`` (the checks run over type
+    sets, in C)."""
+    if not all(issubclass(t, Step) for t in set(map(type, steps))):
+        i, j = next((i, j) for i, t in enumerate(trajs) for j, s in enumerate(t.steps) if not isinstance(s, Step))
+        raise BatchTypeError(f"{where(i)}: steps[{j}] must be a creditflow Step, got {_shown(trajs[i].steps[j])}")
     for name, ok, expects in (("reward", _is_number_type, "a number"), ("valid", _BOOLS.__contains__, "True or False")):
         if all(map(ok, set(map(type, map(operator.attrgetter(name), steps))))):
             continue
@@ -567,4 +582,5 @@ def _same_within(values: np.ndarray, order, sorted_traj, first_rows, traj_names,
 
 
 __all__ = ["BatchError", "BatchTypeError", "CREDIT_NAMES", "StepBatch", "batch_from_arrays", "batch_from_dicts",
-           "batch_from_trajectories", "final_observation", "write_record_fields", "write_step_fields"]
+           "batch_from_trajectories", "check_trajectories", "final_observation", "write_record_fields",
+           "write_step_fields"]

@@ -225,6 +225,9 @@ def validate_model(model: type[K], values: Mapping[str, Any], where: str, *, str
     Raises a one-line :class:`CreditError`: ``<where> has no knob 'x'; knobs: ...`` for unknown names, else
     ``knob x <expects ...>, got <value>`` for each bad value.
     """
+    if not isinstance(values, Mapping):
+        raise CreditTypeError(f"{where}: knobs must be a mapping of knob names to values, got "
+                              f"{type(values).__name__}")
     try:
         if not strings:
             return model.model_validate(dict(values))

@@ -180,6 +180,15 @@ def test_out_that_is_a_symlink_writes_its_target(tmp_path, capsys):
     # --in and --out the same link: scored in place through the link
     assert run(["credit", "-e", "grpo", "--in", str(link), "--out", str(link)], capsys)[0] == 0
     assert link.is_symlink() and target.read_text().count('"advantage"') == 1
+    # a dangling link writes the file it names; a loop of links is one line
+    dangling = tmp_path / "new.jsonl"
+    dangling.symlink_to(tmp_path / "data" / "made.jsonl")
+    assert run(["credit", "-e", "grpo", "--in", str(src), "--out", str(dangling)], capsys)[0] == 0
+    assert dangling.is_symlink() and (tmp_path / "data" / "made.jsonl").read_text().count('"advantage"') == 1
+    (tmp_path / "loop_a").symlink_to(tmp_path / "loop_b")
+    (tmp_path / "loop_b").symlink_to(tmp_path / "loop_a")
+    code, err = run(["credit", "-e", "grpo", "--in", str(src), "--out", str(tmp_path / "loop_a")], capsys)
+    assert code == 2 and "Too many levels of symbolic links" in err and len(err.strip().splitlines()) == 1
 
 
 def huge_file(tmp_path, rewards) -> tuple:
