@@ -4,6 +4,9 @@ A crash, an exception or a SIGTERM mid-write leaves the old file (or none) in pl
 and never the hidden temporary file: while a write is open in the main thread, SIGTERM (whose default
 action would end the process on the spot) raises ``SystemExit(143)`` instead, so the clean-up runs. A
 SIGTERM handler installed by the program itself is left alone.
+
+A path that is a symbolic link writes the file it points to (the link stays), and a file written over
+keeps its permission bits.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ SIGTERM_EXIT = 128 + signal.SIGTERM  # the shell's exit status of a process ende
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
     """``with atomic_open(p, "w") as fh: ...`` (``"w"`` text UTF-8 or ``"wb"``); renamed over ``p`` on success."""
-    path = Path(path)
+    path = Path(os.path.realpath(path) if os.path.islink(path) else path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with _sigterm_raises():
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -31,7 +34,7 @@ def atomic_open(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
                 yield fh
             umask = os.umask(0)
             os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600 files; give the usual permissions
+            os.chmod(tmp, path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~umask)  # mkstemp: 0600
             os.replace(tmp, path)
         except BaseException:
             if os.path.exists(tmp):

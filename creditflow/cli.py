@@ -12,6 +12,7 @@ parallel and rank 0 prints their results; every other command refuses in one lin
 from __future__ import annotations
 
 import difflib
+import errno
 import inspect
 import json
 import numbers
@@ -43,6 +44,7 @@ from creditflow.recipes.demo import run_demo
 from creditflow.recipes.export import export_policy
 from creditflow.recipes.rro import run_collect, run_dpo_training
 from creditflow.rollout.trajectory import read_jsonl, read_jsonl_lines, write_jsonl
+from creditflow.spill import disk_full_line, write_results
 from creditflow.train import distributed
 
 try:  # typer >= 0.20 ships its own copy of click as typer._click; older typer runs on click itself
@@ -261,9 +263,9 @@ def eval_command(
     if out is not None:
         _check_output_file(out, "--out")
     result = api.evaluate(cfg, model=model, episodes=episodes, split=split)
+    typer.echo(json.dumps(result.metrics, indent=2))  # the results first: a failed write below loses none of them
     if out is not None:
-        write_jsonl(out, result.trajectories)
-    typer.echo(json.dumps(result.metrics, indent=2))
+        write_results(out, lambda path: write_jsonl(path, result.trajectories), "trajectories", "--out")
 
 
 @app.command("export")
@@ -298,10 +300,15 @@ def demo_command(
 
 def _check_output_file(path: Path, option: str) -> None:
     """An output file path that can be written, checked before any work: not a directory, and its nearest
-    existing parent a writable directory."""
+    existing parent a writable directory (for a symbolic link, the file it points to, which is written)."""
     if path.is_dir():
         raise UserError(f"{option} {str(path)!r} is a directory; give a file path")
-    parent = path.absolute().parent
+    try:
+        os.path.realpath(path, strict=True)
+    except OSError as exc:  # a loop of symbolic links (a new file, or a link to one, is fine)
+        if exc.errno == errno.ELOOP:
+            raise UserError(f"{option} {str(path)!r}: {exc.strerror}") from None
+    parent = Path(os.path.realpath(path)).parent
     while not parent.exists():
         parent = parent.parent
     if not parent.is_dir():
@@ -567,6 +574,13 @@ def _run(argv: list[str]) -> int:
         if distributed.current().main:  # every process stops; rank 0 says what was saved
             typer.echo(_interrupt_line(exc, argv), err=True)
         return 130
+    except Exception as exc:  # a full disk anywhere is one line too
+        line = disk_full_line(exc)
+        if line is None:
+            raise
+        if distributed.reports_errors():
+            typer.echo(f"error: {line}", err=True)
+        return 2
     if code == 130:  # an interrupt outside a run: typer turns KeyboardInterrupt into exit code 130
         typer.echo("interrupted; nothing saved", err=True)
     return code if isinstance(code, int) else 0

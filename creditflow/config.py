@@ -3,22 +3,49 @@
 ``creditflow train --config run.yaml rl.lr=1e-5 rollout.group_size=8 env.kwargs.size=7``. Every field has a
 docstring; defaults are the papers' values where a paper fixes one (cited) and small CPU-friendly
 values where the setting is only about budget.
+
+Every number is checked before any work: floats must be finite (no NaN or infinity) and every numeric
+field declares its meaningful range in its ``Field`` (``ge``/``gt``/``le``/``lt``/``multiple_of``), so the
+schema carries it (``creditflow config`` shows it). A bool is no number (``rl.steps=true`` is an error).
+Seeds are integers in ``[0, SEED_MAX]``: NumPy's global seed takes 32 bits, and the trainer adds the
+process rank.
 """
 
 from __future__ import annotations
 
 import re
+import typing
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
+                      model_validator)
 
 from creditflow.errors import UserError
 
 
+SEED_MAX = 2**31 - 1
+"""Largest seed or seed offset (a run seeds NumPy with ``seed + rank``, which must stay below 2**32)."""
+
+
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True,
+                              allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        """``true``/``false`` given for a numeric field is an error (pydantic would read it as 1/0)."""
+        if isinstance(value, bool) and _numeric(cls.model_fields[info.field_name].annotation):
+            raise ValueError("expects a number, not true or false")
+        return value
+
+
+def _numeric(annotation: Any) -> bool:
+    """An ``int``/``float`` field, optional or not (bool excluded)."""
+    args = typing.get_args(annotation) if typing.get_origin(annotation) is Union else (annotation,)
+    return any(a in (int, float) for a in args)
 
 
 class EnvConfig(_Section):
@@ -30,10 +57,10 @@ class EnvConfig(_Section):
     eval_kwargs: dict[str, Any] = Field(default_factory=dict)
     """Extra options for held-out evaluation envs (``split: test`` is added automatically when the env
     has a ``split`` option)."""
-    eval_seed_offset: int = 1_000_000
+    eval_seed_offset: int = Field(1_000_000, ge=1, le=SEED_MAX)
     """Validation seeds are ``eval_seed_offset + i``; training seeds are drawn below it. The validation split is
     what every choice is made on (``rl.eval_every`` curves, sweeps); docs/environments.md "Evaluation splits"."""
-    test_seed_offset: int = 2_000_000
+    test_seed_offset: int = Field(2_000_000, ge=1, le=SEED_MAX)
     """Test seeds are ``test_seed_offset + i`` on a procedurally generated env; on an env with a finite held-out
     pool (``num_tasks``) the test split takes that pool from its end. Reported numbers only (``rl.test_episodes``,
     ``creditflow eval --split test``). Must lie above the validation seeds."""
@@ -98,9 +125,9 @@ class PolicyConfig(_Section):
     tiny_vocab_size: Optional[int] = Field(None, ge=300)
     """Vocabulary size of the tokenizer trained for the tiny default. None: the env's suggestion
     (webshop: 4096, for its product words and IDs), else 1024."""
-    tiny_hidden_size: int = 128
-    """Hidden size of the tiny default."""
-    tiny_layers: int = 4
+    tiny_hidden_size: int = Field(128, ge=8, multiple_of=8)
+    """Hidden size of the tiny default (4 attention heads, each an even size for the rotary embedding)."""
+    tiny_layers: int = Field(4, ge=1)
     """Transformer layers of the tiny default."""
     template: Literal["paper", "compact"] = "paper"
     """Prompt template: ``paper`` (the papers' wording: role, task, step count, history, observation,
@@ -180,7 +207,7 @@ class RolloutConfig(_Section):
     tokens as assistant turns, the observations as user turns), so turn t's prompt is a prefix of turn
     t+1's; one training sequence per trajectory scores all its decisions, on the exact sampled token ids,
     environment tokens masked out. docs/formats.md "Multi-turn layouts"."""
-    invalid_penalty: float = 0.1
+    invalid_penalty: float = Field(0.1, ge=0)
     """Subtracted from the reward of an unparseable / non-admissible action (papers: 0.1)."""
     max_steps: Optional[int] = Field(None, ge=1)
     """Episode cap; None = the env's own ``max_steps``."""
@@ -193,7 +220,7 @@ class RLConfig(_Section):
     """Knobs passed to the estimator, e.g. ``{gamma: 0.9}``."""
     steps: int = Field(20, ge=0)
     """Training steps (one step = rollout of B x G episodes + policy update)."""
-    lr: float = Field(1e-5, gt=0)
+    lr: float = Field(1e-5, gt=0, le=1)
     """AdamW learning rate (papers use 1e-6 for 1.5-7B models; the tiny default needs more)."""
     weight_decay: float = Field(0.0, ge=0)
     """AdamW weight decay."""
@@ -201,9 +228,9 @@ class RLConfig(_Section):
     """Passes over each rollout batch."""
     minibatches: int = Field(1, ge=1)
     """Optimizer steps per epoch (the batch is split into this many mini-batches)."""
-    clip_eps: float = Field(0.2, gt=0)
-    """PPO clip epsilon, lower side (papers: 0.2)."""
-    clip_eps_high: Optional[float] = None
+    clip_eps: float = Field(0.2, gt=0, lt=1)
+    """PPO clip epsilon, lower side (papers: 0.2): the ratio is clipped below at 1 - clip_eps."""
+    clip_eps_high: Optional[float] = Field(None, gt=0)
     """Upper clip epsilon (None = same as ``clip_eps``)."""
     kl_coef: float = Field(0.01, ge=0)
     """Weight of the k3 KL penalty to the reference policy (pi_SFT); papers: 0.01."""
@@ -244,7 +271,7 @@ class SFTConfig(_Section):
     """Expert episodes (training seeds) turned into demonstrations."""
     epochs: float = Field(2.0, gt=0)
     """Passes over the demonstrations."""
-    lr: float = Field(1e-3, gt=0)
+    lr: float = Field(1e-3, gt=0, le=1)
     """Learning rate (the tiny model is trained from scratch)."""
     batch_size: int = Field(32, ge=1)
     """Per-device batch size."""
@@ -261,7 +288,7 @@ class SFTConfig(_Section):
     pre-training: pages that repeat themselves (webshop lists every product ID twice: in the results and in
     the admissible actions) teach it to copy, which response-only SFT shows once per decision
     (docs/environments.md, "The tiny policy on webshop")."""
-    seed_offset: int = 500_000
+    seed_offset: int = Field(500_000, ge=0, le=SEED_MAX)
     """Demonstrations use seeds ``seed_offset + i`` (disjoint from RL and eval seeds)."""
 
 
@@ -274,15 +301,16 @@ class CurriculumConfig(_Section):
     logged)."""
     p_replay: float = Field(0.2, ge=0.0, le=1.0)
     """Eq. 13: probability that a group is a replay group (App. F: 0.2)."""
-    band: list[float] = Field(default_factory=lambda: [0.2, 0.8])
+    band: list[Annotated[float, Field(ge=0.0, le=1.0)]] = Field(default_factory=lambda: [0.2, 0.8], min_length=2,
+                                                                max_length=2)
     """Eq. 12: target band [rho_l, rho_u] for the replay success EMA (App. E: [0.2, 0.8])."""
     ema_lambda: float = Field(0.9, gt=0.0, le=1.0)
     """Eq. 11: lambda, the weight of the *newest* replay group in the EMA (App. E: 0.9; 1 = no smoothing)."""
     delta: int = Field(2, ge=1)
     """Eq. 12: step size Delta of k (App. E: 2)."""
-    beta_min: float = Field(0.2, ge=0.0)
+    beta_min: float = Field(0.2, ge=0.0, le=1.0)
     """Eq. 9: k0 fraction of T for a task with acc(x) = 0 (paper gives no value; ours)."""
-    beta_max: float = Field(1.0, ge=0.0)
+    beta_max: float = Field(1.0, ge=0.0, le=1.0)
     """Eq. 9: k0 fraction of T for a task with acc(x) = 1 (paper gives no value; ours: the full trajectory)."""
     k_min: int = Field(1, ge=1)
     """Eq. 9/12: smallest suffix length."""
@@ -307,10 +335,15 @@ class CurriculumConfig(_Section):
     """Pre-fill the buffer with the env expert's solutions of training seeds 0..N-1 (acc(x) taken as 0).
     Not part of the paper's method (0 = off): for smoke tests and debugging replay with a weak policy."""
 
+    @field_validator("band")
+    @classmethod
+    def _band(cls, band: list[float]) -> list[float]:
+        if not band[0] < band[1]:
+            raise ValueError("must be [rho_l, rho_u] with 0 <= rho_l < rho_u <= 1")
+        return band
+
     @model_validator(mode="after")
     def _check(self):
-        if len(self.band) != 2 or not 0.0 <= self.band[0] < self.band[1] <= 1.0:
-            raise ValueError(f"band must be [rho_l, rho_u] with 0 <= rho_l < rho_u <= 1, got {self.band}")
         if self.beta_min > self.beta_max:
             raise ValueError(f"beta_min ({self.beta_min}) must be <= beta_max ({self.beta_max})")
         if self.k_max is not None and self.k_max < self.k_min:
@@ -323,14 +356,16 @@ class RRODPOConfig(_Section):
     """β of the DPO loss (RRO §3.4). 0.1 is the usual DPO / TRL value; §4.3 does not state it."""
     epochs: float = Field(3.0, gt=0)
     """Passes over the preference data (RRO §4.3: 3 epochs)."""
-    lr: float = Field(3e-6, gt=0)
+    lr: float = Field(3e-6, gt=0, le=1)
     """Learning rate (RRO §4.3: constant 3e-6 for Gemma-2 2B; the tiny CPU default needs ~1e-4)."""
     batch_size: int = Field(32, ge=1)
     """Pairs per optimizer step (RRO §4.3: 32)."""
     warmup: float = Field(0.1, ge=0)
-    """Warmup: a ratio of the total steps when < 1, else a step count (RRO §4.3: ratio 0.1)."""
-    scheduler: str = "constant_with_warmup"
-    """transformers LR scheduler name (RRO §4.3: constant learning rate after warmup)."""
+    """Warmup: a ratio of the total steps when < 1, else a whole number of steps (RRO §4.3: ratio 0.1)."""
+    scheduler: Literal["constant_with_warmup", "constant", "linear", "cosine", "cosine_with_restarts", "polynomial",
+                       "inverse_sqrt"] = "constant_with_warmup"
+    """transformers LR scheduler (RRO §4.3: constant learning rate after warmup); the schedulers that need
+    no extra arguments."""
     max_length: int = Field(1024, ge=16)
     """Longest prompt + response kept (TRL truncates longer pairs)."""
     sft_weight: float = Field(0.0, ge=0)
@@ -341,6 +376,13 @@ class RRODPOConfig(_Section):
     """Which collected pairs DPO trains on. ``all`` (RRO §3.4). ``valid_chosen``: drop the pairs whose chosen
     action is invalid (a no-op that passed the rising test on the state's own value; docs/methods.md "RRO"), to
     reuse a collection made under the paper's rule without them. Not in the paper."""
+
+    @field_validator("warmup")
+    @classmethod
+    def _warmup(cls, value: float) -> float:
+        if value >= 1 and value != int(value):
+            raise ValueError("a ratio below 1 or a whole number of steps")
+        return value
 
     @model_validator(mode="before")
     @classmethod
@@ -371,7 +413,7 @@ class RROConfig(_Section):
     docs/methods.md "RRO"."""
     tasks: int = Field(64, ge=1)
     """Training tasks (env seeds ``seed_offset + i``) to collect preference data on."""
-    seed_offset: int = 300_000
+    seed_offset: int = Field(300_000, ge=0, le=SEED_MAX)
     """Collection seeds are ``seed_offset + i`` (disjoint from SFT demos, RL draws and eval seeds)."""
     executor: Literal["inprocess", "ray"] = "inprocess"
     """Where the env work of the MC rollouts runs: ``inprocess`` or ``ray`` (generation stays in the driver;
@@ -391,14 +433,14 @@ class RROConfig(_Section):
 class ResumeRecord(_Section):
     """What one ``creditflow train --resume`` changed (written by creditflow, not a setting)."""
 
-    from_step: int
+    from_step: int = Field(ge=0)
     """The first training step run with the changed settings."""
     changed: dict[str, list] = Field(default_factory=dict)
     """Each changed setting (dotted key) -> ``[value before, value after]``."""
 
 
 class RunConfig(_Section):
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=SEED_MAX)
     """Master seed (sampling, task draws, initialisation)."""
     out_dir: str = "runs/latest"
     """Run directory: config, metrics, checkpoints, report."""
@@ -481,6 +523,9 @@ def load_yaml(path: str | Path) -> dict:
 def build_config(config_file: str | Path | None = None, overrides: list[str] | tuple[str, ...] = (),
                  base: dict | None = None, where: str | None = None) -> RunConfig:
     """YAML file (optional) + ``key=value`` overrides -> validated :class:`RunConfig`."""
+    if isinstance(overrides, str):
+        raise TypeError(f"overrides must be a list of key=value strings, got the string {overrides!r} "
+                        f"(pass [{overrides!r}])")
     data: dict = dict(base or {})
     if config_file:
         data.update(load_yaml(config_file))

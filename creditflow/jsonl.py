@@ -3,19 +3,22 @@
 Every problem is one ``error`` naming the file, and the line where there is one: a missing file, a
 directory, an unreadable file, a line that is not UTF-8 (a binary or Latin-1 file), invalid JSON.
 
-:func:`iter_json_texts` also keeps each line's bytes and, for one array key of the top-level object (a
-trajectory's ``"steps"``), the byte where each object element closes, so a writer can add fields to those
-objects and leave every other byte of the line as it was (``creditflow credit``).
+:func:`iter_json_texts` also keeps every byte of the file around the values (line endings as they are,
+CRLF included, a byte-order mark, blank lines) and, for one array key of the top-level object (a
+trajectory's ``"steps"``), where a new member of each object element goes and, for elements that hold
+some given keys, where each member's key and value are. A writer can then add or replace members of
+those objects and leave every other byte of the file as it was (``creditflow credit``).
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Iterator, NamedTuple
 
 _DECODER = json.JSONDecoder()
 _SCAN = _DECODER.scan_once  # json's C scanner: (value, end) of the JSON value at an index
@@ -25,16 +28,38 @@ _NON_ASCII = re.compile(r"[^\x00-\x7f]")
 _BOM = b"\xef\xbb\xbf"
 
 
+class Member(NamedTuple):
+    """One member of a JSON object as byte offsets into the line: ``"key": value`` spans
+    ``start:value_end``, the value ``value_start:value_end``."""
+
+    key: str
+    start: int
+    value_start: int
+    value_end: int
+
+
 @dataclass
 class JsonLine:
-    """One JSONL line: its ``file:line``, value, bytes (without the newline or a byte-order mark) and, where
-    the value is an object whose ``array_key`` holds a list, the index in ``raw`` of the closing brace of
-    each object element (-1 for an element that is no object; ``None`` when there is no such list)."""
+    r"""One JSONL line as read.
+
+    The file is the concatenation of ``lead + raw + end`` over its lines. ``raw`` is the JSON text of the
+    line; ``lead`` the bytes before it since the previous line (blank lines, a byte-order mark); ``end`` its
+    line ending as read (``b"\n"``, ``b"\r\n"``, ``b""`` at the end of a file without one) and, on the
+    last line, the blank lines that end the file.
+
+    Where the value is an object whose ``array_key`` holds a list, ``ends[i]`` is the byte index in ``raw``
+    just after the last member of element i (where a new member goes; -1 for an element that is no object),
+    else ``ends`` is ``None``. ``members[i]`` lists the members of element i where it holds one of the keys
+    asked for (``spans_for``).
+    """
 
     where: str
     value: Any
     raw: bytes
-    closes: list[int] | None
+    ends: list[int] | None
+    lead: bytes = b""
+    end: bytes = b"\n"
+    members: dict[int, list[Member]] = field(default_factory=dict)
 
 
 def iter_json_lines(path: str | os.PathLike, error: type[Exception],
@@ -47,41 +72,62 @@ def iter_json_lines(path: str | os.PathLike, error: type[Exception],
             raise error(f"{prefix}{where}: invalid JSON ({exc.msg}, column {exc.colno})") from None
 
 
-def iter_json_texts(path: str | os.PathLike, error: type[Exception], array_key: str,
-                    prefix: str = "") -> Iterator[JsonLine]:
-    """Like :func:`iter_json_lines`, yielding :class:`JsonLine` records (see the module docstring)."""
-    for _, where, raw in _raw_lines(Path(path), error, prefix):
-        yield json_line(raw, array_key, where, error, prefix)
+def iter_json_texts(path: str | os.PathLike, error: type[Exception], array_key: str, prefix: str = "",
+                    spans_for: frozenset[str] = frozenset()) -> Iterator[JsonLine]:
+    """Like :func:`iter_json_lines`, yielding :class:`JsonLine` records that hold every byte of the file
+    (see the module docstring): ``b"".join(l.lead + l.raw + l.end for l in lines)`` is the file."""
+    pending: JsonLine | None = None
+    blank = b""
+    with _open_binary(Path(path), error, prefix) as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if not raw.removeprefix(_BOM).strip():
+                blank += raw
+                continue
+            line = json_line(raw, array_key, f"{path}:{lineno}", error, prefix, spans_for)
+            line.lead = blank + line.lead
+            blank = b""
+            if pending is not None:
+                yield pending
+            pending = line
+    if pending is not None:
+        pending.end += blank
+        yield pending
 
 
-def json_line(raw: bytes, array_key: str, where: str, error: type[Exception], prefix: str = "") -> JsonLine:
-    """One :class:`JsonLine` from a line's bytes (newline and a byte-order mark are dropped)."""
-    raw = raw.rstrip(b"\r\n").removeprefix(_BOM)
-    text = _utf8(raw, False, f"{prefix}{where}", error)
+def json_line(raw: bytes, array_key: str, where: str, error: type[Exception], prefix: str = "",
+              spans_for: frozenset[str] = frozenset()) -> JsonLine:
+    """One :class:`JsonLine` from a line's bytes (its line ending and a leading byte-order mark are kept
+    apart, in ``end`` and ``lead``)."""
+    content = raw.rstrip(b"\r\n")
+    end = raw[len(content):]
+    lead = _BOM if content.startswith(_BOM) else b""
+    content = content[len(lead):]
+    text = _utf8(content, False, f"{prefix}{where}", error)
     try:
-        value, closes = decode_with_closes(text, array_key)
+        value, ends, members = _decode_line(text, array_key, spans_for)
     except json.JSONDecodeError as exc:
         raise error(f"{prefix}{where}: invalid JSON ({exc.msg}, column {exc.colno})") from None
-    return JsonLine(where, value, raw, None if closes is None else byte_offsets(text, raw, closes))
+    if ends is not None and len(content) != len(text):  # str indices -> UTF-8 byte offsets, in one pass
+        flat = byte_offsets(text, content, ends + [i for ms in members.values() for m in ms for i in m[1:]])
+        ends, at = flat[:len(ends)], len(ends)
+        for ms in members.values():
+            for j, m in enumerate(ms):
+                ms[j] = Member(m.key, *flat[at:at + 3])
+                at += 3
+    return JsonLine(where, value, content, ends, lead, end, members)
 
 
 def byte_offsets(text: str, raw: bytes, indices: list[int]) -> list[int]:
-    """Indices into ``text`` as offsets into its UTF-8 bytes ``raw`` (each non-ASCII character before an
-    index adds its extra bytes)."""
+    """Indices into ``text`` (in any order; -1 stays -1) as offsets into its UTF-8 bytes ``raw``: each
+    non-ASCII character before an index adds its extra bytes."""
     if len(raw) == len(text):
         return indices
-    shift, positions, extra = 0, [], []
+    shift, positions, extra = 0, [], [0]
     for match in _NON_ASCII.finditer(text):
         shift += len(match.group().encode("utf-8")) - 1
         positions.append(match.start())
         extra.append(shift)
-    out = []
-    k = 0
-    for i in indices:
-        while k < len(positions) and positions[k] < i:
-            k += 1
-        out.append(i + (extra[k - 1] if k else 0) if i >= 0 else i)
-    return out
+    return [i + extra[bisect.bisect_left(positions, i)] if i >= 0 else i for i in indices]
 
 
 def _raw_lines(path: Path, error: type[Exception], prefix: str) -> Iterator[tuple[int, str, bytes]]:
@@ -96,25 +142,29 @@ def _texts(path: Path, error: type[Exception], prefix: str) -> Iterator[tuple[st
         yield where, _utf8(raw, lineno == 1, f"{prefix}{where}", error).rstrip("\r\n")
 
 
-def decode_with_closes(text: str, array_key: str) -> tuple[Any, list[int] | None]:
-    """``json.loads(text)``, and the closing-brace index of each object element of ``value[array_key]``.
+def decode_with_ends(text: str, array_key: str) -> tuple[Any, list[int] | None]:
+    """``json.loads(text)``, and for each object element of ``value[array_key]`` the index just after its
+    last member (see :class:`JsonLine`); ``None`` where the value holds no such list."""
+    value, ends, _ = _decode_line(text, array_key, frozenset())
+    return value, ends
 
-    A small walk over the top-level object with json's own C scanner for every value; where the walk
-    meets anything unusual, ``json.loads`` decides (and raises its usual error for invalid JSON).
-    """
+
+def _decode_line(text: str, array_key: str, spans_for: frozenset[str]) -> tuple[Any, list[int] | None, dict]:
+    """A small walk over the top-level object with json's own C scanner for every value; where the walk
+    meets anything unusual, ``json.loads`` decides (and raises its usual error for invalid JSON)."""
     try:
-        return _walk_object(text, array_key)
+        return _walk_object(text, array_key, spans_for)
     except (ValueError, IndexError, StopIteration):
-        return json.loads(text), None
+        return json.loads(text), None, {}
 
 
-def _walk_object(text: str, array_key: str) -> tuple[dict, list[int] | None]:
+def _walk_object(text: str, array_key: str, spans_for: frozenset[str]) -> tuple[dict, list[int] | None, dict]:
     i = _WS(text, 0).end()
     if text[i] != "{":
         raise ValueError("not an object")
     i = _WS(text, i + 1).end()
     obj: dict = {}
-    closes = None
+    ends, members = None, {}
     while text[i] != "}":
         if text[i] != '"':
             raise ValueError("expected a key")
@@ -124,11 +174,11 @@ def _walk_object(text: str, array_key: str) -> tuple[dict, list[int] | None]:
             raise ValueError("expected ':'")
         i = _WS(text, i + 1).end()
         if key == array_key and text[i] == "[":
-            obj[key], closes, i = _walk_array(text, i)
+            obj[key], ends, members, i = _walk_array(text, i, spans_for)
         else:
             obj[key], i = _SCAN(text, i)
             if key == array_key:
-                closes = None
+                ends, members = None, {}
         i = _WS(text, i).end()
         if text[i] == ",":
             i = _WS(text, i + 1).end()
@@ -138,18 +188,31 @@ def _walk_object(text: str, array_key: str) -> tuple[dict, list[int] | None]:
             raise ValueError("expected ',' or '}'")
     if _WS(text, i + 1).end() != len(text):
         raise ValueError("extra data")
-    return obj, closes
+    return obj, ends, members
 
 
-def _walk_array(text: str, i: int) -> tuple[list, list[int], int]:
-    """The array starting at ``text[i] == "["``: its items, each object item's closing index, the end."""
+_JSON_WS = frozenset(" \t\n\r")
+
+
+def _walk_array(text: str, i: int, spans_for: frozenset[str]) -> tuple[list, list[int], dict, int]:
+    """The array starting at ``text[i] == "["``: its items, where a new member of each object item goes,
+    the members of the items that hold a key of ``spans_for``, and the end."""
     items: list = []
-    closes: list[int] = []
+    ends: list[int] = []
+    members: dict[int, list[Member]] = {}
     i = _WS(text, i + 1).end()
     while text[i] != "]":
         value, end = _SCAN(text, i)
         items.append(value)
-        closes.append(end - 1 if isinstance(value, dict) else -1)
+        if isinstance(value, dict):
+            last = end - 1  # the closing brace; a new member goes after the last one, before any whitespace
+            while text[last - 1] in _JSON_WS:
+                last -= 1
+            ends.append(last)
+            if spans_for and not spans_for.isdisjoint(value):
+                members[len(items) - 1] = _members(text, i)
+        else:
+            ends.append(-1)
         i = _WS(text, end).end()
         if text[i] == ",":
             i = _WS(text, i + 1).end()
@@ -157,7 +220,23 @@ def _walk_array(text: str, i: int) -> tuple[list, list[int], int]:
                 raise ValueError("trailing comma")
         elif text[i] != "]":
             raise ValueError("expected ',' or ']'")
-    return items, closes, i + 1
+    return items, ends, members, i + 1
+
+
+def _members(text: str, i: int) -> list[Member]:
+    """The members of the object at ``text[i] == "{"`` (already scanned, so valid JSON)."""
+    out = []
+    i = _WS(text, i + 1).end()
+    while text[i] != "}":
+        start = i
+        key, i = _SCANSTRING(text, i + 1)
+        i = _WS(text, _WS(text, i).end() + 1).end()  # past ':'
+        _, end = _SCAN(text, i)
+        out.append(Member(key, start, i, end))
+        i = _WS(text, end).end()
+        if text[i] == ",":
+            i = _WS(text, i + 1).end()
+    return out
 
 
 def _open_binary(path: Path, error: type[Exception], prefix: str) -> IO[bytes]:
@@ -173,9 +252,14 @@ def _open_binary(path: Path, error: type[Exception], prefix: str) -> IO[bytes]:
 
 
 def _utf8(raw: bytes, first: bool, where: str, error: type[Exception]) -> str:
-    """The line as text (a UTF-8 byte-order mark on the first line is dropped)."""
+    """The line as text (a UTF-8 byte-order mark on the first line is dropped); a NUL byte, which no text
+    file holds, marks binary data as an invalid byte does."""
     try:
-        return raw.decode("utf-8-sig" if first else "utf-8")
+        text = raw.decode("utf-8-sig" if first else "utf-8")
     except UnicodeDecodeError as exc:
-        raise error(f"{where}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
-                    "JSONL files are UTF-8") from None
+        bad = exc.start
+    else:
+        bad = raw.find(b"\x00")
+        if bad < 0:
+            return text
+    raise error(f"{where}: not UTF-8 text (byte 0x{raw[bad]:02x} at column {bad + 1}); JSONL files are UTF-8")

@@ -144,6 +144,10 @@ def _case_id(case):
 @pytest.mark.parametrize("name, argv, needle", CASES, ids=[_case_id(c) for c in CASES])
 def test_bad_input_is_one_line_exit_2_and_leaves_nothing(name, argv, needle, inputs, tmp_path, capsys,
                                                          monkeypatch):
+    one_line_exit_2_nothing_left(name, argv, needle, inputs, tmp_path, capsys, monkeypatch)
+
+
+def one_line_exit_2_nothing_left(name, argv, needle, inputs, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     args = [a.format(**inputs) for a in argv]
     before = _state(tmp_path)
@@ -176,3 +180,252 @@ def test_out_dir_that_already_holds_files_keeps_them(inputs, tmp_path, capsys):
     assert sorted(p.name for p in out.iterdir()) == ["config.yaml", "notes.txt"]
     assert (out / "config.yaml").read_text() == "seed: 7\n"
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+# --------------------------------------------------------------------------------------------------
+# Issue 63, classes 2-4: credit owns three fields and nothing else; every number and every file is checked
+# before work, with the source named; the Python API says what is wrong. (The byte-exact round-trip corpus
+# is tests/credit/test_round_trip.py, the ranges generated from the schemas tests/test_config_ranges.py.)
+# --------------------------------------------------------------------------------------------------
+
+import errno  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from creditflow import credit, envs  # noqa: E402
+from creditflow.rollout.trajectory import Step, Trajectory  # noqa: E402
+
+CASES_63 = [
+    # class 2: credit never writes a number that is not finite
+    ("2 credit on rewards of 1e308", ["credit", "-e", "grpo", "--in", "{huge}", "--out", "{out}", "reward_source=return"],
+     "huge.jsonl:1: estimator 'grpo' cannot give it finite credit"),
+    ("2 credit on a success that is a string", ["credit", "-e", "grpo", "--in", "{junk_success}", "--out", "{out}"],
+     "junk.jsonl:1: field 'success' must be bool, got str"),
+    ("2 credit on a reward too large for a float", ["credit", "-e", "grpo", "--in", "{big_int}", "--out", "{out}"],
+     "steps[0]: field 'reward' must be a finite number, got an integer of 400 digits"),
+    # class 3: options
+    ("3 clip_eps_high -5", ["train", "--out", "{out}", "rl.clip_eps_high=-5", *T], "rl.clip_eps_high: Input should be"),
+    ("3 temperature inf", ["train", "--out", "{out}", "generation.temperature=.inf", *T],
+     "generation.temperature: Input should be a finite number"),
+    ("3 lr inf", ["train", "--out", "{out}", "rl.lr=.inf", *T], "rl.lr: Input should be a finite number"),
+    ("3 invalid_penalty nan", ["train", "--out", "{out}", "rollout.invalid_penalty=.nan", *T],
+     "rollout.invalid_penalty: Input should be a finite number"),
+    ("3 success_threshold nan", ["eval", "--model", "{tiny}", "env.success_threshold=.nan"],
+     "env.success_threshold: Input should be a finite number"),
+    ("3 seed beyond 32 bits", ["sft", "--out", "{out}", "seed=4294967296"], "seed: Input should be less than"),
+    ("3 steps true", ["train", "--out", "{out}", *T, "rl.steps=true"], "rl.steps: expects a number, not true"),
+    ("3 env reward nan", ["train", "--out", "{out}", "env.kwargs.step_penalty=.nan", *T],
+     "option step_penalty must be a finite number, got nan"),
+    ("3 knob nan", ["train", "--out", "{out}", "--algo", "rewardflow", "rl.credit.gamma=.nan", *T],
+     "rl.credit: knob gamma expects a finite number"),
+    ("3 warmup 2.5", ["rro", "train", "--out", "{out}", "--model", "{tiny}", "--data", "{good_prefs}",
+                      "rro.dpo.warmup=2.5"], "rro.dpo.warmup: a ratio below 1 or a whole number of steps"),
+    ("3 unknown scheduler", ["rro", "train", "--out", "{out}", "--model", "{tiny}", "--data", "{good_prefs}",
+                             "rro.dpo.scheduler=cosine_with_min_lr"], "rro.dpo.scheduler: Input should be"),
+    # class 3: files
+    ("3 model without a tokenizer", ["train", "--out", "{out}", "--model", "{no_tokenizer}", *T], "no tokenizer"),
+    ("3 truncated weights", ["eval", "--model", "{truncated}", "--episodes", "1"], "model.safetensors: truncated"),
+    ("3 config.json that does not fit the weights", ["sft", "--out", "{out}", "--model", "{wrong_shape}"],
+     "config.json describes"),
+    ("3 bad preference line", ["rro", "train", "--out", "{out}", "--model", "{tiny}", "--data", "{bad_prefs}"],
+     "preferences.jsonl:2: chosen[0]: content must be text, got int"),
+]
+
+
+@pytest.fixture
+def inputs63(inputs, tmp_path, tiny_model_dir):
+    made = dict(inputs)
+    row = {"task_id": "t", "steps": [{"state": "A", "action": "a", "reward": 1e308}, {"state": "B", "action": "b",
+                                                                                      "reward": 1e308}], "success": True}
+    for name, text in (("huge", json.dumps(row) + "\n" + json.dumps({**row, "success": False}) + "\n"),
+                       ("junk", json.dumps({**row, "success": "false"}) + "\n"),
+                       ("big_int", '{"task_id": "t", "steps": [{"state": "A", "action": "a", "reward": 1'
+                                   + "0" * 399 + '}], "success": true}\n')):
+        (tmp_path / f"{name}.jsonl").write_text(text)
+    made.update(huge=str(tmp_path / "huge.jsonl"), junk_success=str(tmp_path / "junk.jsonl"),
+                big_int=str(tmp_path / "big_int.jsonl"))
+    for name, harm in (("no_tokenizer", lambda d: [(d / f).unlink() for f in ("tokenizer.json", "tokenizer_config.json")]),
+                       ("truncated", lambda d: (d / "model.safetensors").write_bytes(
+                           (d / "model.safetensors").read_bytes()[:-64])),
+                       ("wrong_shape", lambda d: (d / "config.json").write_text(json.dumps(
+                           {**json.loads((d / "config.json").read_text()), "intermediate_size": 48})))):
+        shutil.copytree(tiny_model_dir, tmp_path / name)
+        harm(tmp_path / name)
+        made[name] = str(tmp_path / name)
+    pair = {"prompt": [{"role": "user", "content": "s"}], "chosen": [{"role": "assistant", "content": "up"}],
+            "rejected": [{"role": "assistant", "content": "down"}]}
+    for name, rows in (("good_prefs", [pair]), ("bad_prefs", [pair, {**pair, "chosen": [{"role": "assistant",
+                                                                                          "content": 3}]}])):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "preferences.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        made[name] = str(tmp_path / name)
+    return made
+
+
+@pytest.mark.parametrize("name, argv, needle", CASES_63, ids=[c[0] for c in CASES_63])
+def test_issue_63_bad_input_is_one_line_exit_2_and_leaves_nothing(name, argv, needle, inputs63, tmp_path, capsys,
+                                                                  monkeypatch):
+    one_line_exit_2_nothing_left(name, argv, needle, inputs63, tmp_path, capsys, monkeypatch)
+
+
+# class 3: a full disk is one line, and computed results are not lost with the final write
+
+
+def test_eval_on_a_full_disk_prints_its_metrics_and_keeps_the_trajectories(tiny_model_dir, tmp_path, capsys,
+                                                                           monkeypatch):
+    import creditflow.cli as cli
+
+    real = cli.write_jsonl
+    out = tmp_path / "full" / "trajs.jsonl"
+
+    def full(path, trajs):
+        if str(path) == str(out):
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real(path, trajs)
+
+    monkeypatch.setattr(cli, "write_jsonl", full)
+    with pytest.raises(SystemExit) as exc:
+        main(["eval", "--model", str(tiny_model_dir), "--episodes", "1", "--out", str(out),
+              "generation.max_new_tokens=4", "env.kwargs.max_steps=2"])
+    captured = capsys.readouterr()
+    assert exc.value.code == 2 and "eval/success_rate" in json.loads(captured.out)
+    lines = [line for line in captured.err.splitlines() if line.startswith("error: ")]  # after the progress bar
+    assert len(lines) == 1 and "cannot write (No space left on device); the trajectories are in " in lines[0], lines
+    assert "Traceback" not in captured.err
+    spare = lines[0].rsplit(" are in ", 1)[1].removesuffix(" instead")
+    try:
+        assert len(open(spare).read().splitlines()) == 1 and not out.exists()
+    finally:
+        os.unlink(spare)
+
+
+def test_eval_with_nowhere_to_write_still_prints_its_metrics(tiny_model_dir, tmp_path, capsys, monkeypatch):
+    import creditflow.cli as cli
+
+    def full(path, trajs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(cli, "write_jsonl", full)
+    with pytest.raises(SystemExit) as exc:
+        main(["eval", "--model", str(tiny_model_dir), "--episodes", "1", "--out", str(tmp_path / "t.jsonl"),
+              "generation.max_new_tokens=4", "env.kwargs.max_steps=2"])
+    captured = capsys.readouterr()
+    assert exc.value.code == 2 and "eval/success_rate" in json.loads(captured.out)
+    lines = [line for line in captured.err.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1 and "could not be saved elsewhere either" in lines[0] and "Traceback" not in captured.err
+
+
+@pytest.mark.parametrize("error", [
+    OSError(errno.ENOSPC, "No space left on device", "runs/x/metrics.jsonl"),
+    OSError(errno.EDQUOT, "Disk quota exceeded"),
+    RuntimeError("[enforce fail at inline_container.cc:672] . PytorchStreamWriter failed writing file data/0: "
+                 "file write failed"),
+])
+def test_a_full_disk_anywhere_is_one_line(error, capsys, monkeypatch):
+    import creditflow.cli as cli
+
+    def run_train(cfg, resume=False):
+        raise error
+
+    monkeypatch.setattr(cli, "run_train", run_train)
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "rl.steps=1"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith("error: ") and "free some space and run the command again" in err
+
+
+def test_other_errors_are_not_taken_for_a_full_disk(monkeypatch):
+    import creditflow.cli as cli
+
+    monkeypatch.setattr(cli, "run_train", lambda cfg, resume=False: (_ for _ in ()).throw(RuntimeError("a bug")))
+    with pytest.raises(RuntimeError, match="a bug"):
+        main(["train", "rl.steps=1"])
+
+
+# class 4: the Python API names the argument, what it expects and what it got
+
+BASE = dict(group_ids=["g", "g"], traj_ids=["a", "b"], step_index=[0, 0], state_keys=["s", "s"], rewards=[1.0, 0.0],
+            success=[True, False])
+
+
+def _traj(**changes):
+    step = Step("s", "o", "a", reward=changes.pop("reward", 1.0), valid=changes.pop("valid", True))
+    return Trajectory("t", [step], **changes)
+
+
+API_CASES = [
+    ("success NaN", lambda: credit.score_arrays("grpo", **{**BASE, "success": [math.nan, 0.0]}), TypeError,
+     r"success must be booleans \(True/False, or 0/1\), one per row; row 0 is nan \(float\)"),
+    ("success strings", lambda: credit.score_arrays("grpo", **{**BASE, "success": ["False", "True"]}), TypeError,
+     r"success must be booleans .*row 0 is 'False' \(str\)"),
+    ("success 2", lambda: credit.score_arrays("grpo", **{**BASE, "success": [2, 0]}), TypeError, "row 0 is 2"),
+    ("valid strings", lambda: credit.score_arrays("grpo", **BASE, valid=["yes", "no"]), TypeError,
+     "valid must be booleans"),
+    ("empty batch", lambda: credit.score_arrays("grpo", **{k: [] for k in BASE}), ValueError,
+     "no rows to score: every column is empty"),
+    ("2-D rewards", lambda: credit.score_arrays("grpo", **{**BASE, "rewards": np.ones((2, 1))}), TypeError,
+     r"rewards must be one-dimensional \(one entry per row\), got an array of shape \(2, 1\)"),
+    ("2-D success", lambda: credit.score_arrays("grpo", **{**BASE, "success": np.ones((2, 2), bool)}), TypeError,
+     "success must be one-dimensional"),
+    ("unhashable state", lambda: credit.score_arrays("rewardflow", **{**BASE, "state_keys": [["s"], ["s"]]}),
+     TypeError, r"state_keys must be hashable values .*row 0 is \['s'\] \(list\)"),
+    ("unhashable group", lambda: credit.score_arrays("grpo", **{**BASE, "group_ids": [{"g": 1}, {"g": 1}]}),
+     TypeError, "group_ids must be hashable"),
+    ("rewards as text", lambda: credit.score_arrays("grpo", **{**BASE, "rewards": ["1", "0"]}), TypeError,
+     r"rewards must be numbers, one per row; row 0 is '1' \(str\)"),
+    ("rewards a number", lambda: credit.score_arrays("grpo", **{**BASE, "rewards": 1.0}), TypeError,
+     "rewards must be a list, tuple or 1-D array with one entry per row, got 1.0"),
+    ("rewards bools", lambda: credit.score_arrays("grpo", **{**BASE, "rewards": [True, False]}), TypeError,
+     "rewards must be numbers"),
+    ("observations not text", lambda: credit.score_arrays("rewardflow", **BASE, observations=[1, 2]), TypeError,
+     "observations must be strings"),
+    ("step_index floats", lambda: credit.score_arrays("grpo", **{**BASE, "step_index": [0.0, 0.5]}), TypeError,
+     "step_index must be integers"),
+    ("estimator a list", lambda: credit.score_arrays(["grpo"], **BASE), TypeError,
+     r"estimator must be a name \(str\)"),
+    ("unknown estimator", lambda: credit.score_arrays("ppo", **BASE), ValueError, "unknown estimator 'ppo'"),
+    ("knob NaN", lambda: credit.score_arrays("rewardflow", **BASE, gamma=math.nan), ValueError,
+     "knob gamma expects a finite number, got nan"),
+    ("huge rewards", lambda: credit.score_arrays("grpo", **{**BASE, "rewards": [1e308, -1e308]}), ValueError,
+     r"trajectory 'a': estimator 'grpo' cannot give it finite credit"),
+    ("score one trajectory", lambda: credit.score(_traj(), estimator="grpo"), TypeError,
+     r"trajectories must be a list .* got Trajectory \(for one trajectory, pass \[trajectory\]\)"),
+    ("score one dict", lambda: credit.score({"task_id": "t", "steps": []}), TypeError, "got dict"),
+    ("score success text", lambda: credit.score([_traj(success="False")]), TypeError,
+     r"trajectory 0: success must be True or False, got 'False' \(str\)"),
+    ("score reward text", lambda: credit.score([_traj(reward="1")]), TypeError,
+     r"trajectory 0: steps\[0\]: reward must be a number, got '1' \(str\)"),
+    ("score valid None", lambda: credit.score([_traj(valid=None)]), TypeError,
+     r"steps\[0\]: valid must be True or False, got None"),
+    ("score dict success NaN", lambda: credit.score([{"task_id": "t", "steps": [], "success": math.nan}]), ValueError,
+     "trajectory 0: field 'success' must be bool, got float"),
+    ("score steps None", lambda: credit.score([Trajectory("t", None)]), TypeError,
+     r"trajectory 0: steps must be a list of creditflow Step objects, got None"),
+    ("score step a dict", lambda: credit.score([{"task_id": "t", "steps": []}, Trajectory("t", [{"state": "s"}])]),
+     TypeError, r"trajectory 1: steps\[0\] must be a creditflow Step, got \{'state': 's'\} \(dict\)"),
+    ("knobs a list", lambda: credit.validate_knobs("grpo", ["eps=1"]), TypeError,
+     "knobs must be a mapping of knob names to values, got list"),
+    ("overrides a string", lambda: build_config(None, "rl.lr=1e-5"), TypeError,
+     r"overrides must be a list of key=value strings, got the string 'rl.lr=1e-5'"),
+    ("compute on dicts", lambda: credit.compute("grpo", [{"task_id": "t", "steps": []}]), TypeError,
+     r"score\(\) takes JSONL-schema dicts"),
+    ("envs.make a list", lambda: envs.make(["sokoban"]), TypeError, "env name must be a string"),
+    ("envs.make NaN", lambda: envs.make("sokoban", step_penalty=math.nan), ValueError,
+     "option step_penalty must be a finite number, got nan"),
+]
+
+
+@pytest.mark.parametrize("call, kind, pattern", [c[1:] for c in API_CASES], ids=[c[0] for c in API_CASES])
+def test_the_python_api_says_what_is_wrong(call, kind, pattern):
+    with pytest.raises(kind, match=pattern) as exc:
+        call()
+    assert "\n" not in str(exc.value)
+
+
+def test_zero_one_numbers_are_booleans_and_results_stay_finite():
+    """0/1 as success (a framework's int tensor) is accepted; nothing NaN comes back."""
+    got = credit.score_arrays("grpo", **{**BASE, "success": np.array([1, 0])}, reward_source="success")
+    assert np.isfinite(got).all() and got[0] > 0 > got[1]

@@ -28,18 +28,20 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 
 from creditflow.credit.batch import (
+    BatchTypeError,
     StepBatch,
     batch_from_arrays,
     batch_from_dicts,
     batch_from_trajectories,
+    check_trajectories,
     write_record_fields,
     write_step_fields,
 )
 from creditflow.credit.registry import (
     Credit,
     Knobs,
-    get_kernel,
     run_in_place,
+    run_kernel,
     validate_knobs,
 )
 from creditflow.credit.returns import check_outcome_source
@@ -53,8 +55,19 @@ _NEW = object.__new__
 
 
 def compute(name: str, trajectories: Sequence[Trajectory], **knobs) -> dict:
-    """Run estimator ``name`` in place on ``trajectories``; returns its metrics."""
-    return run_in_place(get_kernel(name), trajectories, validate_knobs(name, knobs))
+    """Run estimator ``name`` in place on ``trajectories`` (``Trajectory`` objects); returns its metrics."""
+    values = validate_knobs(name, knobs)
+    return run_in_place(name, _items(trajectories, "Trajectory objects"), values)
+
+
+def _items(trajectories, kinds: str) -> list:
+    """``trajectories`` as a list (empty: nothing to score, nothing changes), or a :class:`BatchTypeError`
+    saying what was given instead (one trajectory, a string, a dict: not a collection of them)."""
+    if isinstance(trajectories, (Trajectory, dict, str, bytes)) or not isinstance(trajectories, Iterable):
+        one = " (for one trajectory, pass [trajectory])" if isinstance(trajectories, (Trajectory, dict)) else ""
+        raise BatchTypeError(f"trajectories must be a list (or other iterable) of {kinds}, got "
+                             f"{type(trajectories).__name__}{one}")
+    return list(trajectories)
 
 
 def run_checked(name: str, batch: StepBatch, knobs: Knobs) -> Credit:
@@ -65,17 +78,21 @@ def run_checked(name: str, batch: StepBatch, knobs: Knobs) -> Credit:
     source = getattr(resolved, "reward_source", None)
     if source is not None and "reward_source" not in resolved.model_fields_set:
         check_outcome_source(batch, source)
-    return get_kernel(name)(batch, resolved)
+    return run_kernel(name, batch, resolved)
 
 
 def score(trajectories: Iterable[Trajectory | dict], estimator: str = "grpo", **knobs) -> list[Trajectory]:
     """Score copies of ``trajectories`` (``Trajectory`` objects or dicts in the JSONL schema, mixed freely).
 
     The copies have new ``Step`` objects; their ``info``, ``meta`` and token lists are shared with the
-    input, which is left unchanged. Dicts are validated like ``Trajectory.from_dict``.
+    input, which is left unchanged. Dicts are validated like ``Trajectory.from_dict``, ``Trajectory`` objects
+    by type (``success="False"`` is an error, not True). A credit field the estimator does not compute
+    (``process_reward`` for grpo) is None on the copies.
     """
     values = validate_knobs(estimator, knobs)
-    items = list(trajectories)
+    items = _items(trajectories, "Trajectory objects or dicts")
+    objects = [i for i, t in enumerate(items) if isinstance(t, Trajectory)]
+    check_trajectories([items[i] for i in objects], lambda k: f"trajectory {objects[k]}")  # before copying
     dict_at = [i for i, t in enumerate(items) if not isinstance(t, Trajectory)]
     records = [items[i] for i in dict_at]
     dict_batch = batch_from_dicts(records, [f"trajectory {i}" for i in dict_at]) if records else None
@@ -84,25 +101,26 @@ def score(trajectories: Iterable[Trajectory | dict], estimator: str = "grpo", **
         trajs = [copy_trajectory(t) if isinstance(t, Trajectory) else next(parsed) for t in items]
     batch = dict_batch if len(records) == len(items) and dict_batch is not None else batch_from_trajectories(trajs)
     credit = run_checked(estimator, batch, values)
-    write_step_fields([s for t in trajs for s in t.steps], **credit.columns())
+    write_step_fields([s for t in trajs for s in t.steps], **credit.all_columns())
     return trajs
 
 
 def score_records(records: Sequence[dict], estimator: str, knobs: Knobs,
                   wheres: Sequence[str] | None = None) -> tuple[Credit, StepBatch]:
     """Score parsed JSONL dicts in place with validated ``knobs``: each step dict gets ``process_reward``
-    (where the estimator has one), ``step_reward`` and ``advantage``; nothing else changes. ``wheres[i]``
-    names record i in errors."""
+    (where the estimator has one, else that key is removed), ``step_reward`` and ``advantage``; nothing else
+    changes. ``wheres[i]`` names record i in errors."""
     batch = batch_from_dicts(records, wheres)
     credit = run_checked(estimator, batch, knobs)
-    write_record_fields(batch.source, **credit.columns())
+    write_record_fields(batch.source, **credit.all_columns())
     return credit, batch
 
 
 def score_lines(lines: Sequence[JsonLine], estimator: str, knobs: Knobs,
                 out: str | os.PathLike) -> tuple[Credit, StepBatch]:
     """``creditflow credit`` after reading: score the lines of :func:`read_jsonl_lines` and write them to
-    ``out`` with the credit fields added to every step and every other byte as read."""
+    ``out`` with the credit fields set in every step and every other byte as read (docs/formats.md, "The
+    credit round trip")."""
     batch = batch_from_dicts([line.value for line in lines], [line.where for line in lines])
     credit = run_checked(estimator, batch, knobs)
     with _without_cyclic_gc():  # one small list per line, over a heap of parsed dicts
@@ -130,7 +148,7 @@ def credit_arrays(estimator: str, *, group_ids, traj_ids, step_index, state_keys
                                      state_keys=state_keys, rewards=rewards, success=success, valid=valid,
                                      observations=observations, scores=scores, next_state_keys=next_state_keys)
     credit = (run_checked(estimator, batch, values) if check_outcome
-              else get_kernel(estimator)(batch, values.resolved()))
+              else run_kernel(estimator, batch, values.resolved()))
     back = np.empty_like(order)
     back[order] = np.arange(order.size)
     pick = (lambda col: None if col is None else np.asarray(col, dtype=np.float64)[back])
@@ -149,7 +167,12 @@ def score_arrays(estimator: str, *, group_ids, traj_ids, step_index, state_keys,
     Optional: ``observations`` (the text shown at the step: state_fn=observation, and "Nothing happens"
     no-op feedback in the next row), ``scores`` (per trajectory, for ``reward_source=score``) and
     ``next_state_keys`` (s_{t+1}; default the next row's state, and after a trajectory's last row a shared
-    success node, or a private dead end for a failure). Returns float64 advantages aligned with the input rows.
+    success node, or a private dead end for a failure). Returns float64 advantages aligned with the input rows,
+    all finite (credit that would not be is a :class:`CreditError` naming the trajectory).
+
+    Arguments are checked first (:func:`~creditflow.credit.batch.batch_from_arrays`): a column of the wrong
+    kind or shape is a ``TypeError``, a wrong value or an empty batch a ``ValueError``, each naming the
+    argument, the row and what it got; ``success`` and ``valid`` take booleans or the numbers 0 and 1 only.
     """
     return credit_arrays(estimator, group_ids=group_ids, traj_ids=traj_ids, step_index=step_index,
                          state_keys=state_keys, rewards=rewards, success=success, valid=valid,

@@ -12,12 +12,16 @@ code once its input is in columns:
 
 Rows are laid trajectory after trajectory, steps in order. Rewards and scores must be finite: a NaN or an
 infinity is a one-line error naming where it is (JSON's ``NaN``/``Infinity`` would otherwise make every
-advantage of its group NaN, which is not valid JSON).
+advantage of its group NaN, which is not valid JSON). Every way in checks its input's types and shapes
+first: a value of the wrong kind (``success="False"``, a 2-D array, an unhashable state key) is a
+:class:`BatchTypeError` (a ``TypeError``) or :class:`BatchError` (a ``ValueError``) naming the argument, the
+row or trajectory, what it expects and what it got; nothing truthy is taken for ``True``.
 """
 
 from __future__ import annotations
 
 import itertools
+import numbers
 import operator
 from collections import deque
 from functools import cached_property
@@ -26,15 +30,22 @@ from typing import Any, Callable, Hashable, Sequence
 import numpy as np
 
 from creditflow.errors import UserError
-from creditflow.rollout.trajectory import Trajectory, TrajectoryFormatError
+from creditflow.rollout.trajectory import Step, Trajectory, TrajectoryFormatError
 
 _REWARD, _VALID = operator.attrgetter("reward"), operator.attrgetter("valid")
 _NONE = type(None)
 _NUMBER = {int, float}  # bool is no number, as in Trajectory.from_dict
 
 
-class BatchError(UserError):
-    """Per-row arrays that do not describe trajectories (mismatched lengths, a trajectory in two groups)."""
+class BatchError(UserError, ValueError):
+    """Input that does not describe trajectories (mismatched lengths, a trajectory in two groups, no rows)."""
+
+
+class BatchTypeError(BatchError, TypeError):
+    """An argument of the wrong type or shape (a string for a bool, a 2-D array, an unhashable key)."""
+
+
+CREDIT_NAMES = ("process_reward", "step_reward", "advantage")  # what estimators write onto each step
 
 
 def _lazy_column(name: str, doc: str) -> property:
@@ -65,8 +76,10 @@ class StepBatch:
     final_observation = _lazy_column("final_observation", "(T,) observation after the last step (\"\" if none)")
 
     def __init__(self, *, group_ids: list[Hashable], success: np.ndarray, score: np.ndarray, lengths: np.ndarray,
-                 source: list[Any] | None = None, load: Callable[[str], Any] | None = None, **columns):
+                 source: list[Any] | None = None, load: Callable[[str], Any] | None = None,
+                 where: Callable[[int], str] | None = None, **columns):
         self.group_ids = group_ids  # (T,) group of each trajectory (rollouts compared with one another)
+        self.where = where or _trajectory_number  # names trajectory i in errors (e.g. "trajs.jsonl:12")
         self.success = success  # (T,) bool, the recorded outcome
         self.score = score  # (T,) float64, the final graded score
         self.lengths = lengths  # (T,) int64 steps per trajectory
@@ -112,17 +125,27 @@ class StepBatch:
                            dtype=np.float64, count=self.n_traj)
 
 
+def _trajectory_number(i: int) -> str:
+    return f"trajectory {i}"
+
+
 def write_step_fields(steps: Sequence[Any], **columns) -> None:
-    """Set ``step.<name> = float`` for each column (arrays aligned with ``steps``), without a Python loop."""
+    """Set ``step.<name> = float`` for each column (arrays aligned with ``steps``), without a Python loop; a
+    column given as None sets ``None`` (an estimator without that field clears an earlier one's value)."""
     for name, values in columns.items():
-        deque(map(setattr, steps, itertools.repeat(name), np.asarray(values, dtype=np.float64).tolist()), maxlen=0)
+        new = itertools.repeat(None, len(steps)) if values is None else np.asarray(values, dtype=np.float64).tolist()
+        deque(map(setattr, steps, itertools.repeat(name), new), maxlen=0)
 
 
 def write_record_fields(records: Sequence[dict], **columns) -> None:
-    """Set ``record[name] = float`` for each column on step dicts (new keys go last, existing ones stay put)."""
+    """Set ``record[name] = float`` for each column on step dicts (new keys go last, existing ones stay put); a
+    column given as None removes that key."""
     for name, values in columns.items():
-        deque(map(dict.__setitem__, records, itertools.repeat(name), np.asarray(values, dtype=np.float64).tolist()),
-              maxlen=0)
+        if values is None:
+            deque(map(dict.pop, records, itertools.repeat(name), itertools.repeat(None)), maxlen=0)
+        else:
+            deque(map(dict.__setitem__, records, itertools.repeat(name),
+                      np.asarray(values, dtype=np.float64).tolist()), maxlen=0)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -134,18 +157,75 @@ def batch_from_trajectories(trajectories: Sequence[Trajectory]) -> StepBatch:
     """Columns of ``trajectories`` (``source`` = their Step objects, for writing the results back); the
     per-step columns are read from the steps when an estimator first asks for them."""
     trajs = list(trajectories)
-    steps = [s for t in trajs for s in t.steps]
-    where = (lambda i: f"trajectory {i}")
+    where = _trajectory_number
+    steps = check_trajectories(trajs, where)
     batch = StepBatch(
         group_ids=[t.group_id for t in trajs],
-        success=np.fromiter((bool(t.success) for t in trajs), dtype=bool, count=len(trajs)),
-        score=np.fromiter((float(t.score) for t in trajs), dtype=np.float64, count=len(trajs)),
+        success=np.fromiter(map(operator.attrgetter("success"), trajs), dtype=bool, count=len(trajs)),
+        score=np.fromiter(map(operator.attrgetter("score"), trajs), dtype=np.float64, count=len(trajs)),
         lengths=np.fromiter((len(t.steps) for t in trajs), dtype=np.int64, count=len(trajs)),
         source=steps,
         load=lambda name: _trajectory_column(trajs, steps, name, batch, where),
+        where=where,
     )
     _check_finite_scores(batch, where)
     return batch
+
+
+_BOOLS = {bool, np.bool_}
+
+
+def check_trajectories(trajs: list, where: Callable[[int], str] = _trajectory_number) -> list:
+    """``Trajectory`` objects whose fields have the types ``Trajectory.from_dict`` gives them (a
+    :class:`BatchTypeError` naming the first that does not, ``where(i)`` naming trajectory i); returns their
+    steps, trajectory after trajectory."""
+    _check_trajectories(trajs, where)
+    steps = [s for t in trajs for s in t.steps]
+    _check_step_types(trajs, steps, where)
+    return steps
+
+
+def _is_number_type(t: type) -> bool:
+    return issubclass(t, numbers.Real) and not issubclass(t, (bool, np.bool_))
+
+
+def _check_trajectories(trajs: list, where) -> None:
+    """Trajectory objects whose outcome fields have the types ``Trajectory.from_dict`` gives them: a
+    :class:`BatchTypeError` naming the first field that does not (``success="False"`` is no bool)."""
+    bad = next((i for i, t in enumerate(trajs) if not isinstance(t, Trajectory)), None)
+    if bad is not None:
+        hint = " (score() takes JSONL-schema dicts)" if isinstance(trajs[bad], dict) else ""
+        raise BatchTypeError(f"{where(bad)}: expected a creditflow Trajectory, got {_shown(trajs[bad])}{hint}")
+    if not set(map(type, map(operator.attrgetter("steps"), trajs))) <= {list}:
+        i = next(i for i, t in enumerate(trajs) if not isinstance(t.steps, list))
+        raise BatchTypeError(f"{where(i)}: steps must be a list of creditflow Step objects, got {_shown(trajs[i].steps)}")
+    if not set(map(type, map(operator.attrgetter("success"), trajs))) <= _BOOLS:
+        i = next(i for i, t in enumerate(trajs) if type(t.success) not in _BOOLS)
+        raise BatchTypeError(f"{where(i)}: success must be True or False, got {_shown(trajs[i].success)}")
+    if not all(map(_is_number_type, set(map(type, map(operator.attrgetter("score"), trajs))))):
+        i = next(i for i, t in enumerate(trajs) if not _is_number_type(type(t.score)))
+        raise BatchTypeError(f"{where(i)}: score must be a number, got {_shown(trajs[i].score)}")
+
+
+def _check_step_types(trajs: list, steps: list, where) -> None:
+    """Every step a ``Step`` with a number for ``reward`` and a bool for ``valid`` (the checks run over type
+    sets, in C)."""
+    if not all(issubclass(t, Step) for t in set(map(type, steps))):
+        i, j = next((i, j) for i, t in enumerate(trajs) for j, s in enumerate(t.steps) if not isinstance(s, Step))
+        raise BatchTypeError(f"{where(i)}: steps[{j}] must be a creditflow Step, got {_shown(trajs[i].steps[j])}")
+    for name, ok, expects in (("reward", _is_number_type, "a number"), ("valid", _BOOLS.__contains__, "True or False")):
+        if all(map(ok, set(map(type, map(operator.attrgetter(name), steps))))):
+            continue
+        i, j = next((i, j) for i, t in enumerate(trajs) for j, s in enumerate(t.steps)
+                    if not ok(type(getattr(s, name))))
+        raise BatchTypeError(f"{where(i)}: steps[{j}]: {name} must be {expects}, got "
+                             f"{_shown(getattr(trajs[i].steps[j], name))}")
+
+
+def _shown(value: Any) -> str:
+    """A value in an error message: its repr (cut to 60 characters) and its type."""
+    text = repr(value)
+    return f"{text[:57] + '...' if len(text) > 60 else text} ({type(value).__name__})"
 
 
 def _trajectory_column(trajs: list[Trajectory], steps: list, name: str, batch: StepBatch, where) -> Any:
@@ -184,8 +264,9 @@ def batch_from_dicts(records: Sequence[Any], wheres: Sequence[str] | None = None
     where = (lambda i: wheres[i]) if wheres is not None else (lambda i: f"trajectory {i}")
     try:
         batch = _dict_columns(records)
-    except (KeyError, TypeError, AttributeError, _Unchecked):
+    except (KeyError, TypeError, AttributeError, OverflowError, _Unchecked):
         batch = _checked_one_by_one(records, where)  # the one-line error, or the rare non-JSON type
+    batch.where = where
     _check_finite(batch, where)
     return batch
 
@@ -305,31 +386,39 @@ def batch_from_arrays(*, group_ids, traj_ids, step_index, state_keys, rewards, s
     after a step is ``next_state_keys`` where given and not None, else the next row's state; after a
     trajectory's last step, without one, a successful trajectory ends in the shared success node and a
     failed one in a private dead end (``states.py``).
+
+    Every column is a list, tuple or 1-D array with one entry per row (at least one row): ``group_ids``,
+    ``traj_ids``, ``state_keys`` and ``next_state_keys`` hashable values (``next_state_keys`` may hold None);
+    ``step_index`` integers; ``rewards`` and ``scores`` finite numbers; ``success`` and ``valid`` booleans
+    (True/False, or the numbers 0 and 1); ``observations`` strings or None. Anything else is one
+    :class:`BatchTypeError` / :class:`BatchError` naming the column, the row and what it got.
     """
     columns = {"group_ids": group_ids, "traj_ids": traj_ids, "step_index": step_index, "state_keys": state_keys,
                "rewards": rewards, "success": success, "valid": valid, "observations": observations,
                "scores": scores, "next_state_keys": next_state_keys}
     n = _common_length(columns)
-    traj_code, traj_names = _codes(traj_ids)
+    if n == 0:
+        raise BatchError("no rows to score: every column is empty (give one entry per step)")
+    traj_code, traj_names = _codes(traj_ids, "traj_ids")
     steps_at = _integers(step_index, "step_index")
     order = np.lexsort((steps_at, traj_code))
     sorted_traj = traj_code[order]
     sorted_steps = steps_at[order]
-    if n and np.any((sorted_traj[1:] == sorted_traj[:-1]) & (sorted_steps[1:] == sorted_steps[:-1])):
+    if np.any((sorted_traj[1:] == sorted_traj[:-1]) & (sorted_steps[1:] == sorted_steps[:-1])):
         k = int(np.flatnonzero((sorted_traj[1:] == sorted_traj[:-1]) & (sorted_steps[1:] == sorted_steps[:-1]))[0])
         raise BatchError(f"trajectory {traj_names[sorted_traj[k]]!r} has two rows with step_index {sorted_steps[k]}")
     lengths = np.bincount(traj_code, minlength=len(traj_names)).astype(np.int64)
     first_rows = order[np.cumsum(lengths) - lengths]  # input row of each trajectory's first step
 
-    group_code, group_names = _codes(group_ids)
-    won = np.asarray(success).astype(bool)
+    group_code, group_names = _codes(group_ids, "group_ids")
+    won = _booleans(success, "success")
     _same_within(group_code, order, sorted_traj, first_rows, traj_names, "group_ids")
     _same_within(won, order, sorted_traj, first_rows, traj_names, "success")
-    score_col = np.zeros(len(traj_names)) if scores is None else np.asarray(scores, dtype=np.float64)
+    score_col = np.zeros(len(traj_names)) if scores is None else _numbers(scores, "scores")
     if scores is not None:
         _same_within(score_col, order, sorted_traj, first_rows, traj_names, "scores")
         score_col = score_col[first_rows]
-    keys = _as_list(state_keys)
+    keys = _hashables(state_keys, "state_keys")
     rows = order.tolist()
     batch = StepBatch(
         group_ids=[group_names[g] for g in group_code[first_rows].tolist()],
@@ -339,31 +428,130 @@ def batch_from_arrays(*, group_ids, traj_ids, step_index, state_keys, rewards, s
         final_observation=[""] * len(traj_names),
         lengths=lengths,
         state=[keys[i] for i in rows],
-        next_state=[None] * n if next_state_keys is None else [_as_list(next_state_keys)[i] for i in rows],
-        reward=np.asarray(rewards, dtype=np.float64)[order],
-        valid=np.ones(n, dtype=bool) if valid is None else np.asarray(valid).astype(bool)[order],
-        observation=[""] * n if observations is None else [_as_list(observations)[i] or "" for i in rows],
+        next_state=[None] * n if next_state_keys is None else
+        [_hashables(next_state_keys, "next_state_keys", none=True)[i] for i in rows],
+        reward=_numbers(rewards, "rewards")[order],
+        valid=np.ones(n, dtype=bool) if valid is None else _booleans(valid, "valid")[order],
+        observation=[""] * n if observations is None else [_texts(observations, "observations")[i] or "" for i in rows],
         action=[""] * n,
+        where=lambda i: f"trajectory {traj_names[i]!r}",
     )
-    _check_finite(batch, lambda i: f"trajectory {traj_names[i]!r}")
+    _check_finite(batch, batch.where)
     return batch, order
+
+
+def _column_array(values, name: str) -> np.ndarray:
+    """``values`` as a 1-D array (a :class:`BatchTypeError` for a 2-D array or a ragged list)."""
+    try:
+        arr = np.asarray(values)
+    except ValueError:  # ragged nested lists
+        raise BatchTypeError(f"{name} must hold one scalar per row; got nested sequences of different lengths") \
+            from None
+    if arr.ndim != 1:
+        raise BatchTypeError(f"{name} must be one-dimensional (one entry per row), got an array of shape "
+                             f"{tuple(arr.shape)}")
+    return arr
+
+
+def _first_bad(items, ok) -> int:
+    return next(i for i, v in enumerate(items) if not ok(v))
 
 
 def _integers(values, name: str) -> np.ndarray:
     """An integer array (object arrays of ints, as in a verl ``non_tensor_batch``, are converted)."""
-    arr = np.asarray(values)
+    arr = _column_array(values, name)
     if arr.dtype == object:
-        try:
-            arr = arr.astype(np.int64)
-        except (TypeError, ValueError):
-            raise BatchError(f"{name} must be integers, one per row") from None
+        items = arr.tolist()
+        if all(isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)) for v in items):
+            return arr.astype(np.int64)
+        i = _first_bad(items, lambda v: isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)))
+        raise BatchTypeError(f"{name} must be integers, one per row; row {i} is {_shown(items[i])}")
     if not np.issubdtype(arr.dtype, np.integer):
-        raise BatchError(f"{name} must be integers, one per row; got dtype {arr.dtype}")
+        raise BatchTypeError(f"{name} must be integers, one per row; got dtype {arr.dtype}")
     return arr
 
 
+def _numbers(values, name: str) -> np.ndarray:
+    """A float64 array of numbers (booleans, strings and None are refused, not converted)."""
+    arr = _column_array(values, name)
+    if arr.dtype.kind in "iuf":
+        return arr.astype(np.float64, copy=False)
+    items = arr.tolist()
+    if arr.dtype == object and all(map(_is_number_type, set(map(type, items)))):
+        try:
+            return np.asarray(items, dtype=np.float64)
+        except OverflowError:
+            i = _first_bad(items, lambda v: abs(v) <= np.finfo(np.float64).max)
+            raise BatchError(f"{name} must be finite numbers; row {i} is an integer too large for a float") \
+                from None
+    i = _first_bad(items, lambda v: _is_number_type(type(v)))
+    raise BatchTypeError(f"{name} must be numbers, one per row; row {i} is {_shown(items[i])}")
+
+
+def _booleans(values, name: str) -> np.ndarray:
+    """A bool array from booleans, or from numbers that are exactly 0 or 1; NaN, strings and other values are
+    refused (nothing truthy counts as True)."""
+    arr = _column_array(values, name)
+    if arr.dtype == bool:
+        return arr
+    items = arr.tolist()
+
+    def ok(v) -> bool:
+        return isinstance(v, (bool, np.bool_)) or (_is_number_type(type(v)) and v in (0, 1))
+
+    if arr.dtype.kind in "iuf" and np.isin(arr, (0, 1)).all():
+        return arr.astype(bool)
+    if arr.dtype == object and all(map(ok, items)):
+        return np.asarray([bool(v) for v in items], dtype=bool)
+    i = _first_bad(items, ok)
+    raise BatchTypeError(f"{name} must be booleans (True/False, or 0/1), one per row; row {i} is {_shown(items[i])}")
+
+
+def _hashables(values, name: str, none: bool = False) -> list:
+    """The column as a list of hashable values (``none``: None allowed)."""
+    items = _as_list(values)
+    try:
+        deque(map(hash, items), maxlen=0)
+    except TypeError:
+        i = _first_bad(items, _hashable)
+        raise BatchTypeError(f"{name} must be hashable values (str, int, tuple, ...), one per row; row {i} is "
+                             f"{_shown(items[i])}") from None
+    if not none and None in items:
+        raise BatchTypeError(f"{name} must not hold None; row {items.index(None)} is None")
+    return items
+
+
+def _hashable(value) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _texts(values, name: str) -> list:
+    """The column as a list of strings or None."""
+    items = _as_list(values)
+    if not set(map(type, items)) <= {str, _NONE}:
+        i = _first_bad(items, lambda v: v is None or isinstance(v, str))
+        raise BatchTypeError(f"{name} must be strings (or None), one per row; row {i} is {_shown(items[i])}")
+    return items
+
+
+_SEQUENCE_HINT = "a list, tuple or 1-D array with one entry per row"
+
+
 def _common_length(columns: dict) -> int:
-    lengths = {name: len(col) for name, col in columns.items() if col is not None}
+    lengths = {}
+    for name, col in columns.items():
+        if col is None:
+            continue
+        if isinstance(col, (str, bytes, dict, set, frozenset)) or not hasattr(col, "__len__"):
+            raise BatchTypeError(f"{name} must be {_SEQUENCE_HINT}, got {_shown(col)}")
+        if getattr(col, "ndim", 1) != 1:
+            raise BatchTypeError(f"{name} must be one-dimensional (one entry per row), got an array of shape "
+                                 f"{tuple(col.shape)}")
+        lengths[name] = len(col)
     n = lengths["group_ids"]
     bad = [f"{name} ({k})" for name, k in lengths.items() if k != n]
     if bad:
@@ -375,10 +563,10 @@ def _as_list(values) -> list:
     return values.tolist() if isinstance(values, np.ndarray) else list(values)
 
 
-def _codes(values) -> tuple[np.ndarray, list]:
+def _codes(values, name: str) -> tuple[np.ndarray, list]:
     """Integer codes of ``values`` in order of first appearance, and the distinct values."""
     index: dict = {}
-    items = _as_list(values)
+    items = _hashables(values, name)
     codes = np.fromiter(map(lambda v: index.setdefault(v, len(index)), items), dtype=np.int64, count=len(items))
     return codes, list(index)
 
@@ -393,5 +581,6 @@ def _same_within(values: np.ndarray, order, sorted_traj, first_rows, traj_names,
         raise BatchError(f"trajectory {t!r} has rows with different {name}; a trajectory has one value")
 
 
-__all__ = ["BatchError", "StepBatch", "batch_from_arrays", "batch_from_dicts", "batch_from_trajectories",
-           "final_observation", "write_record_fields", "write_step_fields"]
+__all__ = ["BatchError", "BatchTypeError", "CREDIT_NAMES", "StepBatch", "batch_from_arrays", "batch_from_dicts",
+           "batch_from_trajectories", "check_trajectories", "final_observation", "write_record_fields",
+           "write_step_fields"]

@@ -34,8 +34,12 @@ from creditflow.errors import UserError
 from creditflow.rollout.trajectory import Trajectory
 
 
-class CreditError(UserError):
-    """Bad estimator name or knob."""
+class CreditError(UserError, ValueError):
+    """Bad estimator name or knob, or credit that cannot be computed as a finite number."""
+
+
+class CreditTypeError(CreditError, TypeError):
+    """An estimator name that is no string."""
 
 
 class Knobs(BaseModel):
@@ -70,8 +74,11 @@ class Credit:
 
     def columns(self) -> dict[str, np.ndarray]:
         """The per-row output fields by name, in the JSONL order (``process_reward`` only where set)."""
-        out = {"process_reward": self.process_reward, "step_reward": self.step_reward, "advantage": self.advantage}
-        return {name: values for name, values in out.items() if values is not None}
+        return {name: values for name, values in self.all_columns().items() if values is not None}
+
+    def all_columns(self) -> dict[str, np.ndarray | None]:
+        """Every credit field by name, None for one the estimator does not compute (writers clear it)."""
+        return {"process_reward": self.process_reward, "step_reward": self.step_reward, "advantage": self.advantage}
 
 
 K = TypeVar("K", bound=Knobs)
@@ -106,6 +113,9 @@ def estimator_names() -> list[str]:
 
 
 def _registered(name: str) -> Registered:
+    if not isinstance(name, str):
+        raise CreditTypeError(f"estimator must be a name (str), one of {', '.join(estimator_names())}; "
+                          f"got {name!r} ({type(name).__name__})")
     if name not in _ESTIMATORS:
         raise CreditError(f"unknown estimator {name!r}; available: {', '.join(estimator_names())}")
     return _ESTIMATORS[name]
@@ -119,15 +129,64 @@ def get_kernel(name: str) -> Kernel:
 def get_estimator(name: str) -> Estimator:
     """``fn(trajectories, knobs) -> metrics`` for estimator ``name``: sets ``advantage``, ``step_reward``
     (and ``process_reward``) on every step in place. ``knobs`` is the validated model."""
-    return functools.partial(run_in_place, get_kernel(name))
+    get_kernel(name)
+    return functools.partial(run_in_place, name)
 
 
-def run_in_place(kernel: Kernel, trajectories: Sequence[Trajectory], knobs: Knobs) -> dict:
-    """Run ``kernel`` on ``trajectories`` and write its columns onto their steps; returns the metrics."""
+def run_in_place(name: str, trajectories: Sequence[Trajectory], knobs: Knobs) -> dict:
+    """Run estimator ``name`` on ``trajectories`` and write its columns onto their steps (a credit field it
+    does not compute is set to None); returns the metrics."""
     batch = batch_from_trajectories(trajectories)
-    credit = kernel(batch, knobs)
-    write_step_fields(batch.source, **credit.columns())
+    credit = run_kernel(name, batch, knobs)
+    write_step_fields(batch.source, **credit.all_columns())
     return credit.metrics
+
+
+def run_kernel(name: str, batch: StepBatch, knobs: Knobs) -> Credit:
+    """The kernel of estimator ``name`` on ``batch`` with validated ``knobs``, its output checked: every value
+    it returns is a finite number, else a one-line :class:`CreditError` naming the trajectory and why (a
+    float64 overflow, e.g. rewards of 1e308 whose sum or variance is infinite). Every path runs this."""
+    kernel = get_kernel(name)
+    try:  # an overflow stops at once; NaN from inf - inf is found in the output below
+        with np.errstate(over="raise", invalid="ignore", divide="ignore"):
+            credit = kernel(batch, knobs)
+    except FloatingPointError:
+        raise CreditError(_not_finite(name, batch)) from None
+    for field, column in credit.columns().items():
+        bad = ~np.isfinite(column)
+        if bad.any():
+            row = int(np.argmax(bad))
+            raise CreditError(_not_finite(name, batch, (field, row, float(column[row]))))
+    return credit
+
+
+def _not_finite(name: str, batch: StepBatch, found: tuple[str, int, float] | None = None) -> str:
+    """Why estimator ``name`` has no finite credit for ``batch``: names the trajectory (the one with the
+    non-finite ``found = (field, row, value)``, else the one holding the largest magnitude) and what in its
+    group is too large for float64."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        returns = np.abs(batch.total_rewards())
+        rewards = np.zeros(batch.n_traj)
+        np.maximum.at(rewards, batch.step_traj, np.abs(batch.reward))
+        scores = np.abs(batch.score)
+    if found is not None:
+        traj = int(np.searchsorted(batch.traj_first, found[1], side="right") - 1)
+        what = f"its {found[0]} would be {found[2]!r}"
+    else:
+        traj = int(np.argmax(np.maximum(np.maximum(returns, rewards), scores)))
+        what = "its credit overflows float64"
+    group = batch.traj_group == batch.traj_group[traj]
+    name_g = batch.group_ids[traj]
+    largest = max(float(rewards[group].max()), float(scores[group].max()), float(returns[group].max()))
+    if not np.isfinite(returns[group]).all():
+        why = (f"the rewards of its group {name_g!r} (up to {float(rewards[group].max()):.3g}) sum beyond the "
+               "largest float64")
+    elif largest > 1e150:
+        why = (f"its group {name_g!r} holds rewards, returns or scores up to {largest:.3g} in magnitude; the "
+               "estimator's means and variances overflow float64 above about 1e154")
+    else:
+        why = f"the largest reward, return or score of its group {name_g!r} is {largest:.3g}"
+    return f"{batch.where(traj)}: estimator {name!r} cannot give it finite credit: {what} ({why}; rescale them)"
 
 
 def knob_model(name: str) -> type[Knobs]:
@@ -166,6 +225,9 @@ def validate_model(model: type[K], values: Mapping[str, Any], where: str, *, str
     Raises a one-line :class:`CreditError`: ``<where> has no knob 'x'; knobs: ...`` for unknown names, else
     ``knob x <expects ...>, got <value>`` for each bad value.
     """
+    if not isinstance(values, Mapping):
+        raise CreditTypeError(f"{where}: knobs must be a mapping of knob names to values, got "
+                              f"{type(values).__name__}")
     try:
         if not strings:
             return model.model_validate(dict(values))
@@ -258,6 +320,7 @@ def knob_lines(model: type[Knobs]) -> list[str]:
 __all__ = [
     "Credit",
     "CreditError",
+    "CreditTypeError",
     "Estimator",
     "Kernel",
     "Knobs",
@@ -269,6 +332,7 @@ __all__ = [
     "parse_key_values",
     "register_estimator",
     "run_in_place",
+    "run_kernel",
     "show_value",
     "validate_knobs",
     "validate_model",

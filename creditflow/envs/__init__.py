@@ -27,6 +27,7 @@ import functools
 import importlib
 import importlib.metadata
 import inspect
+import math
 import numbers
 import os
 import sys
@@ -59,6 +60,7 @@ __all__ = [
     "EnvError",
     "EnvCopies",
     "EnvFactory",
+    "EnvTypeError",
     "ReplayMismatch",
     "ReplayResult",
     "TextEnv",
@@ -84,6 +86,10 @@ ENTRY_POINT_GROUP = "creditflow.envs"
 
 Target = typing.Union[str, Callable[..., Any]]
 """``"module:attr"`` (a class or a factory function, imported when used) or the class / factory itself."""
+
+
+class EnvTypeError(EnvError, TypeError):
+    """An env name that is no string."""
 
 
 @dataclass(frozen=True)
@@ -332,6 +338,8 @@ def check_options(name: str, kwargs: dict) -> None:
         )
     hints = option_types(name)
     for key, value in kwargs.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise EnvError(f"env {name!r}: option {key} must be a finite number, got {value!r}")
         if key not in hints:
             continue
         try:
@@ -363,8 +371,11 @@ def _build(res: _Resolved, target: Callable[..., Any], kwargs: dict) -> TextEnv:
 
 
 def make(name: str, **kwargs) -> TextEnv:
-    """Instantiate an env by name (see the module docstring for the names); unknown options and options of
-    the wrong type raise :class:`EnvError` naming them (:func:`check_options`)."""
+    """Instantiate an env by name (see the module docstring for the names); unknown options, options of the
+    wrong type and non-finite numbers raise :class:`EnvError` naming them (:func:`check_options`)."""
+    if not isinstance(name, str):
+        raise EnvTypeError(f"env name must be a string (one of {', '.join(env_names())}), got {name!r} "
+                           f"({type(name).__name__})")
     res = _resolve(name)
     target = _load(res)
     check_options(name, kwargs)

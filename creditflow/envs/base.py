@@ -30,7 +30,7 @@ INFO_KEYS = ("task", "admissible_actions", "action_valid", "won", "score", "stat
 INVALID_ACTION_PREFIX = "<invalid>"
 
 
-class EnvError(UserError):
+class EnvError(UserError, ValueError):
     """A user-facing problem with an env (bad option, missing data)."""
 
 

@@ -139,6 +139,8 @@ def row_advantages(estimator: str, cols: dict, config: Any = None) -> tuple[np.n
     traj = np.asarray(cols["traj_ids"], dtype=object)
     steps = np.asarray(cols["step_index"], dtype=np.int64)
     keep = np.flatnonzero(active)
+    if keep.size == 0:  # nothing to score (credit_arrays refuses an empty batch)
+        return np.zeros(n, dtype=np.float64), {}
     # rows repeated to pad the batch (same trajectory and step): compute once, copy
     first_of, inverse = _first_occurrence(traj[keep], steps[keep])
     rows = keep[first_of].tolist()

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from creditflow.atomic import atomic_open
 from creditflow.errors import UserError
+from creditflow.jsonl import iter_json_lines
 
 PAIRS = "preferences.jsonl"
 TASKS = "tasks.jsonl"
@@ -250,35 +251,72 @@ class PreferenceWriter:
         return summary
 
 
+ROLES = ("system", "user", "assistant", "tool")
+
+
 def read_preferences(path: str | Path) -> list[dict]:
-    """The pairs of a collection (directory or ``preferences.jsonl``); bad lines name file and line."""
+    """The pairs of a collection (directory or ``preferences.jsonl``), checked as TRL's DPO reads them; any
+    problem is one UserError naming ``file:line``: a line that is not a JSON object, a missing column, a
+    ``prompt`` / ``chosen`` / ``rejected`` that is neither text (the standard format) nor a non-empty list of
+    ``{"role", "content"}`` messages (the conversational one), a row whose format differs from the first
+    row's, or metadata of the wrong type (``chosen_valid`` a bool, ``step`` an integer, ``task_id`` a
+    string)."""
     p = Path(path)
     if p.is_dir():
         p = p / PAIRS
     if not p.exists():
         raise UserError(f"no preference data at {str(p)!r}")
-    if p.is_dir():
-        raise UserError(f"preference data {str(p)!r} is a directory, not a file")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        line = p.read_bytes()[: exc.start].count(b"\n") + 1
-        raise UserError(f"{p}:{line}: not UTF-8 text") from None
-    except PermissionError:
-        raise UserError(f"preference data {str(p)!r}: permission denied") from None
-    out = []
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as exc:
-            raise UserError(f"{p}:{n}: invalid JSON ({exc.msg})") from None
+    out: list[dict] = []
+    first: tuple[str, str] | None = None  # (format, where) of the first row
+    for where, row in iter_json_lines(p, UserError):
+        if not isinstance(row, dict):
+            raise UserError(f"{where}: expected a JSON object, got {type(row).__name__}")
         missing = [c for c in TRL_COLUMNS if c not in row]
         if missing:
-            raise UserError(f"{p}:{n}: missing {', '.join(missing)}")
+            raise UserError(f"{where}: missing {', '.join(missing)}")
+        kinds = {column: _pair_part(row[column], column, where) for column in TRL_COLUMNS}
+        if len(set(kinds.values())) > 1:
+            raise UserError(f"{where}: prompt is {_FORMATS[kinds['prompt']]} but "
+                            + ", ".join(f"{c} is {_FORMATS[k]}" for c, k in kinds.items() if k != kinds["prompt"])
+                            + "; a pair is all text or all messages")
+        kind = kinds["prompt"]
+        if first is None:
+            first = (kind, where)
+        elif kind != first[0]:
+            raise UserError(f"{where}: a pair of {_FORMATS[kind]}, but {first[1]} holds {_FORMATS[first[0]]}; "
+                            "every pair of a data set has one format")
+        for key, typ, expects in (("chosen_valid", bool, "true or false"), ("step", int, "an integer"),
+                                  ("task_id", str, "a string")):
+            value = row.get(key)
+            if value is not None and (not isinstance(value, typ) or (typ is int and isinstance(value, bool))):
+                raise UserError(f"{where}: {key} must be {expects}, got {value!r}")
         out.append(row)
     return out
+
+
+_FORMATS = {"text": "text", "messages": "a list of messages"}
+
+
+def _pair_part(value, column: str, where: str) -> str:
+    """``"text"`` or ``"messages"``: the format of one column of a pair, or a UserError saying what is wrong."""
+    if isinstance(value, str):
+        if not value.strip():
+            raise UserError(f"{where}: {column} is empty")
+        return "text"
+    if not isinstance(value, list) or not value:
+        shown = "an empty list" if value == [] else type(value).__name__
+        raise UserError(f"{where}: {column} must be text or a non-empty list of messages, got {shown}")
+    for i, message in enumerate(value):
+        if not isinstance(message, dict):
+            raise UserError(f"{where}: {column}[{i}] must be a message object, got {type(message).__name__}")
+        role, content = message.get("role"), message.get("content")
+        if role not in ROLES:
+            raise UserError(f"{where}: {column}[{i}]: role must be one of {', '.join(ROLES)}, got {role!r}")
+        if not isinstance(content, str):
+            raise UserError(f"{where}: {column}[{i}]: content must be text, got {type(content).__name__}")
+    if column != "prompt" and value[-1]["role"] != "assistant":
+        raise UserError(f"{where}: {column} must end with an assistant message, got role {value[-1]['role']!r}")
+    return "messages"
 
 
 def chosen_valid(path: str | Path, pairs: list[dict]) -> list[bool]:

@@ -38,7 +38,8 @@ _NOTED: set[str] = set()  # notes check_run has printed in this process
 def check_run(cfg: RunConfig, *, knobs: bool = False, model: str | Path | None = None) -> None:
     """What can be checked before any work (SFT, model building, rollouts), as one-line UserErrors: the
     credit knobs (``knobs``), device and dtype on this machine, the model directory (``model``, default
-    ``policy.model``) and LoRA's target modules in that model. Env options are checked by :func:`env_factory`."""
+    ``policy.model``: config, tokenizer and weights, :func:`check_model_dir`) and LoRA's target modules in that
+    model. Env options are checked by :func:`env_factory`."""
     if knobs:
         try:
             credit.validate_knobs(cfg.rl.algo, cfg.rl.credit)
@@ -51,8 +52,8 @@ def check_run(cfg: RunConfig, *, knobs: bool = False, model: str | Path | None =
         _NOTED.add(note)
         print(note, file=sys.stderr)
     model = model if model is not None else cfg.policy.model
-    if model:
-        check_model_dir(model)
+    if model:  # a served model's local copy (backend openai) lends its tokenizer only
+        check_model_dir(model, weights=cfg.policy.backend != "openai")
     if cfg.policy.lora.enabled:  # target modules that exist in the model (the tiny default's when none is given)
         lora.check_targets(cfg.policy.lora, model_config(model) if model else
                            tiny_config(hidden_size=cfg.policy.tiny_hidden_size,

@@ -29,6 +29,7 @@ from creditflow.recipes.progress import RunProgress
 from creditflow.recipes.train import sft_policy
 from creditflow.rollout.executors import make_env_executor
 from creditflow.rollout.seeding import seed_everything
+from creditflow.spill import write_results
 from creditflow.train import distributed
 from creditflow.train.dpo import run_dpo
 
@@ -169,8 +170,10 @@ def run_dpo_training(cfg: RunConfig, log: Callable[[str], None] | None = None,
     TRL trains data parallel and rank 0 writes the results."""
     progress = progress or RunProgress()
     log = log or progress.log
-    pairs = read_preferences(data_dir(cfg))
+    pairs = read_preferences(data_dir(cfg))  # every pair checked (file:line) before the model loads
     collected = len(pairs)
+    if not pairs:
+        raise UserError(f"{data_dir(cfg)}: no preference pairs to train DPO on")
     if cfg.rro.dpo.pairs == "valid_chosen":
         pairs = [p for p, ok in zip(pairs, chosen_valid(data_dir(cfg), pairs)) if ok]
         if collected and not pairs:
@@ -256,7 +259,7 @@ def run_rro(cfg: RunConfig, log: Callable[[str], None] | None = None, progress: 
                     "dpo": round(t_dpo - t_collect, 1), "eval": round(time.perf_counter() - t_dpo, 1)},
         "sft_model": str(sft_path), "dpo_model": str(dpo_path), "data": str(data_dir(cfg)),
     }
-    (out / "rro_summary.json").write_text(json.dumps(summary, indent=2))
+    write_results(out / "rro_summary.json", lambda p: p.write_text(json.dumps(summary, indent=2)), "results")
     md = [f"# RRO on {cfg.env.name} ({cfg.rro.exploration} exploration)", "",
           "| policy | success | score | steps |", "|---|---|---|---|"]
     for name, m in (("π_SFT", sft_eval), ("π_DPO", dpo_eval)):
@@ -265,5 +268,5 @@ def run_rro(cfg: RunConfig, log: Callable[[str], None] | None = None, progress: 
     md += ["", f"Collection: {collection['samples_per_step']:.2f} samples/step over {collection['steps']} steps, "
                f"{collection['pairs']} pairs, {collection['rollouts']} MC rollouts, "
                f"{collection['generated_tokens']} generated tokens.", ""]
-    (out / "rro_summary.md").write_text("\n".join(md))
+    write_results(out / "rro_summary.md", lambda p: p.write_text("\n".join(md)), "results")
     return summary

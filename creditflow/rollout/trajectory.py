@@ -38,7 +38,7 @@ TOKEN_FIELDS = ("prompt_ids", "response_ids", "logprobs")
 CREDIT_FIELDS = ("process_reward", "step_reward", "advantage")
 
 
-class TrajectoryFormatError(UserError):
+class TrajectoryFormatError(UserError, ValueError):
     """A JSONL line that is not a valid trajectory; the message names the line and the field."""
 
 
@@ -237,7 +237,7 @@ class Trajectory:
                 "action": _req(raw, "action", str, sp + ": "),
                 "response": _opt(raw, "response", str, sp + ": ", ""),
                 "valid": _opt(raw, "valid", bool, sp + ": ", True),
-                "reward": float(_opt(raw, "reward", (int, float), sp + ": ", 0.0)),
+                "reward": _float(_opt(raw, "reward", (int, float), sp + ": ", 0.0), "reward", sp + ": "),
             }
             for name in ("done", "next_state", "executed", "info", *TOKEN_FIELDS, *CREDIT_FIELDS):
                 if name in raw and name in step_names:
@@ -250,10 +250,18 @@ class Trajectory:
             traj_id=_opt(data, "traj_id", str, pre, ""),
             final_state=_opt(data, "final_state", str, pre, ""),
             success=_opt(data, "success", bool, pre, False),
-            score=float(_opt(data, "score", (int, float), pre, 0.0)),
+            score=_float(_opt(data, "score", (int, float), pre, 0.0), "score", pre),
             meta=_opt(data, "meta", dict, pre, {}),
         )
         return traj
+
+
+def _float(value: int | float, key: str, pre: str) -> float:
+    try:
+        return float(value)
+    except OverflowError:  # an integer beyond float64
+        raise TrajectoryFormatError(f"{pre}field '{key}' must be a finite number, got an integer of "
+                                    f"{len(str(abs(value)))} digits") from None
 
 
 def _req(data: dict, key: str, typ, pre: str):
@@ -290,49 +298,96 @@ def read_jsonl(path: str | os.PathLike) -> list[Trajectory]:
 
 
 def read_jsonl_lines(path: str | os.PathLike) -> list[JsonLine]:
-    """The lines of a trajectory JSONL file as parsed (unknown fields kept, nothing validated yet), with their
-    text and ``file:line``, for :func:`write_scored_jsonl`; unreadable files and lines raise
-    :class:`TrajectoryFormatError`. A line whose steps already hold credit fields is marked to be written
-    again in full (``closes = None``)."""
-    lines = list(iter_json_texts(path, TrajectoryFormatError, "steps"))
-    for line in lines:
-        if line.closes is not None and any(isinstance(s, dict) and not _CREDIT.isdisjoint(s)
-                                           for s in line.value["steps"]):
-            line.closes = None
-    return lines
+    """The lines of a trajectory JSONL file as parsed (unknown fields kept, nothing validated yet), with every
+    byte of the file and ``file:line``, for :func:`write_scored_jsonl`; the members of step objects that
+    already hold credit fields are located too. Unreadable files and lines raise
+    :class:`TrajectoryFormatError`."""
+    return list(iter_json_texts(path, TrajectoryFormatError, "steps", spans_for=_CREDIT))
 
 
 _CREDIT = frozenset(CREDIT_FIELDS)
 
 
 def write_scored_jsonl(path: str | os.PathLike, lines: Sequence[JsonLine], columns: Mapping[str, Any]) -> Path:
-    """Write ``lines`` (from :func:`read_jsonl_lines`) with the per-step ``columns`` (name -> values, one per
-    step of all lines in order) appended to every step object, atomically. Every other byte of a line stays
-    as it was read; a line without located steps (or with credit fields already) gets the values in its
-    step dicts and is written as ``json.dumps`` of its value."""
+    """Write ``lines`` (from :func:`read_jsonl_lines`) with the per-step ``columns`` (name -> finite values, one
+    per step of all lines in order), atomically. Each column becomes a member of every step object: its value
+    replaced in place where the step has that member already, else ``, "name": value`` added after the step's
+    last member. A credit field a step holds that ``columns`` lacks (``process_reward`` from an earlier
+    estimator) is removed. Every other byte of the file stays as it was read."""
     names = list(columns)
     values = {name: np.asarray(columns[name], dtype=np.float64) for name in names}
+    for name, column in values.items():
+        if not np.isfinite(column).all():
+            raise ValueError(f"write_scored_jsonl: column {name!r} holds a value that is not a finite number")
     inserts = _inserts(names, values)
     pieces: list[bytes] = []
     start = 0
     for line in lines:
-        steps = line.value["steps"]
-        if line.closes is None:
-            for name in names:
-                for step, value in zip(steps, values[name][start:start + len(steps)].tolist()):
-                    step[name] = value
-            pieces.append(json.dumps(line.value, ensure_ascii=False).encode("utf-8"))
+        n = len(line.value["steps"])
+        pieces.append(line.lead)
+        if line.ends is None:  # not reached for a valid trajectory line (the walk locates its steps)
+            pieces.append(_dumped(line.value["steps"], names, values, start, line.value))
+        elif line.members:
+            pieces.append(_edited(line, names, values, inserts, start))
         else:
-            bounds = [0, *line.closes, len(line.raw)]
+            bounds = [0, *line.ends, len(line.raw)]
             segments = list(map(line.raw.__getitem__, map(slice, bounds, bounds[1:])))
-            pieces.extend(itertools.chain.from_iterable(zip(segments, inserts[start:start + len(steps)])))
+            pieces.extend(itertools.chain.from_iterable(zip(segments, inserts[start:start + n])))
             pieces.append(segments[-1])
-        pieces.append(b"\n")
-        start += len(steps)
+        pieces.append(line.end)
+        start += n
     path = Path(path)
     with atomic_open(path, "wb") as fh:
         fh.write(b"".join(pieces))
     return path
+
+
+def _float_text(value: float) -> str:
+    """A finite float as JSON writes it (Python's shortest round-trip repr)."""
+    return repr(float(value))
+
+
+def _edited(line: JsonLine, names: list[str], values: Mapping[str, np.ndarray], inserts: list[bytes],
+            start: int) -> bytes:
+    """``line.raw`` with the credit members of its steps replaced (values only), added or removed."""
+    edits: list[tuple[int, int, bytes]] = []  # (start, end, replacement) byte spans of line.raw
+    for k, at in enumerate(line.ends):
+        members = line.members.get(k)
+        if members is None:
+            edits.append((at, at, inserts[start + k]))
+            continue
+        row = {name: values[name][start + k] for name in names}
+        stale = [m.key in _CREDIT and m.key not in row for m in members]
+        for j, m in enumerate(members):
+            if m.key in row:
+                edits.append((m.value_start, m.value_end, _float_text(row[m.key]).encode()))
+            elif stale[j] and (j == 0 or not stale[j - 1]):  # a run of stale members from j: remove it
+                last = next((i for i in range(j, len(members)) if not stale[i]), len(members)) - 1
+                if last + 1 < len(members):  # up to the next member's key
+                    edits.append((m.start, members[last + 1].start, b""))
+                elif j > 0:  # at the end: from the value before it
+                    edits.append((members[j - 1].value_end, members[last].value_end, b""))
+        present = {m.key for m in members}
+        added = "".join(f', "{name}": {_float_text(row[name])}' for name in names if name not in present)
+        if added:
+            edits.append((at, at, added.encode()))
+    out, pos = [], 0
+    for a, b, text in sorted(edits, key=lambda e: (e[0], e[1])):
+        out += (line.raw[pos:a], text)
+        pos = b
+    out.append(line.raw[pos:])
+    return b"".join(out)
+
+
+def _dumped(steps: list, names: list[str], values: Mapping[str, np.ndarray], start: int, value: Any) -> bytes:
+    """The line as ``json.dumps`` of its value, credit fields set (or removed where ``names`` lacks them)."""
+    for k, step in enumerate(steps):
+        for name in CREDIT_FIELDS:
+            if name in values:
+                step[name] = float(values[name][start + k])
+            else:
+                step.pop(name, None)
+    return json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
 def _inserts(names: list[str], values: Mapping[str, np.ndarray]) -> list[bytes]:

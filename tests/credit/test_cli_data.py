@@ -13,7 +13,7 @@ import pytest
 from tests.credit.credit_testlib import traj
 
 from creditflow.cli import _number, main
-from creditflow.jsonl import byte_offsets, decode_with_closes, iter_json_lines
+from creditflow.jsonl import byte_offsets, decode_with_ends, iter_json_lines
 from creditflow.rollout.trajectory import TrajectoryFormatError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -218,8 +218,9 @@ def test_credit_changes_no_byte_but_the_added_fields(tmp_path, capsys):
     assert code == 0, err
     got = out.read_text(encoding="utf-8").splitlines()
     added = re.compile(r', "process_reward": [-0-9.e]+, "step_reward": [-0-9.e]+, "advantage": [-0-9.e]+')
-    assert [added.sub("", line) for line in got] == text.replace("\r\n", "\n").splitlines()
+    assert [added.sub("", line) for line in got] == text.splitlines()
     assert all(len(added.findall(line)) == 2 for line in got)
+    assert out.read_bytes().count(b"\r\n") == 1  # the CRLF line keeps its ending
 
 
 def test_credit_on_scored_data_replaces_the_fields(tmp_path, capsys):
@@ -240,26 +241,28 @@ def test_credit_on_scored_data_replaces_the_fields(tmp_path, capsys):
     '{"a": 1, "steps": [{"x": 1}, {"y": [1, {}]}, 3], "b": {"c": 2}}', '{"steps": []}', "[1, 2]",
     '{"steps": 5}', ' { "steps" : [ { } ] } ', '{"a": NaN, "steps": [{"s": "}"}]}', '{"steps": [], "steps": [{}]}',
 ])
-def test_decode_with_closes_agrees_with_json_loads(text):
-    value, closes = decode_with_closes(text, "steps")
+def test_decode_with_ends_agrees_with_json_loads(text):
+    value, ends = decode_with_ends(text, "steps")
     assert value == json.loads(text) or text.startswith('{"a": NaN')
     steps = value.get("steps") if isinstance(value, dict) else None
     if isinstance(steps, list):
-        assert len(closes) == len(steps)
-        assert all(text[c] == "}" for c, s in zip(closes, steps) if isinstance(s, dict))
+        assert len(ends) == len(steps)
+        assert all(text[e:].lstrip().startswith("}") and not text[e - 1].isspace()
+                   for e, s in zip(ends, steps) if isinstance(s, dict))
     else:
-        assert closes is None
+        assert ends is None
 
 
 def test_byte_offsets_count_multibyte_characters():
     text = '{"steps": [{"o": "é√😀"}, {"o": "x"}]}'
-    _, closes = decode_with_closes(text, "steps")
+    _, ends = decode_with_ends(text, "steps")
     raw = text.encode("utf-8")
-    assert [raw[i:i + 1] for i in byte_offsets(text, raw, closes)] == [b"}", b"}"]
+    assert [raw[i:i + 1] for i in byte_offsets(text, raw, ends)] == [b"}", b"}"]
+    assert [raw[i:i + 1] for i in byte_offsets(text, raw, ends[::-1])] == [b"}", b"}"]  # any order
     assert byte_offsets("abc", b"abc", [1, -1]) == [1, -1]
 
 
 @pytest.mark.parametrize("text", ['{"a": 1,}', '{"steps": [1,]}', '{"a" 1}', '{"a": 1} x', '{"steps": [{"a": }]}'])
-def test_decode_with_closes_raises_json_errors(text):
+def test_decode_with_ends_raises_json_errors(text):
     with pytest.raises(json.JSONDecodeError):
-        decode_with_closes(text, "steps")
+        decode_with_ends(text, "steps")
