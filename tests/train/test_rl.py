@@ -183,3 +183,24 @@ def test_shared_prefix_update_is_the_plain_update(tiny_model_dir):
     for key in ("train/loss", "train/pg_loss", "train/kl", "train/ratio", "train/grad_norm"):
         assert out[True][0][key] == pytest.approx(out[False][0][key], rel=1e-4, abs=1e-6), key
     torch.testing.assert_close(out[True][1], out[False][1], atol=1e-6, rtol=0)
+
+
+def test_train_step_trains_on_the_groups_the_hooks_keep(tmp_path, tiny_model_dir):
+    """The hooks see the whole rollout and return the groups to drop; the step's metrics, credit and update
+    cover the kept groups only, and the rollout the hooks saw is left as it was."""
+    from creditflow.recipes.train import run_train
+    from creditflow.rollout.hooks import Hooks, Review
+
+    class DropFirstGroup(Hooks):
+        def after_rollout(self, step, specs, rollout):
+            self.shown = list(rollout.trajectories)
+            return Review({"hooks/seen": len(rollout.trajectories)}, frozenset({specs[0].group_id}))
+
+    hooks = DropFirstGroup()
+    cfg = build_config(None, [f"out_dir={tmp_path / 'run'}", f"policy.model={tiny_model_dir}", "rl.steps=1",
+                              "rollout.tasks_per_step=2", "rollout.group_size=2", "rl.eval_episodes=1",
+                              "generation.max_new_tokens=6", "rollout.max_steps=3", "tensorboard=false"])
+    _, _, last = run_train(cfg, hooks=hooks, log=lambda *_: None)
+    assert last["hooks/seen"] == 4 and len(hooks.shown) == 4
+    assert last["train/episodes"] == 2 and last["credit/groups"] == 1
+    assert last["train/samples"] == last["env_steps"] == sum(len(t) for t in hooks.shown[2:])
