@@ -93,14 +93,14 @@ def mixture_check(env: list[str], curriculum: str, iters: int, B: int = 8, G: in
 
     factory = common.env_factory(build_config(None, env))
     engine = RolloutEngine(RandomPolicy(), lambda messages: [0], factory, PromptBuilder("sokoban"), SamplingParams())
-    hooks = CurriculumHooks(CurriculumConfig(name=curriculum, p_replay=p_replay), G, factory, "sokoban", seed)
+    hooks = CurriculumHooks(CurriculumConfig(name=curriculum, p_replay=p_replay), factory, "sokoban", seed)
     task_rng = np.random.default_rng(seed)
     rows = []
     for step in range(1, iters + 1):
         fresh = [TaskSpec(f"sokoban/{s}", int(s), group_id=f"step{step}/sokoban/{s}")
                  for s in task_rng.integers(0, 1_000_000, B)]
         specs = hooks.make_specs(step, fresh)
-        rows.append(hooks.after_rollout(step, specs, engine.rollout(specs, G)))
+        rows.append(hooks.after_rollout(step, specs, engine.rollout_groups(specs, G)).metrics)
     late = rows[iters // 2:]
     keys = ("groups/all_zero_frac", "groups/all_one_frac", "groups/entropy", "crps/buffer_size", "crps/mean_k",
             "crps/replay_share", "crps/replay_acc")

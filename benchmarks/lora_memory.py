@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -43,7 +44,8 @@ from creditflow.policy.backends.base import SamplingParams  # noqa: E402
 from creditflow.policy.model import build_tiny_policy, load_policy  # noqa: E402
 from creditflow.recipes import common  # noqa: E402
 from creditflow.rollout.expert import expert_corpus  # noqa: E402
-from creditflow.train.rl import RLTrainer, Sample, fill_ref_logprobs, policy_update, window_rows  # noqa: E402
+from creditflow.train.rl import RLTrainer, fill_ref_logprobs, policy_update  # noqa: E402
+from creditflow.train.rows import Sample, window_rows  # noqa: E402
 from creditflow.train.metrics import read_metrics  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,7 +122,9 @@ def role_update(mode: str, steps: int, threads: int) -> dict:
     cfg = build_config(None, ["rl.lr=1e-4", *MODES[mode]])
     if mode == "lora":
         model = lora.wrap(model, cfg.policy.lora, base_dir=".")
-    trainer = RLTrainer(cfg, model, None, None, None, Path("."), None, eval_sampling=SamplingParams())
+    # token ids only (no text): a tokenizer is needed for its padding id alone
+    trainer = RLTrainer(cfg, model, SimpleNamespace(pad_token_id=0), None, None, Path("."), None,
+                        eval_sampling=SamplingParams())
     rng = np.random.default_rng(0)
     samples = [Sample(rng.integers(3, 1024, 128).tolist(), rng.integers(3, 1024, 8).tolist(), [-7.0] * 8,
                       float(rng.choice([-1.0, 1.0]))) for _ in range(16)]
@@ -129,8 +133,8 @@ def role_update(mode: str, steps: int, threads: int) -> dict:
     for _ in range(steps):
         t0 = time.perf_counter()
         with trainer.reference() as ref:
-            fill_ref_logprobs(ref, rows, 0, cfg.rl.token_budget)
-        policy_update(trainer.model, trainer.optimizer, rows, cfg, 0, trainer.update_rng)
+            fill_ref_logprobs(ref, rows, trainer.forward)
+        policy_update(trainer.model, trainer.optimizer, rows, cfg.rl, trainer.forward, trainer.update_rng)
         times.append(time.perf_counter() - t0)
     return {"params": sum(p.numel() for p in model.parameters()),
             "trainable": sum(p.numel() for p in lora.trainable_parameters(model)),

@@ -56,9 +56,10 @@ from creditflow.recipes import common  # noqa: E402
 # the setting the issue names and the committed tables measured (the demo now runs RewardFlow on 8 x 8)
 from creditflow.recipes.demo import DEMO_DEFAULTS, DEMO_ENV_SETTINGS, EARLIER_GRPO_DEMO  # noqa: E402
 from creditflow.recipes.train import run_sft_command  # noqa: E402
-from creditflow.train import rl  # noqa: E402
+from creditflow.train.forward import PREFIX_LEVELS, Forward, spread  # noqa: E402
 from creditflow.train.loss import token_logprobs  # noqa: E402
-from creditflow.train.rl import RLTrainer  # noqa: E402
+from creditflow.train.rl import RLTrainer, fill_ref_logprobs  # noqa: E402
+from creditflow.train.rows import rows_from  # noqa: E402
 
 LAYOUTS = {  # share_prefix=false: every prompt and row in full, as before policy.share_prefix existed
     "window+paper": ["rollout.history=window", "policy.template=paper", "policy.share_prefix=false"],
@@ -110,20 +111,21 @@ class Trainer:
         self.trainer = RLTrainer(self.cfg, self.model, self.tok, engine, engine, out, logger=None,
                                  hooks=build_hooks(self.cfg, factory))
         self.trajs: list = []
-        rollout = engine.rollout
+        rollout = engine.rollout_groups
 
         def captured(*args, **kwargs):
-            self.trajs = rollout(*args, **kwargs)
-            return self.trajs
+            result = rollout(*args, **kwargs)
+            self.trajs = result.trajectories
+            return result
 
-        engine.rollout = captured
+        engine.rollout_groups = captured
 
     def step(self, seed: int) -> dict:
         torch.manual_seed(seed)
         engine = self.trainer.train_engine
         engine.stats.__init__()
         m = self.trainer.train_step()
-        rows = rl.rows_from(self.trajs, self.cfg.rollout.history)
+        rows = rows_from(self.trajs, self.cfg.rollout.history)
         trained = [r for r in rows if any(s.advantage != 0 for s in r.samples)]
         return {
             "rollout_s": m["time/rollout_s"], "ref_s": m["time/ref_s"], "credit_s": m["time/credit_ms"] / 1000,
@@ -163,17 +165,17 @@ def timed(fn, repeat: int = 1) -> float:
 
 
 def update_pass(model, rows, pad_id: int, budget: int, all_positions: bool = False, pad: bool = True,
-                autocast: str = "none", share: bool = False) -> None:
+                autocast: str = "none", share: bool = False, levels: int = PREFIX_LEVELS) -> None:
     """One forward + backward of the PPO loss's log-probs over ``rows`` (the update's compute; ``share``:
-    ``policy.share_prefix``)."""
-    for micro in rl.pack_microbatches(rows, budget, pad):
-        b = rl._collate(micro, pad_id, "cpu")
+    ``policy.share_prefix``, in at most ``levels`` levels of the prefix tree)."""
+    fwd = Forward(pad_id, budget, pad=pad, autocast=autocast, share_prefix=share, max_levels=levels)
+    for _micro, b in fwd.batches(rows, "cpu"):
         if all_positions:  # the LM head over every position, as before
             logits = model(input_ids=b["ids"], attention_mask=b["attn"]).logits[:, :-1]
             logp = token_logprobs(logits, b["ids"][:, 1:])
         else:
-            logits, targets = rl._trained_logits(model, b, autocast, share)
-            logp = rl._spread(token_logprobs(logits, targets), b["mask"])
+            logits, targets = fwd.trained_logits(model, b)
+            logp = spread(token_logprobs(logits, targets), b["mask"])
         (logp * b["mask"] * b["adv"]).sum().backward()
     model.zero_grad(set_to_none=True)
 
@@ -184,9 +186,9 @@ def levers(base: Trainer, fast: Trainer, base_trajs, fast_trajs) -> list[dict]:
     pad = base.tok.pad_token_id
     budget = base.cfg.rl.token_budget
     rng = np.random.default_rng(0)
-    win_rows = [r for r in rl.rows_from(base_trajs, "window") if any(s.advantage for s in r.samples)]
+    win_rows = [r for r in rows_from(base_trajs, "window") if any(s.advantage for s in r.samples)]
     win_rows = [win_rows[i] for i in sorted(rng.choice(len(win_rows), min(48, len(win_rows)), replace=False))]
-    conv_rows = [r for r in rl.rows_from(fast_trajs, "conversation") if any(s.advantage for s in r.samples)]
+    conv_rows = [r for r in rows_from(fast_trajs, "conversation") if any(s.advantage for s in r.samples)]
 
     def lever(name, on, before, after, labels):
         out.append({"lever": name, "on": on, "before": before, "after": after,
@@ -198,15 +200,15 @@ def levers(base: Trainer, fast: Trainer, base_trajs, fast_trajs) -> list[dict]:
           timed(lambda: update_pass(base.model, win_rows, pad, budget), 2), ("every position", "trained only"))
 
     ref = copy.deepcopy(base.model).eval()
-    plain = rl.decision_logprobs.__wrapped__  # without its inference_mode decorator
+    unshared = Forward(pad, budget, share_prefix=False)
+    plain = Forward.logprobs.__wrapped__  # without its inference_mode decorator
 
     def no_grad():
         with torch.no_grad():
-            plain(ref, win_rows, pad, budget, share=False)
+            plain(unshared, ref, win_rows)
 
     lever("reference log-probs under inference_mode", f"{len(win_rows)} window rows", timed(no_grad, 2),
-          timed(lambda: rl.fill_ref_logprobs(ref, win_rows, pad, budget, share=False), 2),
-          ("no_grad", "inference_mode"))
+          timed(lambda: fill_ref_logprobs(ref, win_rows, unshared), 2), ("no_grad", "inference_mode"))
 
     lever("conversation rows without padding (equal lengths only per micro-batch)",
           f"{len(conv_rows)} conversation rows (fwd+bwd)",
@@ -246,7 +248,7 @@ def levers(base: Trainer, fast: Trainer, base_trajs, fast_trajs) -> list[dict]:
           timed(lambda: rollout(base, win_backend, True)), ("transformers generate", "own loop"))
 
     # policy.share_prefix: distinct rows / prompts and the instruction they all start with, computed once
-    all_win = [r for r in rl.rows_from(base_trajs, "window") if any(s.advantage for s in r.samples)]
+    all_win = [r for r in rows_from(base_trajs, "window") if any(s.advantage for s in r.samples)]
     lever("distinct rows and shared prefixes computed once (policy.share_prefix), update fwd+bwd",
           f"all {len(all_win)} trained window rows of the step",
           timed(lambda: update_pass(base.model, all_win, pad, budget)),
@@ -257,24 +259,17 @@ def levers(base: Trainer, fast: Trainer, base_trajs, fast_trajs) -> list[dict]:
           timed(lambda: update_pass(fast.model, conv_rows, pad, budget, pad=False, share=True)),
           ("every row in full", "shared"))
 
-    def levels(n: int, fn):  # rl.PREFIX_LEVELS is read at every call
-        kept, rl.PREFIX_LEVELS = rl.PREFIX_LEVELS, n
-        try:
-            return timed(fn, 2)
-        finally:
-            rl.PREFIX_LEVELS = kept
-
     # 2 levels: one shared prefix (the instruction) + each distinct row, as policy.share_prefix ran until 2026-11-29
-    lever(f"prefix tree in {rl.PREFIX_LEVELS} levels instead of 2 (policy.share_prefix), update fwd+bwd",
+    lever(f"prefix tree in {PREFIX_LEVELS} levels instead of 2 (policy.share_prefix), update fwd+bwd",
           f"all {len(all_win)} trained window rows of the step",
-          levels(2, lambda: update_pass(base.model, all_win, pad, budget, share=True)),
-          levels(rl.PREFIX_LEVELS, lambda: update_pass(base.model, all_win, pad, budget, share=True)),
-          ("2 levels", f"{rl.PREFIX_LEVELS} levels"))
-    lever(f"prefix tree in {rl.PREFIX_LEVELS} levels instead of 2 (policy.share_prefix), update fwd+bwd",
+          timed(lambda: update_pass(base.model, all_win, pad, budget, share=True, levels=2), 2),
+          timed(lambda: update_pass(base.model, all_win, pad, budget, share=True), 2),
+          ("2 levels", f"{PREFIX_LEVELS} levels"))
+    lever(f"prefix tree in {PREFIX_LEVELS} levels instead of 2 (policy.share_prefix), update fwd+bwd",
           f"{len(conv_rows)} conversation rows",
-          levels(2, lambda: update_pass(fast.model, conv_rows, pad, budget, pad=False, share=True)),
-          levels(rl.PREFIX_LEVELS, lambda: update_pass(fast.model, conv_rows, pad, budget, pad=False, share=True)),
-          ("2 levels", f"{rl.PREFIX_LEVELS} levels"))
+          timed(lambda: update_pass(fast.model, conv_rows, pad, budget, pad=False, share=True, levels=2), 2),
+          timed(lambda: update_pass(fast.model, conv_rows, pad, budget, pad=False, share=True), 2),
+          ("2 levels", f"{PREFIX_LEVELS} levels"))
 
     def shared_rollout(trainer, share: bool, cached: bool):
         backend = trainer.trainer.train_engine.backend

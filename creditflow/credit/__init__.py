@@ -24,6 +24,7 @@ from creditflow.credit.batch import BatchError, StepBatch
 from creditflow.credit.gigpo import GiGPOKnobs
 from creditflow.credit.grpo import GRPOKnobs, grpo_advantages
 from creditflow.credit.registry import (
+    METRIC_RULES,
     Credit,
     CreditError,
     Estimator,
@@ -49,6 +50,7 @@ __all__ = [
     "GiGPOKnobs",
     "GraphKnobs",
     "Knobs",
+    "METRIC_RULES",
     "RETURN_SOURCES",
     "RLOOKnobs",
     "RewardFlowKnobs",

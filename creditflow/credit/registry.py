@@ -81,6 +81,12 @@ class Credit:
         return {"process_reward": self.process_reward, "step_reward": self.step_reward, "advantage": self.advantage}
 
 
+METRIC_RULES: dict[str, str] = {"credit/groups": "sum", "credit/anchor_groups": "sum", "credit/time_ms": "max"}
+"""How a kernel's metric over part of a batch combines with the other parts' (a data-parallel trainer's
+processes each score their own groups; ``creditflow.train.distributed.Local``): counts add up (``sum``), the wall
+time is the slowest part's (``max``), and every other metric, a mean or fraction, is the mean over the parts
+weighted by their trajectories (``mean``)."""
+
 K = TypeVar("K", bound=Knobs)
 Kernel = Callable[[StepBatch, Any], Credit]
 Estimator = Callable[[Sequence[Trajectory], Any], dict]

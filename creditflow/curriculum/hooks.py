@@ -7,9 +7,11 @@
   prompt's history window) and, when the env has snapshot/restore, the stored snapshot of s_t0 (App. D
   (i)); otherwise the engine restores s_t0 by verified replay (App. D (ii)).
 * ``after_rollout`` — replay groups update their entry (Eq. 10–12, mastery removal); a replay group with
-  any episode whose restore failed verification is dropped from the batch *in place* (never trained on),
-  its entry marked bad and counted; fresh groups offer their shortest success to the buffer under the
-  gate acc(x) <= alpha_max (Eq. 6–7). Returns the diagnostics (Eq. 14) and buffer/controller metrics.
+  any episode whose restore failed verification (the engine names it: ``RolloutResult.unrestored``) is
+  returned to be dropped (never trained on), its entry marked bad and counted; fresh groups offer their
+  shortest success to the buffer under the gate acc(x) <= alpha_max (Eq. 6–7). Returns a
+  :class:`~creditflow.rollout.hooks.Review`: the diagnostics (Eq. 14) and buffer/controller metrics of the
+  kept groups, and the groups to drop.
 
 Success (R = 1) is ``Trajectory.success``, decided once by the run's success rule
 (``env.success_threshold``). This module imports the rollout layer only, never the trainer.
@@ -28,9 +30,9 @@ from creditflow.curriculum.crps import BufferEntry, SuccessBuffer, SuffixControl
 from creditflow.curriculum.diagnostics import group_diagnostics
 from creditflow.curriculum.replay import ExpReplay
 from creditflow.envs.base import ReplayMismatch, has_snapshot, replay
-from creditflow.rollout.engine import TaskSpec
+from creditflow.rollout.engine import RolloutResult, TaskSpec
 from creditflow.rollout.expert import expert_trajectories
-from creditflow.rollout.hooks import Hooks
+from creditflow.rollout.hooks import Hooks, Review
 from creditflow.rollout.trajectory import SuccessRule, Trajectory, group_by
 
 METRIC_KEYS = ("groups/all_zero_frac", "groups/all_one_frac", "groups/entropy", "crps/buffer_size",
@@ -51,11 +53,10 @@ def make_controller(cfg: CurriculumConfig) -> SuffixController | None:
 class CurriculumHooks(Hooks):
     """CRPS (``name="crps"``), ExpReplay (``"expreplay"``) or diagnostics only (``"none"``)."""
 
-    def __init__(self, cfg: CurriculumConfig, group_size: int, env_factory: Callable[[], object] | None = None,
+    def __init__(self, cfg: CurriculumConfig, env_factory: Callable[[], object] | None = None,
                  env_name: str = "", seed: int = 0, success_rule: SuccessRule = SuccessRule()):
         self.cfg = cfg
         self.success_rule = success_rule
-        self.group_size = int(group_size)
         self.env_factory = env_factory
         self.env_name = env_name
         self.controller = make_controller(cfg)
@@ -99,14 +100,15 @@ class CurriculumHooks(Hooks):
         )
 
     # -- after the rollout: controller, buffer, diagnostics --------------------------------------
-    def after_rollout(self, step: int, specs: list[TaskSpec], trajs: list[Trajectory]) -> dict:
-        groups = group_by(trajs)
+    def after_rollout(self, step: int, specs: list[TaskSpec], rollout: RolloutResult) -> Review:
+        groups = group_by(rollout.trajectories)
+        unrestored = set(rollout.unrestored)
         dropped: set[str] = set()
         replay_specs = [s for s in specs if s.meta.get("replay")]
         replay_accs = []
         for spec in replay_specs:
             group = groups.get(spec.group_id, [])
-            if len(group) < self.group_size:  # some episode could not be restored (App. D): mismatch
+            if spec.group_id in unrestored:  # some episode could not be restored (App. D): mismatch
                 dropped.add(spec.group_id)
                 self.restore_mismatches += 1
                 self.buffer.mark_bad(spec.meta["entry"])
@@ -125,9 +127,7 @@ class CurriculumHooks(Hooks):
                 acc = group_success_rate(self.succeeded(t) for t in group)  # Eq. 6
                 if wins and insertion_gate(acc, True, self.cfg.alpha_max):  # Eq. 7
                     self.insert(min(wins, key=len), acc, step)  # the shortest success of the group
-        if dropped:
-            trajs[:] = [t for t in trajs if t.group_id not in dropped]
-            groups = {g: ts for g, ts in groups.items() if g not in dropped}
+        groups = {g: ts for g, ts in groups.items() if g not in dropped}
         metrics = group_diagnostics([self.succeeded(t) for t in ts] for ts in groups.values())
         metrics.update({
             "crps/buffer_size": len(self.buffer),
@@ -141,7 +141,7 @@ class CurriculumHooks(Hooks):
         })
         if replay_accs:  # only on steps with replay groups (a 0.0 placeholder would bias averages)
             metrics["crps/replay_acc"] = float(np.mean(replay_accs))
-        return metrics
+        return Review(metrics, frozenset(dropped))
 
     # -- buffer insertion -----------------------------------------------------------------------
     def insert(self, traj: Trajectory, acc: float, step: int = 0) -> BufferEntry | None:
@@ -202,8 +202,7 @@ class CurriculumHooks(Hooks):
 def build_hooks(cfg: RunConfig, env_factory: Callable[[], object], warm_start: bool = True) -> CurriculumHooks:
     """The hooks ``run_train`` uses when none are given: ``cfg.curriculum`` (+ optional expert warm start)."""
     rule = SuccessRule(cfg.env.success_threshold)
-    hooks = CurriculumHooks(cfg.curriculum, cfg.rollout.group_size, env_factory, env_name=cfg.env.name,
-                            seed=cfg.seed, success_rule=rule)
+    hooks = CurriculumHooks(cfg.curriculum, env_factory, env_name=cfg.env.name, seed=cfg.seed, success_rule=rule)
     if warm_start and hooks.active and cfg.curriculum.warm_start_demos > 0:
         hooks.warm_start(expert_trajectories(env_factory, list(range(cfg.curriculum.warm_start_demos)), rule))
     return hooks

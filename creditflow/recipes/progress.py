@@ -107,9 +107,9 @@ class WatchedEngine(RolloutEngine):
     turn_limit: int | None = None
     keep_bar: bool = False
 
-    def rollout(self, specs, group_size=1, **kwargs):
+    def rollout_groups(self, specs, group_size=1, **kwargs):
         if self.watch is None or self.progress is None:
-            return super().rollout(specs, group_size, **kwargs)
+            return super().rollout_groups(specs, group_size, **kwargs)
         episodes = len(specs) * group_size
         limit = kwargs.get("max_turns") or self.turn_limit
         caller = kwargs.get("on_turn")
@@ -120,6 +120,6 @@ class WatchedEngine(RolloutEngine):
                     caller(turn, active)
 
             kwargs["on_turn"] = on_turn
-            trajectories = super().rollout(specs, group_size, **kwargs)
+            result = super().rollout_groups(specs, group_size, **kwargs)
             update(limit or 0, f"{episodes} episodes done")
-            return trajectories
+            return result

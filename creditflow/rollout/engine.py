@@ -81,6 +81,16 @@ class _Episode:
 
 
 @dataclass
+class RolloutResult:
+    """What :meth:`RolloutEngine.rollout_groups` returns: the trajectories (spec-major) and, explicitly, the
+    groups (``group_id``, else ``task_id``, of a spec) with an episode whose start state could not be restored
+    (verified replay mismatch): such a group came back short or empty."""
+
+    trajectories: list[Trajectory]
+    unrestored: list[str] = field(default_factory=list)
+
+
+@dataclass
 class RolloutStats:
     env_steps: int = 0
     generated_tokens: int = 0
@@ -178,15 +188,24 @@ class RolloutEngine:
                 max_turns: int | None = None) -> list[Trajectory]:
         """Roll out ``group_size`` episodes of every spec; returns the trajectories, spec-major order.
 
-        Specs whose start state cannot be restored (replay mismatch) yield no trajectories; the count is
-        in ``stats.restore_mismatches``. ``max_turns`` stops every episode after that many turns.
+        Episodes whose start state cannot be restored (replay mismatch) yield no trajectories; the count is
+        in ``stats.restore_mismatches`` and :meth:`rollout_groups` names their groups. ``max_turns`` stops
+        every episode after that many turns.
         """
+        return self.rollout_groups(specs, group_size, sampling=sampling, on_turn=on_turn,
+                                   max_turns=max_turns).trajectories
+
+    def rollout_groups(self, specs: list[TaskSpec], group_size: int = 1, sampling: SamplingParams | None = None,
+                       on_turn: Callable[[int, int], None] | None = None,
+                       max_turns: int | None = None) -> RolloutResult:
+        """:meth:`rollout`, with the groups some of whose episodes could not be restored named in the result."""
         sampling = sampling or self.sampling
         t0 = time.perf_counter()
         slots = [(spec, k) for spec in specs for k in range(group_size)]
         started = self.executor.start([(i, spec.start_state) for i, (spec, _) in enumerate(slots)])
         episodes: list[_Episode] = []
         contexts: dict[int, list[int] | None] = {}  # conversation layout: one opening per spec
+        unrestored: list[str] = []
         for i, ((spec, k), start) in enumerate(zip(slots, started)):
             context = None
             if start is not None and self.prompts.conversation:
@@ -196,13 +215,14 @@ class RolloutEngine:
                 start = start if context is not None else None
             if start is None:  # verified replay mismatched
                 self.stats.restore_mismatches += 1
+                unrestored.append(spec.group_id or spec.task_id)
             else:
                 episodes.append(self._start(spec, i, k, *start, context=context))
         reuse = getattr(self.backend, "prefix_cache", None) if self.prompts.conversation else None
         with reuse() if reuse is not None else nullcontext():
             self._turns(episodes, sampling, on_turn, max_turns)
         self.stats.seconds += time.perf_counter() - t0
-        return [ep.traj for ep in episodes]
+        return RolloutResult([ep.traj for ep in episodes], list(dict.fromkeys(unrestored)))
 
     def _turns(self, episodes: list[_Episode], sampling: SamplingParams, on_turn, max_turns: int | None) -> None:
         """Run the lockstep turns until every episode is done (or ``max_turns``)."""

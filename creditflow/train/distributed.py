@@ -12,7 +12,10 @@ process), which TRL's trainers then share. Every process then holds a full copy 
   same everywhere;
 * the loss normalisers are the totals over all processes and the gradients are summed across them
   (:func:`all_reduce_grads`) before clipping, so every process takes the same optimizer step, the one a
-  single process would take on the union of the rows (docs/scaling.md says exactly when).
+  single process would take on the union of the rows (docs/scaling.md says exactly when);
+* what each process measured on its own share becomes the run's metric by the rule declared with it
+  (:class:`Local`: mean over trajectories or tokens, count, slowest time, statistic of pooled samples), in
+  one helper (:func:`reduce_metrics`).
 
 Every function takes the :class:`World` it works in; with one process (``World()``) they return at once and
 touch nothing, which keeps the single-process run bit-for-bit what it was.
@@ -30,6 +33,7 @@ import torch.distributed as dist
 from accelerate import PartialState
 
 from creditflow.errors import UserError
+from creditflow.rollout.engine import RolloutResult
 from creditflow.rollout.trajectory import Trajectory
 
 T = TypeVar("T")
@@ -234,30 +238,77 @@ def without_tokens(traj: Trajectory) -> Trajectory:
 
 def gather_trajectories(trajs: list[Trajectory], world: World) -> list[Trajectory]:
     """All processes' trajectories (without tokens, :func:`without_tokens`) in rank order, on every process;
-    in one process ``trajs`` itself, so the caller's in-place edits of it keep their meaning."""
+    in one process ``trajs`` itself (nothing is copied)."""
     if not world.distributed:
         return trajs
     return [t for part in gather([without_tokens(t) for t in trajs], world) for t in part]
 
 
-def reduce_metrics(parts: list[tuple[dict, float]], sums: Sequence[str] = (), maxes: Sequence[str] = ()) -> dict:
-    """One metrics dict from every process's ``(metrics, weight)``: keys ending in one of ``sums`` are added,
-    keys starting with one of ``maxes`` take the largest value (wall-clock times: the slowest process sets
-    the pace), the others are the ``weight``-weighted mean over the processes that have the key (rates and
-    means; the weight is what the rate is over, e.g. trajectories or tokens). One part: its metrics as
-    they are."""
+def gather_rollout(result: RolloutResult, world: World) -> RolloutResult:
+    """Every process's rollout in rank order, on every process: trajectories without tokens
+    (:func:`gather_trajectories`) and the unrestored groups; in one process ``result`` itself."""
+    if not world.distributed:
+        return result
+    parts = gather(([without_tokens(t) for t in result.trajectories], result.unrestored), world)  # one collective
+    return RolloutResult([t for trajs, _ in parts for t in trajs], [g for _, groups in parts for g in groups])
+
+
+MEAN, SUM, MAX = "mean", "sum", "max"
+POOLED_MEAN, POOLED_STD = "pooled_mean", "pooled_std"
+POOLED = {POOLED_MEAN: lambda values: float(np.mean(values)) if len(values) else 0.0,
+          POOLED_STD: lambda values: float(np.std(values)) if len(values) else 0.0}
+"""The rules of :class:`Local` whose value is a list of samples: the statistic of every process's samples."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Local:
+    """A metric as this process measured it on its own share, with the rule that makes the run's value of the
+    processes' values:
+
+    * ``MEAN``: a rate or mean over ``weight`` items (trajectories, tokens): the ``weight``-weighted mean over
+      the processes that have the metric (their plain mean when every weight is 0);
+    * ``SUM``: a count, added up;
+    * ``MAX``: a wall time: the slowest process sets the pace;
+    * ``POOLED_MEAN``, ``POOLED_STD``: ``value`` is this process's list of samples (advantages, lengths), the
+      metric is the statistic of all processes' samples together (exact; 0.0 when there are none).
+
+    In one process every metric is its own value (pooled: the statistic of its samples), bit for bit.
+    """
+
+    value: Any
+    rule: str = MEAN
+    weight: float = 1.0
+
+
+def reduce_metrics(local: dict[str, Local], world: World) -> dict:
+    """The run's metrics from every process's ``local`` ones, each by its own rule (:class:`Local`); a
+    collective (every process calls it, with keys that may differ), one gather."""
+    return combine(gather(local, world))
+
+
+def combine(parts: list[dict[str, Local]]) -> dict:
+    """The metrics of :func:`reduce_metrics` from the processes' ``parts`` in rank order, keys in order of first
+    appearance. One part: its values as they are (pooled: their statistic)."""
     if len(parts) == 1:
-        return dict(parts[0][0])
+        return {key: POOLED[m.rule](m.value) if m.rule in POOLED else m.value for key, m in parts[0].items()}
     out: dict = {}
-    for key in dict.fromkeys(k for metrics, _ in parts for k in metrics):
-        have = [(m[key], w) for m, w in parts if key in m and isinstance(m[key], (int, float))]
+    for key in dict.fromkeys(k for part in parts for k in part):
+        have = [part[key] for part in parts if key in part]
+        rule = have[0].rule
+        if rule in POOLED:
+            out[key] = POOLED[rule]([x for m in have for x in m.value])
+            continue
+        have = [m for m in have if isinstance(m.value, (int, float))]
         if not have:
             continue
-        if key.endswith(tuple(sums)):
-            out[key] = sum(v for v, _ in have)
-        elif key.startswith(tuple(maxes)):
-            out[key] = max(v for v, _ in have)
+        if rule == SUM:
+            out[key] = sum(m.value for m in have)
+        elif rule == MAX:
+            out[key] = max(m.value for m in have)
+        elif rule == MEAN:
+            total = sum(m.weight for m in have)
+            out[key] = (sum(m.value * m.weight for m in have) / total if total > 0
+                        else float(np.mean([m.value for m in have])))
         else:
-            total = sum(w for _, w in have)
-            out[key] = (sum(v * w for v, w in have) / total) if total > 0 else float(np.mean([v for v, _ in have]))
+            raise ValueError(f"metric {key}: unknown reduction rule {rule!r}")
     return out

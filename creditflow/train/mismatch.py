@@ -16,7 +16,7 @@ Since w_t >= 0 it can be folded into the advantage (w A in both branches of the 
 trainer applies it (``Sample.is_weights``).
 
 The functions here are plain arithmetic; the trainer's forward pass is
-:func:`creditflow.train.rl.rollout_mismatch`.
+:func:`creditflow.train.rl.rollout_mismatch` (through :meth:`creditflow.train.forward.Forward.logprobs`).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from creditflow.envs.base import BaseTextEnv
 from creditflow.envs.sokoban import SokobanEnv
 from creditflow.policy.backends.base import Generation, SamplingParams
 from creditflow.policy.prompts import PromptBuilder
-from creditflow.rollout.engine import RolloutEngine, TaskSpec
+from creditflow.rollout.engine import RolloutEngine, RolloutResult, TaskSpec
 from creditflow.rollout.trajectory import Step, Trajectory
 from creditflow.rollout.expert import expert_trajectories
 
@@ -34,8 +34,8 @@ def engine(backend, factory):
     return RolloutEngine(backend, encode, factory, PromptBuilder("test"), SamplingParams())
 
 
-def hooks_for(factory, name="crps", G=2, **kw):
-    return CurriculumHooks(CurriculumConfig(name=name, **kw), G, factory, env_name="test", seed=0)
+def hooks_for(factory, name="crps", **kw):
+    return CurriculumHooks(CurriculumConfig(name=name, **kw), factory, env_name="test", seed=0)
 
 
 class NoSnapshotSokoban(SokobanEnv):
@@ -110,7 +110,7 @@ def flaky_success(seed=0, group="g"):
 
 @pytest.mark.parametrize("alternate", [False, True])
 def test_restore_mismatch_never_yields_a_training_group(flaky, alternate):
-    hooks = hooks_for(flaky, G=3, p_replay=1.0, k_min=1, beta_max=0.2)
+    hooks = hooks_for(flaky, p_replay=1.0, k_min=1, beta_max=0.2)
     entry = hooks.insert(flaky_success(), acc=0.0)  # verified at insertion: deterministic so far
     assert entry is not None and entry.snapshots is None and entry.k == 1  # floor(0.2 * 3) = 0 -> k_min
     FlakyEnv.version, FlakyEnv.alternate = 1, alternate  # now the env drifts (always / every other reset)
@@ -118,13 +118,18 @@ def test_restore_mismatch_never_yields_a_training_group(flaky, alternate):
     specs = hooks.make_specs(1, fresh)
     assert specs[0].meta["replay"] and specs[0].start_state.actions == ["inc", "inc"]
     eng = engine(Capture(lambda _: "inc"), flaky)
-    trajs = eng.rollout(specs + fresh, 3)
+    result = eng.rollout_groups(specs + fresh, 3)
+    trajs = result.trajectories
     assert eng.stats.restore_mismatches >= 1
+    assert result.unrestored == [specs[0].group_id]  # the failed restore is explicit, not a short group
     if alternate:  # some episodes restored, some did not: a partial group comes back from the engine
         assert 0 < sum(1 for t in trajs if t.meta.get("replay")) < 3
-    metrics = hooks.after_rollout(1, specs + fresh, trajs)
-    assert not any(t.meta.get("replay") for t in trajs)  # dropped in place: nothing trains on it
-    assert [t.task_id for t in trajs] == ["flaky/9"] * 3
+    shown = list(trajs)
+    review = hooks.after_rollout(1, specs + fresh, result)
+    assert trajs == shown and review.drop == {specs[0].group_id}  # the hooks say what to drop, edit nothing
+    kept, metrics = review.kept(trajs), review.metrics
+    assert not any(t.meta.get("replay") for t in kept)  # dropped: nothing trains on it
+    assert [t.task_id for t in kept] == ["flaky/9"] * 3
     assert metrics["crps/restore_mismatches"] == 1 and len(hooks.buffer) == 0
     assert hooks.buffer.counts["bad"] == 1
     FlakyEnv.version, FlakyEnv.alternate = 0, False
@@ -153,13 +158,14 @@ def fresh_group(seed, successes, G=4, step=1):
 
 
 def test_after_rollout_gates_insertion_and_reports_metrics():
-    hooks = hooks_for(lambda: make("sokoban"), G=4)  # alpha_max 0.5
+    hooks = hooks_for(lambda: make("sokoban"))  # alpha_max 0.5
     specs, trajs = [], []
     for seed, wins in ((1, 1), (2, 2), (3, 3), (4, 0)):
         spec, group = fresh_group(seed, wins)
         specs.append(spec)
         trajs += group
-    m = hooks.after_rollout(1, specs, trajs)
+    review = hooks.after_rollout(1, specs, RolloutResult(trajs))
+    m = review.metrics
     assert sorted(e.task_id for e in hooks.buffer.entries.values()) == ["sokoban/1", "sokoban/2"]  # acc <= 0.5
     e1 = next(e for e in hooks.buffer.entries.values() if e.task_id == "sokoban/1")
     assert e1.acc == 0.25 and e1.k == SuffixK(0.25, e1.T) and e1.snapshots is not None
@@ -167,7 +173,7 @@ def test_after_rollout_gates_insertion_and_reports_metrics():
     assert set(METRIC_KEYS) <= set(m)
     assert m["groups/all_zero_frac"] == 0.25 and m["groups/all_one_frac"] == 0.0
     assert m["crps/buffer_size"] == 2 and m["crps/replay_share"] == 0.0
-    assert len(trajs) == 16  # fresh groups are never dropped
+    assert not review.drop and len(review.kept(trajs)) == 16  # fresh groups are never dropped
 
 
 def SuffixK(acc, T):
@@ -175,14 +181,14 @@ def SuffixK(acc, T):
 
 
 def test_replay_group_updates_controller_and_mastered_entries_leave():
-    hooks = hooks_for(lambda: make("sokoban"), G=2, p_replay=1.0)
+    hooks = hooks_for(lambda: make("sokoban"), p_replay=1.0)
     hooks.warm_start([expert(5)])
     e = next(iter(hooks.buffer.entries.values()))
     e.k = e.T  # full horizon already
     for step in (1, 2):
         spec = hooks.make_specs(step, [TaskSpec("x", 0, group_id=f"step{step}/x")])[0]
         wins = [Trajectory(e.task_id, group_id=spec.group_id, success=True, meta=dict(spec.meta)) for _ in range(2)]
-        m = hooks.after_rollout(step, [spec], wins)
+        m = hooks.after_rollout(step, [spec], RolloutResult(wins)).metrics
         assert m["crps/replay_share"] == 1.0 and m["groups/all_one_frac"] == 1.0 and m["crps/replay_acc"] == 1.0
     assert len(hooks.buffer) == 0 and hooks.buffer.counts["mastered"] == 1  # ema 0.95, 0.995 at k = T
 
@@ -208,7 +214,7 @@ def test_none_logs_diagnostics_and_changes_nothing():
     spec, group = fresh_group(1, 1)
     fresh = [spec]
     assert hooks.make_specs(1, fresh) is fresh
-    m = hooks.after_rollout(1, fresh, group)
+    m = hooks.after_rollout(1, fresh, RolloutResult(group)).metrics
     assert set(METRIC_KEYS) <= set(m) and m["crps/buffer_size"] == 0 and m["groups/entropy"] > 0
 
 
@@ -236,13 +242,13 @@ class RandomPolicy:
 def random_policy_run(name, iters=16, B=8, G=8):
     factory = lambda: make("sokoban", size=7, num_boxes=2, max_steps=20, min_plan=4)  # noqa: E731
     eng = RolloutEngine(RandomPolicy(0), lambda m: [0], factory, PromptBuilder("x"), SamplingParams())
-    hooks = hooks_for(factory, name=name, G=G, p_replay=0.5)
+    hooks = hooks_for(factory, name=name, p_replay=0.5)
     task_rng = np.random.default_rng(0)
     rows = []
     for step in range(1, iters + 1):
         fresh = [TaskSpec(f"s/{s}", int(s), group_id=f"step{step}/s/{s}") for s in task_rng.integers(0, 10**6, B)]
         specs = hooks.make_specs(step, fresh)
-        rows.append(hooks.after_rollout(step, specs, eng.rollout(specs, G)))
+        rows.append(hooks.after_rollout(step, specs, eng.rollout_groups(specs, G)).metrics)
     return rows[iters // 2:]
 
 

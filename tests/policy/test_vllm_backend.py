@@ -24,7 +24,9 @@ from creditflow.policy.backends.hf import HFBackend  # noqa: E402
 from creditflow.policy.backends.vllm import VLLMBackend  # noqa: E402
 from creditflow.policy.model import load_policy  # noqa: E402
 from creditflow.train.mismatch import logprob_gap  # noqa: E402
-from creditflow.train.rl import Sample, decision_logprobs, policy_update, window_rows  # noqa: E402
+from creditflow.train.forward import Forward  # noqa: E402
+from creditflow.train.rl import policy_update  # noqa: E402
+from creditflow.train.rows import Sample, window_rows  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 
@@ -50,7 +52,7 @@ def max_gap(model, prompt_ids, gens) -> tuple[float, float]:
     """Largest and mean per-token |HF - generation| log-prob difference over the sampled tokens."""
     samples = [Sample(p, g.token_ids, g.logprobs, 0.0) for p, g in zip(prompt_ids, gens)]
     model.eval()  # as the trainer measures it (policy_update leaves the model in training mode)
-    hf = decision_logprobs(model, window_rows(samples), pad_id=0, token_budget=4096)
+    hf = Forward(pad_id=0, token_budget=4096).logprobs(model, window_rows(samples))
     worst = max(abs(a - b) for s, lp in zip(samples, hf) for a, b in zip(s.old_logprobs, lp))
     return worst, logprob_gap([s.old_logprobs for s in samples], hf)
 
@@ -71,8 +73,8 @@ def test_after_an_update_vllm_follows_the_new_weights(engine):
     gens = backend.generate(ids, SamplingParams(max_new_tokens=12, temperature=1.0))
     samples = [Sample(p, g.token_ids, g.logprobs, 1.0 if i % 2 else -1.0) for i, (p, g) in enumerate(zip(ids, gens))]
     cfg = build_config(None, ["rl.lr=0.02", "rl.kl_coef=0"])
-    policy_update(model, torch.optim.AdamW(model.parameters(), lr=cfg.rl.lr), window_rows(samples), cfg, 0,
-                  np.random.default_rng(0))
+    policy_update(model, torch.optim.AdamW(model.parameters(), lr=cfg.rl.lr), window_rows(samples), cfg.rl,
+                  Forward.from_config(cfg, 0), np.random.default_rng(0))
     backend.sync_weights(model)
 
     after = backend.generate(ids, SamplingParams(max_new_tokens=12, temperature=1.0))
@@ -98,7 +100,7 @@ def test_after_a_lora_update_vllm_follows_the_new_adapter(engine, tiny_vllm_mode
     samples = [Sample(p, g.token_ids, g.logprobs, 1.0 if i % 2 else -1.0) for i, (p, g) in enumerate(zip(ids, gens))]
     cfg = build_config(None, ["rl.lr=0.05", "rl.kl_coef=0"])
     optimizer = torch.optim.AdamW(lora.trainable_parameters(model), lr=cfg.rl.lr)
-    policy_update(model, optimizer, window_rows(samples), cfg, 0, np.random.default_rng(0))
+    policy_update(model, optimizer, window_rows(samples), cfg.rl, Forward.from_config(cfg, 0), np.random.default_rng(0))
     backend.sync_weights(model)
 
     after = backend.generate(ids, SamplingParams(max_new_tokens=12, temperature=1.0))

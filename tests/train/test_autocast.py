@@ -11,7 +11,9 @@ from creditflow.policy.backends.base import SamplingParams
 from creditflow.policy.backends.hf import HFBackend
 from creditflow.policy.model import (CPU_FLOAT32_SDPA, autocast_note, check_device_and_dtype, float32_attention_on_cpu,
                                      load_policy, mixed_precision)
-from creditflow.train.rl import Sample, _collate, _trained_logits, decision_logprobs, policy_update, window_rows
+from creditflow.train.forward import Forward
+from creditflow.train.rl import policy_update
+from creditflow.train.rows import Sample, collate, window_rows
 
 
 def test_config_keeps_float32_weights_under_autocast():
@@ -57,10 +59,10 @@ def _samples(tok):
 
 def test_logits_are_float32_from_a_bf16_forward(policy):
     model, tok = policy
-    b = _collate(window_rows(_samples(tok)), tok.pad_token_id, "cpu")
+    b = collate(window_rows(_samples(tok)), tok.pad_token_id, "cpu")
     with torch.no_grad():
-        full, targets = _trained_logits(model, b)
-        mixed, same_targets = _trained_logits(model, b, "bf16")
+        full, targets = Forward(tok.pad_token_id, 4096).trained_logits(model, b)
+        mixed, same_targets = Forward(tok.pad_token_id, 4096, autocast="bf16").trained_logits(model, b)
     assert mixed.dtype == torch.float32 and torch.equal(targets, same_targets)
     assert not torch.equal(full, mixed)  # the forward really ran in bf16 ...
     assert torch.allclose(full, mixed, atol=0.1, rtol=0.05)  # ... and stays close to float32
@@ -124,8 +126,8 @@ def test_generation_logprobs_match_the_trainers_under_autocast(policy):
     greedy = SamplingParams(max_new_tokens=6, temperature=0.0)
     gens = HFBackend(model, tok, autocast="bf16").generate(prompts, greedy)
     samples = [Sample(p, g.token_ids, g.logprobs, 1.0) for p, g in zip(prompts, gens)]
-    mixed = decision_logprobs(model, window_rows(samples), tok.pad_token_id, 4096, autocast="bf16")
-    full = decision_logprobs(model, window_rows(samples), tok.pad_token_id, 4096)
+    mixed = Forward(tok.pad_token_id, 4096, autocast="bf16").logprobs(model, window_rows(samples))
+    full = Forward(tok.pad_token_id, 4096).logprobs(model, window_rows(samples))
     for s, a, f in zip(samples, mixed, full):
         assert s.old_logprobs == pytest.approx(a, abs=0.02)
         assert a == pytest.approx(f, abs=0.1)
@@ -142,13 +144,12 @@ def test_bf16_update_moves_float32_weights_like_the_float32_update(tiny_model_di
     for mode in ("none", "bf16"):
         model, tok = load_policy(tiny_model_dir, "cpu", "float32")
         samples = _samples(tok)
-        for s, lp in zip(samples, decision_logprobs(model, window_rows(samples), tok.pad_token_id, 4096,
-                                                    autocast=mode)):
+        for s, lp in zip(samples, Forward(tok.pad_token_id, 4096, autocast=mode).logprobs(model, window_rows(samples))):
             s.old_logprobs = lp
         before = [p.detach().clone() for p in model.parameters()]
         cfg.policy.autocast = mode
-        stats = policy_update(model, torch.optim.AdamW(model.parameters(), lr=1e-3), window_rows(samples), cfg,
-                              tok.pad_token_id, np.random.default_rng(0))
+        stats = policy_update(model, torch.optim.AdamW(model.parameters(), lr=1e-3), window_rows(samples), cfg.rl,
+                              Forward.from_config(cfg, tok.pad_token_id), np.random.default_rng(0))
         assert stats["train/ratio"] == pytest.approx(1.0, abs=1e-3)
         assert all(p.dtype == torch.float32 for p in model.parameters())
         deltas[mode] = torch.cat([(p.detach() - b).flatten() for p, b in zip(model.parameters(), before)])

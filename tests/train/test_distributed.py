@@ -18,9 +18,13 @@ import torch.multiprocessing as mp
 from creditflow.config import build_config
 from creditflow.policy.model import load_policy
 from creditflow.rollout.trajectory import StartState, Step, Trajectory
-from creditflow.train.distributed import (World, all_max, all_reduce_grads, all_sum, gather, gather_trajectories,
-                                          reduce_metrics, shard, without_tokens)
-from creditflow.train.rl import Row, Sample, policy_update, window_rows
+from creditflow.rollout.engine import RolloutResult
+from creditflow.train.distributed import (MAX, MEAN, POOLED_MEAN, POOLED_STD, SUM, Local, World, all_max,
+                                          all_reduce_grads, all_sum, combine, gather, gather_rollout,
+                                          gather_trajectories, reduce_metrics, shard, without_tokens)
+from creditflow.train.forward import Forward
+from creditflow.train.rl import policy_update
+from creditflow.train.rows import Row, Sample, window_rows
 
 # one update per case (rank 1's groups have zero advantages in the "idle" case)
 CASES = {
@@ -45,20 +49,30 @@ def test_one_process_world_touches_nothing():
     values = [3, 2.5]
     assert all_sum(values, world) is values and all_max(4, world) == 4 and gather("x", world) == ["x"]
     trajs = [Trajectory("t")]
-    assert gather_trajectories(trajs, world) is trajs  # the caller's in-place edits keep their meaning
+    assert gather_trajectories(trajs, world) is trajs  # nothing copied
+    result = RolloutResult(trajs, ["g"])
+    assert gather_rollout(result, world) is result
     p = torch.nn.Parameter(torch.ones(2))
     all_reduce_grads([p], world)
     assert p.grad is None
 
 
 def test_reduce_metrics_sums_counts_takes_slowest_time_and_weighs_rates():
-    parts = [({"credit/groups": 2, "credit/pruned_frac": 0.5, "time/step_s": 1.0, "only/here": 1.0}, 1),
-             ({"credit/groups": 3, "credit/pruned_frac": 0.0, "time/step_s": 3.0}, 3)]
-    out = reduce_metrics(parts, sums=("/groups",), maxes=("time/",))
+    """Each metric by the rule declared with it: counts add up, the slowest time wins, rates are weighted by
+    what they are over, pooled samples give exact statistics."""
+    def part(groups, frac, step_s, weight, samples, **more):
+        return {"credit/groups": Local(groups, SUM), "credit/pruned_frac": Local(frac, MEAN, weight),
+                "time/step_s": Local(step_s, MAX), "adv_mean": Local(samples, POOLED_MEAN),
+                "adv_std": Local(samples, POOLED_STD), **more}
+
+    parts = [part(2, 0.5, 1.0, 1, [1.0, 2.0], **{"only/here": Local(1.0, MEAN, 1)}), part(3, 0.0, 3.0, 3, [6.0])]
+    out = combine(parts)
     assert out == {"credit/groups": 5, "credit/pruned_frac": pytest.approx(0.125), "time/step_s": 3.0,
-                   "only/here": 1.0}
-    single = {"a": 0.1 + 0.2}
-    assert reduce_metrics([(single, 3)]) == single  # one process: its metrics exactly
+                   "adv_mean": 3.0, "adv_std": pytest.approx(float(np.std([1.0, 2.0, 6.0]))), "only/here": 1.0}
+    single = {"a": Local(0.1 + 0.2, MEAN, 3), "n": Local(4, SUM), "x": Local([0.1, 0.7], POOLED_MEAN),
+              "none": Local([], POOLED_STD)}
+    assert reduce_metrics(single, World()) == {"a": 0.1 + 0.2, "n": 4, "x": float(np.mean([0.1, 0.7])),
+                                               "none": 0.0}  # one process: its metrics exactly
 
 
 def test_without_tokens_keeps_what_curriculum_and_metrics_read():
@@ -108,8 +122,8 @@ def _update(model_dir, rows, overrides, world=World()):
     """Weights, the last step's gradients and the stats after ``policy_update`` with SGD (lr 0.1)."""
     model, tok = load_policy(model_dir, "cpu", "float32")
     cfg = build_config(None, overrides)
-    stats = policy_update(model, torch.optim.SGD(model.parameters(), lr=0.1), rows, cfg, tok.pad_token_id,
-                          np.random.default_rng(0), world)
+    stats = policy_update(model, torch.optim.SGD(model.parameters(), lr=0.1), rows, cfg.rl,
+                          Forward.from_config(cfg, tok.pad_token_id), np.random.default_rng(0), world)
     weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
     grads = {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
     return weights, grads, stats
@@ -130,6 +144,12 @@ def _worker(rank: int, size: int, port: int, model_dir, out_dir) -> None:
         results["minibatches"] = _update(model_dir, [row for rows in shard(_groups(tok, np.random.default_rng(7)),
                                                                             world) for row in rows][: 1 + rank],
                                          ["rl.minibatches=3"], world)
+        results["metrics"] = reduce_metrics({"n": Local(rank + 1, SUM), "t": Local(float(rank), MAX),
+                                             "rate": Local(0.5 * rank, MEAN, weight=rank + 1),
+                                             "pooled": Local([rank] * (rank + 1), POOLED_MEAN)}, world)
+        mine = RolloutResult([Trajectory(f"t{rank}", group_id=f"g{rank}")], [f"u{rank}"])
+        everyone = gather_rollout(mine, world)
+        results["rollout"] = ([t.group_id for t in everyone.trajectories], everyone.unrestored)
         torch.save(results, f"{out_dir}/rank{rank}.pt")
     finally:
         dist.destroy_process_group()
@@ -163,6 +183,9 @@ def test_two_processes_take_the_one_process_step(tiny_model_dir, tmp_path):
             torch.testing.assert_close(got_grads[k], want_grads[k], atol=1e-6, rtol=0, msg=f"{case}: grad {k}")
         for key in ("train/loss", "train/pg_loss", "train/kl", "train/entropy", "train/grad_norm", "train/ratio"):
             assert got_stats[key] == pytest.approx(want_stats[key], rel=1e-5, abs=1e-7), (case, key)
+    for rank in ranks:  # every process gets the run's metrics, each by its rule, and everyone's rollout
+        assert rank["metrics"] == {"n": 3, "t": 1.0, "rate": pytest.approx(1 / 3), "pooled": pytest.approx(2 / 3)}
+        assert rank["rollout"] == (["g0", "g1"], ["u0", "u1"])
     # rl.minibatches=3 with 1 row on rank 0 and 2 on rank 1: 2 parts each, one empty on rank 0; same steps
     (got, _, _), (other, _, _) = ranks[0]["minibatches"], ranks[1]["minibatches"]
     assert all(torch.equal(got[k], other[k]) for k in got)

@@ -14,7 +14,9 @@ from creditflow.policy import lora
 from creditflow.policy.model import load_policy, model_config, tiny_config
 from creditflow.policy.prompts import PromptBuilder
 from creditflow.rollout.expert import expert_trajectories
-from creditflow.train.rl import Sample, decision_logprobs, policy_update, window_rows
+from creditflow.train.forward import Forward
+from creditflow.train.rl import policy_update
+from creditflow.train.rows import Sample, window_rows
 from creditflow.train.sft import demo_examples, run_sft
 
 SETTINGS = LoRAConfig(enabled=True, r=4, alpha=8)
@@ -33,7 +35,7 @@ def rows(model, tok):
                  for a, adv in (("up", 1.0), ("down", -1.0), ("left", 1.0), ("right", -1.0))]
     samples = [Sample(prompt, resp, [0.0] * len(resp), adv) for resp, adv in responses]
     model.eval()
-    for s, lp in zip(samples, decision_logprobs(model, window_rows(samples), tok.pad_token_id, 4096)):
+    for s, lp in zip(samples, Forward(tok.pad_token_id, 4096).logprobs(model, window_rows(samples))):
         s.old_logprobs = lp
     return window_rows(samples)
 
@@ -42,7 +44,8 @@ def update(model, tok, steps=2, lr=1e-2):
     cfg = build_config(None, [f"rl.lr={lr}", "rl.kl_coef=0"])
     optimizer = torch.optim.AdamW(lora.trainable_parameters(model), lr=lr)
     for _ in range(steps):
-        policy_update(model, optimizer, rows(model, tok), cfg, tok.pad_token_id, np.random.default_rng(0))
+        policy_update(model, optimizer, rows(model, tok), cfg.rl, Forward.from_config(cfg, tok.pad_token_id),
+                      np.random.default_rng(0))
     return optimizer
 
 
@@ -64,14 +67,15 @@ def test_the_kl_reference_is_the_base_model_with_the_adapter_off(tiny_model_dir)
     update(model, tok)
     base, _ = load_policy(tiny_model_dir, "cpu", "float32")
     batch = rows(model, tok)
-    want = decision_logprobs(base.eval(), batch, tok.pad_token_id, 4096)
+    fwd = Forward(tok.pad_token_id, 4096)
+    want = fwd.logprobs(base.eval(), batch)
     model.train()
     with lora.adapter_disabled(model) as ref:
         assert not ref.training
-        got = decision_logprobs(ref, batch, tok.pad_token_id, 4096)
+        got = fwd.logprobs(ref, batch)
     assert model.training  # mode restored, adapter back on
     assert got == want  # exactly: the same base weights, the same kernels
-    trained = decision_logprobs(model, batch, tok.pad_token_id, 4096)
+    trained = fwd.logprobs(model, batch)
     assert max(abs(a - b) for x, y in zip(trained, want) for a, b in zip(x, y)) > 1e-3
 
 

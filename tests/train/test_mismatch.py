@@ -8,8 +8,9 @@ import torch
 from creditflow.policy.model import load_policy
 from creditflow.train.loss import ppo_clip_objective
 from creditflow.train.mismatch import logprob_gap, tis_weights
-from creditflow.train.rl import (Row, Sample, _collate, conversation_row, decision_logprobs, rollout_mismatch,
-                                 window_rows)
+from creditflow.train.forward import Forward
+from creditflow.train.rl import rollout_mismatch
+from creditflow.train.rows import Row, Sample, collate, conversation_row, window_rows
 
 
 def test_tis_weights_by_hand():
@@ -29,7 +30,7 @@ def test_tis_loss_is_the_truncated_importance_weighted_ppo_loss():
     adv = -1.5
     w = tis_weights(rollout, train, cap=2.0)
     sample = Sample(prompt_ids=[7], response_ids=[1, 2, 3], old_logprobs=train, advantage=adv, is_weights=w)
-    batch = _collate(window_rows([sample]), pad_id=0, device="cpu")
+    batch = collate(window_rows([sample]), pad_id=0, device="cpu")
     assert batch["adv"][0].tolist() == pytest.approx([adv * x for x in w])
     mask = batch["mask"]
     loss, _ = ppo_clip_objective(new, batch["old"], batch["adv"], mask, clip_low=0.2)
@@ -49,17 +50,18 @@ def test_check_mismatch_measures_the_gap_and_switches_to_tis(policy):
     samples = [Sample(prompt_ids=[3, 4, 5, 6], response_ids=[7, 8, 9], old_logprobs=[0.0] * 3, advantage=1.0),
                Sample(prompt_ids=[3, 4], response_ids=[10, 11, 12, 13, 2], old_logprobs=[0.0] * 5, advantage=-1.0)]
     rows = window_rows(samples)
-    exact = decision_logprobs(model, rows, pad_id=0, token_budget=64)
-    one_by_one = [decision_logprobs(model, [row], pad_id=0, token_budget=64)[0] for row in rows]
+    fwd = Forward(pad_id=0, token_budget=64)
+    exact = fwd.logprobs(model, rows)
+    one_by_one = [fwd.logprobs(model, [row])[0] for row in rows]
     for a, b in zip(exact, one_by_one):
         assert a == pytest.approx(b, abs=1e-5)  # batching and padding change nothing
     offsets = [[0.1, -0.2, 0.0], [0.3, 0.0, 0.0, -0.1, 0.5]]  # the "rollout engine" is off by these
     for s, lp, off in zip(samples, exact, offsets):
         s.old_logprobs = [a + o for a, o in zip(lp, off)]
-    no_tis = rollout_mismatch(model, rows, pad_id=0, token_budget=64, pad=True, tis_cap=None)
+    no_tis = rollout_mismatch(model, rows, fwd, tis_cap=None)
     assert no_tis == {"train/rollout_logprob_gap": pytest.approx(1.2 / 8, abs=1e-5)}
     assert samples[0].is_weights is None
-    metrics = rollout_mismatch(model, rows, pad_id=0, token_budget=64, pad=True, tis_cap=1.2)
+    metrics = rollout_mismatch(model, rows, fwd, tis_cap=1.2)
     assert samples[0].old_logprobs == pytest.approx(exact[0], abs=1e-6)  # ratio against the trainer
     assert samples[1].is_weights == pytest.approx([math.exp(-0.3), 1.0, 1.0, min(math.exp(0.1), 1.2), math.exp(-0.5)],
                                                   abs=1e-4)
@@ -73,9 +75,8 @@ def test_conversation_rows_give_each_decision_its_own_logprobs(policy):
     model, _ = policy
     first = Sample(prompt_ids=[3, 4], response_ids=[5, 6], old_logprobs=[0.0] * 2, advantage=1.0)
     second = Sample(prompt_ids=[3, 4, 5, 6, 9, 10], response_ids=[11, 12, 2], old_logprobs=[0.0] * 3, advantage=1.0)
-    together = decision_logprobs(model, [conversation_row([first, second])], pad_id=0, token_budget=64,
-                                 pad=False)
-    apart = decision_logprobs(model, window_rows([first, second]), pad_id=0, token_budget=64)
+    together = Forward(pad_id=0, token_budget=64, pad=False).logprobs(model, [conversation_row([first, second])])
+    apart = Forward(pad_id=0, token_budget=64).logprobs(model, window_rows([first, second]))
     assert [len(lp) for lp in together] == [2, 3]
     for a, b in zip(together, apart):
         assert a == pytest.approx(b, abs=1e-5)
@@ -85,6 +86,6 @@ def test_rollout_mismatch_restores_the_training_mode(policy):
     model, _ = policy
     sample = Sample([3, 4], [5], [0.0], 0.0)
     model.train()
-    rollout_mismatch(model, [Row([3, 4, 5], [sample])], pad_id=0, token_budget=64, pad=True, tis_cap=None)
+    rollout_mismatch(model, [Row([3, 4, 5], [sample])], Forward(pad_id=0, token_budget=64), tis_cap=None)
     assert model.training
     model.eval()
