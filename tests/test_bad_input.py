@@ -14,6 +14,7 @@ import torch
 
 from creditflow.cli import main
 from creditflow.config import build_config, dump_config
+from creditflow.train.checkpoint import write_manifest
 
 T = ["rl.steps=1", "rollout.tasks_per_step=1", "rollout.group_size=2", "rollout.max_steps=4", "rl.eval_episodes=2",
      "sft.demos=4", "sft.epochs=1"]
@@ -126,8 +127,11 @@ def inputs(tmp_path, tiny_model_dir):
     ckpt.mkdir(parents=True)
     dump_config(build_config(None, [f"out_dir={run}", f"policy.model={tiny_model_dir}", "rl.steps=3"]),
                 run / "config.yaml")
-    shutil.copy(tiny_model_dir / "config.json", ckpt / "config.json")
+    for f in tiny_model_dir.iterdir():  # an intact checkpoint: the model, its states and its manifest
+        shutil.copy(f, ckpt / f.name)
+    torch.save({}, ckpt / "optimizer.pt")
     torch.save({"step": 3}, ckpt / "trainer_state.pt")
+    write_manifest(ckpt, 3)
     (run / "checkpoints" / "latest").write_text("step_000003")
     made["run"] = str(run)
     return made
