@@ -115,6 +115,20 @@ def publish_dir(tmp: str | os.PathLike, target: str | os.PathLike) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def clear_temporaries(directory: str | os.PathLike) -> list[Path]:
+    """Remove the temporaries that writes killed mid-way left in ``directory`` (``.<name>.tmp``,
+    ``.<name>.old`` and :func:`atomic_open`'s ``.<name>.<random>.tmp``); returns what was removed."""
+    removed = []
+    for p in Path(directory).glob(".*"):
+        if p.name.endswith((".tmp", ".old")):
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed
+
+
 def sync_tree(root: str | os.PathLike) -> None:
     """fsync every file and directory under ``root`` (and ``root``)."""
     for dirpath, _dirs, files in os.walk(root):

@@ -19,7 +19,7 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
-from creditflow.atomic import publish_dir, temporary_dir, write_atomic
+from creditflow.atomic import clear_temporaries, publish_dir, temporary_dir, write_atomic
 from creditflow.config import RunConfig, build_config, changed_settings, dump_config
 from creditflow.curriculum.hooks import build_hooks
 from creditflow.errors import Interrupted, UserError
@@ -30,8 +30,8 @@ from creditflow.recipes.progress import RunProgress
 from creditflow.rollout.expert import expert_trajectories
 from creditflow.rollout.seeding import seed_everything
 from creditflow.train import distributed
-from creditflow.train.checkpoint import (Found, checkpoint_world_size, load_trainer_state, newest_checkpoint,
-                                         resume_checkpoint)
+from creditflow.train.checkpoint import (Found, checkpoint_root, checkpoint_world_size, load_trainer_state,
+                                         newest_checkpoint, resume_checkpoint)
 from creditflow.train.distributed import World
 from creditflow.train.metrics import MetricsLogger, NullLogger, read_metrics
 from creditflow.train.rl import RLTrainer
@@ -160,6 +160,9 @@ def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[s
     if not world.main:
         progress, log = common.rank_progress(progress, world), _silent
     seed_everything(cfg.seed + world.rank)
+    if resume and world.main:  # what writes killed mid-way left (a checkpoint, π_SFT, a file being replaced)
+        for directory in (out, checkpoint_root(out)):
+            clear_temporaries(directory)
     trainer = None
     try:
         if found is not None:
