@@ -8,6 +8,7 @@ with SIGKILL at chosen write points (``CREDITFLOW_CRASH_AT``) or at seeded rando
 is tested with the real command in a new process.
 """
 
+import json
 import os
 import random
 import signal
@@ -19,6 +20,9 @@ from pathlib import Path
 import pytest
 
 from benchmarks.crash_consistency import Event, compare, crash_run, crash_runs, fork_start, run_segment
+from creditflow.atomic import atomic_dir
+from creditflow.train.checkpoint import _safetensors_problem, checkpoint_problem, checkpoint_step, write_manifest
+from creditflow.train.metrics import read_metrics, truncate_after
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = 6
@@ -84,3 +88,108 @@ def test_an_interrupt_while_the_imports_run_is_one_line(tmp_path, signum):
     assert proc.returncode == 128 + signum, err
     assert err.strip().splitlines() == ["interrupted while starting; nothing saved"], err
     assert not (tmp_path / "run").exists()
+
+
+# -- the pieces -------------------------------------------------------------------------------------------
+
+
+def _killed_at(point, work):
+    """Run ``work()`` in a forked child with the crash point armed; True when the child was killed there."""
+    pid = os.fork()
+    if pid == 0:
+        os.environ["CREDITFLOW_CRASH_AT"] = point
+        try:
+            work()
+        finally:
+            os._exit(0)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == -signal.SIGKILL
+
+
+def test_a_directory_appears_whole_or_not_at_all(tmp_path):
+    target = tmp_path / "model"
+    with atomic_dir(target) as tmp:
+        (tmp / "weights").write_text("v1")
+        (tmp / "tokenizer").write_text("v1")
+    assert sorted(p.name for p in target.iterdir()) == ["tokenizer", "weights"]
+    with pytest.raises(RuntimeError):  # a failure half-way keeps the old directory and removes the new one
+        with atomic_dir(target) as tmp:
+            (tmp / "weights").write_text("v2")
+            raise RuntimeError("disk full")
+    assert (target / "weights").read_text() == "v1" and sorted(os.listdir(tmp_path)) == ["model"]
+
+    def replace():
+        with atomic_dir(target) as tmp:
+            (tmp / "weights").write_text("v2")
+            (tmp / "tokenizer").write_text("v2")
+
+    assert _killed_at("dir.swap", replace)  # killed between moving the old one aside and the new one in
+    assert not target.exists()  # neither: never a mix of the two
+    replace()
+    assert (target / "weights").read_text() == "v2" and sorted(os.listdir(tmp_path)) == ["model"]
+
+
+def test_ctrl_c_between_the_renames_of_a_directory_waits_for_both(tmp_path, monkeypatch):
+    target = tmp_path / "model"
+    target.mkdir()
+    (target / "weights").write_text("v1")
+    real_rename = os.rename
+
+    def rename_then_interrupt(src, dst):
+        real_rename(src, dst)
+        signal.raise_signal(signal.SIGINT)  # arrives after the first rename
+
+    monkeypatch.setattr(os, "rename", rename_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_dir(target) as tmp:
+            (tmp / "weights").write_text("v2")
+    assert (target / "weights").read_text() == "v2"  # both renames were done before the interrupt took effect
+
+
+def test_metrics_readers_leave_out_a_torn_last_row(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    rows = [{"step": 0, "eval/success_rate": 0.5}, {"step": 1, "train/loss": 0.25}]
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    for tail in ('{"step": 2, "train/lo', "\x00" * 40, '{"step": 2}'):  # cut, zeros after a power loss, no newline
+        path.write_text(text + tail)
+        assert read_metrics(path)[:2] == rows
+        truncate_after(path, 1)
+        assert path.read_text() == "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
+    path.write_text(text)
+    before = path.stat().st_mtime_ns
+    truncate_after(path, 5)  # nothing to drop: not rewritten
+    assert path.stat().st_mtime_ns == before
+    truncate_after(path, -1)  # a run that starts again from step 0
+    assert path.read_text() == "" and read_metrics(path) == []
+
+
+def test_a_manifest_names_every_change_to_a_checkpoint(tmp_path):
+    ckpt = tmp_path / "step_000004"
+    ckpt.mkdir()
+    (ckpt / "optimizer.pt").write_bytes(b"o" * 100)
+    (ckpt / "sub").mkdir()
+    (ckpt / "sub" / "extra.bin").write_bytes(b"x" * 10)
+    manifest = write_manifest(ckpt, 4)
+    assert manifest["step"] == 4 and set(manifest["files"]) == {"optimizer.pt", "sub/extra.bin"}
+    assert checkpoint_problem(ckpt) is None and checkpoint_step(ckpt) == 4
+    (ckpt / "optimizer.pt").write_bytes(b"p" * 100)
+    assert checkpoint_problem(ckpt) == "optimizer.pt does not match its SHA-256 in manifest.json"
+    (ckpt / "optimizer.pt").write_bytes(b"o" * 99)
+    assert checkpoint_problem(ckpt) == "optimizer.pt has 99 bytes, its manifest says 100"
+    (ckpt / "sub" / "extra.bin").unlink()
+    assert checkpoint_problem(ckpt) == "optimizer.pt has 99 bytes, its manifest says 100"
+    (ckpt / "optimizer.pt").write_bytes(b"o" * 100)
+    assert checkpoint_problem(ckpt) == "sub/extra.bin is missing"
+
+
+def test_safetensors_files_are_checked_against_their_header(tmp_path):
+    import torch
+    from safetensors.torch import save_file
+
+    path = tmp_path / "model.safetensors"
+    save_file({"w": torch.ones(64)}, str(path))
+    assert _safetensors_problem(path) is None
+    data = path.read_bytes()
+    path.write_bytes(data[:-16])
+    assert _safetensors_problem(path) == f"has {len(data) - 16} bytes, its header says {len(data)}"
+    path.write_bytes(data[:5])
+    assert _safetensors_problem(path) == "is unreadable"
