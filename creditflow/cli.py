@@ -13,7 +13,7 @@ parallel and rank 0 prints their results; every other command refuses in one lin
 
 from __future__ import annotations
 
-from creditflow.interrupts import exit_on_interrupt
+from creditflow.interrupts import exit_on_interrupt, ignore_in_final_teardown
 
 _STARTED = exit_on_interrupt("while starting; nothing saved")  # the imports below take seconds; undone at the end
 
@@ -504,6 +504,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     ended ends the process at once until it exits; with ``argv`` (in a program) the signal handlers are put
     back as they were."""
     entry = argv is None
+    if entry:  # the process ends with this command
+        ignore_in_final_teardown()
     argv = list(sys.argv[1:] if argv is None else argv)
     _SIGNALS.clear()
     in_main_thread = threading.current_thread() is threading.main_thread()

@@ -3,11 +3,15 @@ while it exits.
 
 Nothing is being written then, so the process ends at once with one line on stderr, ``interrupted ...``,
 and exit code 130 (Ctrl-C) or 143 (SIGTERM), instead of a ``KeyboardInterrupt`` traceback from whatever
-module was being imported. This module imports nothing heavy: it is the first thing ``creditflow.cli`` runs.
+module was being imported. At the very end, once the exit handlers have run, the interpreter's own teardown
+(it collects every object and unloads every module: seconds, with torch loaded, on a busy machine) ignores
+them: Python puts its handlers back to the defaults there, which would end the process without a word.
+This module imports nothing heavy: it is the first thing ``creditflow.cli`` runs.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import sys
@@ -39,3 +43,17 @@ def exit_on_interrupt(what: str | None) -> Callable[[], None]:
             signal.signal(signum, signal.SIG_DFL if handler is None else handler)
 
     return restore
+
+
+def ignore_in_final_teardown() -> None:
+    """From the moment this process's exit handlers registered before this call start running (the last
+    ones), Ctrl-C and SIGTERM are ignored: only the interpreter's own teardown is left, and its exit code is
+    the command's. (Python keeps an ignored signal ignored through its teardown; any other handler goes back
+    to the default action.) Exit handlers registered later run before, under the handlers in force."""
+    atexit.register(_ignore_interrupts)
+
+
+def _ignore_interrupts() -> None:
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_IGN)
