@@ -77,17 +77,33 @@ class Segment:
     output: str = field(repr=False)
 
 
+class Inconsistent(AssertionError):
+    """The run did not behave as the crash-consistency guarantee says."""
+
+
 # -- launching ----------------------------------------------------------------------------------------
 
 Start = Callable[[list[str], dict, Path], "Child"]
 
 
 class Child:
-    def __init__(self, pid: int, wait: Callable[[], int]):
-        self.pid, self._wait = pid, wait
+    """A started segment: its pid and ``poll()`` (its exit status once it has ended, else None)."""
 
-    def wait(self) -> int:
-        return self._wait()
+    def __init__(self, pid: int, poll: Callable[[], int | None]):
+        self.pid, self.poll = pid, poll
+
+    def wait(self, limit: float) -> int:
+        """The exit status (minus the signal that ended it); a child still running after ``limit`` seconds
+        is killed and reported as hung."""
+        deadline = time.perf_counter() + limit
+        while (status := self.poll()) is None:
+            if time.perf_counter() > deadline:
+                os.kill(self.pid, signal.SIGKILL)
+                while self.poll() is None:
+                    time.sleep(0.05)
+                raise Inconsistent(f"pid {self.pid} still running after {limit:.0f} s: hung")
+            time.sleep(0.02)
+        return status
 
 
 def process_start(python: str = sys.executable) -> Start:
@@ -97,7 +113,7 @@ def process_start(python: str = sys.executable) -> Start:
         proc = subprocess.Popen([python, "-m", "creditflow", *argv], stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT,
                                 env={**os.environ, "PYTHONPATH": str(ROOT), **env})
         fh.close()
-        return Child(proc.pid, proc.wait)
+        return Child(proc.pid, proc.poll)
     return start
 
 
@@ -129,13 +145,15 @@ def fork_start(argv: list[str], env: dict, log: Path) -> Child:
             finally:
                 os._exit(code)
 
-    def wait() -> int:
-        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    def poll() -> int | None:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        return os.waitstatus_to_exitcode(status) if done else None
 
-    return Child(pid, wait)
+    return Child(pid, poll)
 
 
-def run_segment(start: Start, argv: list[str], event: Event | None, log: Path) -> Segment:
+def run_segment(start: Start, argv: list[str], event: Event | None, log: Path, limit: float = 900.0) -> Segment:
+    """One process run of ``argv``, stopped by ``event`` (None: to its end); at most ``limit`` seconds."""
     env = {CRASH_AT: event.point} if event is not None and event.point else {}
     t0 = time.perf_counter()
     child = start(argv, env, log)
@@ -150,7 +168,7 @@ def run_segment(start: Start, argv: list[str], event: Event | None, log: Path) -
                 os.kill(child.pid, event.signum)
             except ProcessLookupError:
                 pass
-    status = child.wait()
+    status = child.wait(limit)
     return Segment(str(event) if event else "none", argv, status, round(time.perf_counter() - t0, 2),
                    log.read_text(errors="replace"))
 
@@ -167,40 +185,40 @@ def _ended(pid: int) -> bool:
 # -- one crash run ------------------------------------------------------------------------------------
 
 
-class Inconsistent(AssertionError):
-    """The run did not behave as the crash-consistency guarantee says."""
-
-
 def next_argv(out: Path, fresh: list[str]) -> list[str]:
     """``--resume`` once the run has its config.yaml, else the original command."""
     return ["train", "--resume", str(out)] if (out / "config.yaml").exists() else list(fresh)
 
 
 def done(seg: Segment) -> bool:
-    return seg.status == 0 or (seg.status == 2 and "nothing to do" in seg.output)
+    """The run is complete: the command said ``done:`` (a kill may have come while it exited), or a resume
+    found nothing left to do."""
+    return (seg.status == 0 or "\ndone: step" in "\n" + seg.output
+            or (seg.status in (2, -signal.SIGKILL) and "nothing to do" in seg.output))
 
 
 def check_segment(seg: Segment, event: Event | None) -> None:
-    """What each kind of stop must look like."""
+    """What each kind of stop must look like: no traceback and no damaged checkpoint ever; a kill -9 ends
+    the process by SIGKILL; Ctrl-C / SIGTERM end it with exit 130 / 143 and exactly one ``interrupted ...``
+    line, its last; a segment that ran to the end exits 0 (2 for a resume with nothing left to do)."""
     where = f"{seg.event} ({' '.join(seg.argv[:3])} ...)"
+    tail = seg.output[-3000:]
     if "Traceback" in seg.output:
-        raise Inconsistent(f"{where}: a traceback\n{seg.output[-3000:]}")
+        raise Inconsistent(f"{where}: a traceback\n{tail}")
     if "checkpoint damaged" in seg.output or "no intact checkpoint" in seg.output:
-        raise Inconsistent(f"{where}: a kill left a damaged checkpoint\n{seg.output[-3000:]}")
-    if done(seg):
+        raise Inconsistent(f"{where}: a kill left a damaged checkpoint\n{tail}")
+    killed = event is not None and (event.point is not None or event.signum == signal.SIGKILL)
+    if killed and seg.status == -signal.SIGKILL:
         return
-    if event is None:
-        raise Inconsistent(f"{where}: exit {seg.status}\n{seg.output[-3000:]}")
-    if event.point or event.signum == signal.SIGKILL:
-        if seg.status != -signal.SIGKILL:
-            raise Inconsistent(f"{where}: exit {seg.status}, expected kill -9\n{seg.output[-3000:]}")
+    if event is not None and not killed and seg.status == 128 + event.signum:
+        lines = [line for line in seg.output.splitlines() if line.strip()]
+        said = [line for line in lines if line.startswith("interrupted")]
+        if len(said) != 1 or lines[-1] != said[0]:
+            raise Inconsistent(f"{where}: {len(said)} 'interrupted' line(s), expected one, the last\n{tail}")
         return
-    expected = 128 + event.signum
-    lines = [line for line in seg.output.splitlines() if line.strip()]
-    said = [line for line in lines if line.startswith("interrupted")]
-    if seg.status != expected or len(said) != 1 or lines[-1] != said[0]:
-        raise Inconsistent(f"{where}: exit {seg.status} (expected {expected}), {len(said)} 'interrupted' "
-                           f"line(s), expected one, the last\n{seg.output[-3000:]}")
+    if seg.status == 0 or (seg.status == 2 and "nothing to do" in seg.output):
+        return
+    raise Inconsistent(f"{where}: exit {seg.status}\n{tail}")
 
 
 def crash_run(start: Start, fresh: list[str], out: Path, events: list[Event], logs: Path,
@@ -307,10 +325,10 @@ PHASES = (("interrupted while starting", "imports"), ("done:", "finished"), ("er
 
 def phase(output: str) -> str:
     """Where a segment was when it stopped, from its last log line (none: imports or the tiny policy)."""
-    lines = [line for line in output.splitlines() if line.strip() and not line.startswith("interrupted after")]
-    last = lines[-1] if lines else ""
     if "interrupted while starting" in output:
         return "imports"
+    lines = [line for line in output.splitlines() if line.strip() and not line.startswith("interrupted")]
+    last = lines[-1] if lines else ""
     return next((name for prefix, name in PHASES if last.startswith(prefix)), "imports or the tiny policy")
 
 
