@@ -500,9 +500,9 @@ def _run(argv: list[str]) -> int:
 
 def main(argv: Optional[list[str]] = None) -> None:
     """Console entry point: every user or usage error is one line + exit 2, an interrupt one line + exit 130
-    (143 for SIGTERM). Called without ``argv`` (the ``creditflow`` command), an interrupt after the command
-    ended ends the process at once until it exits; with ``argv`` (in a program) the signal handlers are put
-    back as they were."""
+    (143 for SIGTERM). Called without ``argv`` (the ``creditflow`` command), Ctrl-C or SIGTERM after the
+    command has ended end the process at once (with one line when it had succeeded), and the interpreter's
+    final teardown ignores them; with ``argv`` (in a program) the signal handlers are put back as they were."""
     entry = argv is None
     if entry:  # the process ends with this command
         ignore_in_final_teardown()

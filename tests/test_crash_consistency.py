@@ -193,3 +193,27 @@ def test_safetensors_files_are_checked_against_their_header(tmp_path):
     assert _safetensors_problem(path) == f"has {len(data) - 16} bytes, its header says {len(data)}"
     path.write_bytes(data[:5])
     assert _safetensors_problem(path) == "is unreadable"
+
+
+def test_interrupted_before_the_first_checkpoint_then_resumed_from_step_0(tmp_path, tiny_model_dir, monkeypatch,
+                                                                           capsys):
+    from creditflow.cli import main
+    from creditflow.train.rl import RLTrainer
+
+    def interrupted(trainer):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(RLTrainer, "train_step", interrupted)
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--model", str(tiny_model_dir), "--out", str(out), "rl.steps=1", "rl.save_every=1", *RUN[3:]])
+    assert exc.value.code == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "interrupted after 0 of 1 steps, before the first checkpoint (rl.save_every=1); a resume starts again from "
+        f"step 0; continue with: creditflow train --resume {out}")
+    assert [r["step"] for r in read_metrics(out / "metrics.jsonl")] == [0]
+    monkeypatch.undo()
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--resume", str(out)])
+    assert exc.value.code == 0
+    assert [r["step"] for r in read_metrics(out / "metrics.jsonl")] == [0, 1]

@@ -109,15 +109,16 @@ def _interrupted(out: Path, trainer: RLTrainer | None, cfg: RunConfig) -> Interr
         return Interrupted(f"{where}; the newest checkpoint is {ckpt}", resume=resume)
     if not (out / "config.yaml").exists():
         return Interrupted(f"{where}; nothing saved")
-    first = f"{where}, before the first checkpoint (rl.save_every={cfg.rl.save_every})"
+    if trainer is not None:
+        where += f", before the first checkpoint (rl.save_every={cfg.rl.save_every})"
     sft, tiny = out / "sft_model", out / "tiny_model"
     if not cfg.policy.model and (sft / "config.json").exists():
-        kept = f"π_SFT is saved in {sft}"
+        kept = f"; π_SFT is saved in {sft}"
     elif not cfg.policy.model and tiny_model_built(tiny):
-        kept = f"the untrained tiny policy in {tiny} is kept"
+        kept = f"; the untrained tiny policy in {tiny} is kept"
     else:
-        kept = "nothing to reuse"
-    return Interrupted(f"{first}; {kept} (a resume starts again from step 0)", resume=resume)
+        kept = ""
+    return Interrupted(f"{where}{kept}; a resume starts again from step 0", resume=resume)
 
 
 def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[str], None] | None = None,
