@@ -295,6 +295,23 @@ def test_checkpoints_without_a_manifest_are_checked_by_reading_them(two_checkpoi
     assert "step_000002: trainer_state.pt is unreadable" in err and "resuming from step_000001" in err
 
 
+@pytest.mark.parametrize("command", [["eval", "--episodes", "1", "--model"], ["export", "--out", "{out}"]])
+def test_eval_or_export_of_a_run_whose_newest_checkpoint_is_damaged_is_one_line(command, two_checkpoints, tmp_path,
+                                                                                 capsys):
+    run = _copy(two_checkpoints, tmp_path)
+    _truncate(run / "checkpoints" / "step_000002" / "model.safetensors")
+    argv = [a.format(out=tmp_path / "exported") for a in command]
+    with pytest.raises(SystemExit) as exc:
+        main(argv + [str(run)] if argv[0] == "eval" else [argv[0], str(run), *argv[1:]])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(lines) == 1, lines
+    assert lines[0] == (f"error: {run}/checkpoints/step_000002 is damaged (model.safetensors has "
+                        f"{(run / 'checkpoints' / 'step_000002' / 'model.safetensors').stat().st_size} bytes, its "
+                        f"manifest says {(two_checkpoints / 'checkpoints' / 'step_000002' / 'model.safetensors').stat().st_size}); "
+                        f"the newest intact checkpoint is {run}/checkpoints/step_000001 (give it as the model)")
+    assert not (tmp_path / "exported").exists()
+
+
 def test_a_bad_metrics_line_that_is_not_the_last_is_one_line(two_checkpoints, tmp_path, capsys):
     run = _copy(two_checkpoints, tmp_path)
     lines = (run / "metrics.jsonl").read_text().splitlines()
