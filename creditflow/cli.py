@@ -3,13 +3,19 @@
 User errors (:class:`creditflow.errors.UserError`) and usage errors (unknown option, bad flag value) become
 one line on stderr and exit code 2; commands write their outputs atomically so a failed run leaves nothing
 half-written. Ctrl-C or SIGTERM ends a command with one line, what was saved and how to continue (exit
-130, or 143 for SIGTERM). Warnings from third-party libraries that a user cannot act on are not shown.
+130, or 143 for SIGTERM), at any moment: also while the imports below run (the first seconds) and while the
+command exits (:mod:`creditflow.interrupts`). Warnings from third-party libraries that a user cannot act on
+are not shown.
 
 Launched as N processes (``accelerate launch``, ``torchrun``), ``train``, ``sft`` and ``rro train`` are data
 parallel and rank 0 prints their results; every other command refuses in one line (it would run N copies).
 """
 
 from __future__ import annotations
+
+from creditflow.interrupts import exit_on_interrupt, ignore_in_final_teardown
+
+_STARTED = exit_on_interrupt("while starting; nothing saved")  # the imports below take seconds; undone at the end
 
 import difflib
 import errno
@@ -588,20 +594,34 @@ def _run(argv: list[str]) -> int:
 
 def main(argv: Optional[list[str]] = None) -> None:
     """Console entry point: every user or usage error is one line + exit 2, an interrupt one line + exit 130
-    (143 for SIGTERM)."""
+    (143 for SIGTERM). Called without ``argv`` (the ``creditflow`` command), Ctrl-C or SIGTERM after the
+    command has ended end the process at once (with one line when it had succeeded), and the interpreter's
+    final teardown ignores them; with ``argv`` (in a program) the signal handlers are put back as they were."""
+    entry = argv is None
+    if entry:  # the process ends with this command
+        ignore_in_final_teardown()
     argv = list(sys.argv[1:] if argv is None else argv)
-    _quiet_third_party_warnings()
     _SIGNALS.clear()
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main_thread else None
+    code = 130
     try:
+        _quiet_third_party_warnings()
         code = _run(argv)
+    except KeyboardInterrupt:  # outside the command (while a line was being written, say): nothing more to save
+        typer.echo("interrupted", err=True)
     finally:
+        code = 128 + signal.SIGTERM if code == 130 and _SIGNALS else code
+        exiting = exit_on_interrupt("while exiting; the command had finished" if code == 0 else None)
         distributed.shutdown()
-        if in_main_thread:
-            signal.signal(signal.SIGTERM, previous)
-    sys.exit(128 + signal.SIGTERM if code == 130 and _SIGNALS else code)
+        if not entry:
+            exiting()
+            if in_main_thread:
+                signal.signal(signal.SIGTERM, previous)
+    sys.exit(code)
 
+
+_STARTED()  # the imports are done: from here on, main() and the commands handle Ctrl-C and SIGTERM
 
 if __name__ == "__main__":
     main()

@@ -22,6 +22,7 @@ import yaml
 from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
                       model_validator)
 
+from creditflow.atomic import write_atomic
 from creditflow.errors import UserError
 
 
@@ -556,7 +557,7 @@ def validate_config(data: dict, where: str = "config") -> RunConfig:
 def dump_config(cfg: RunConfig, path: str | Path) -> None:
     """Write ``cfg`` as YAML (``resumes`` only once a resume changed something)."""
     data = cfg.model_dump(exclude={"resumes"} if not cfg.resumes else None)
-    Path(path).write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    write_atomic(path, yaml.safe_dump(data, sort_keys=False))
 
 
 def flat_settings(data: dict, prefix: str = "") -> dict[str, Any]:

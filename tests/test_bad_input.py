@@ -14,6 +14,7 @@ import torch
 
 from creditflow.cli import main
 from creditflow.config import build_config, dump_config
+from creditflow.train.checkpoint import write_manifest
 
 T = ["rl.steps=1", "rollout.tasks_per_step=1", "rollout.group_size=2", "rollout.max_steps=4", "rl.eval_episodes=2",
      "sft.demos=4", "sft.epochs=1"]
@@ -126,8 +127,11 @@ def inputs(tmp_path, tiny_model_dir):
     ckpt.mkdir(parents=True)
     dump_config(build_config(None, [f"out_dir={run}", f"policy.model={tiny_model_dir}", "rl.steps=3"]),
                 run / "config.yaml")
-    shutil.copy(tiny_model_dir / "config.json", ckpt / "config.json")
+    for f in tiny_model_dir.iterdir():  # an intact checkpoint: the model, its states and its manifest
+        shutil.copy(f, ckpt / f.name)
+    torch.save({}, ckpt / "optimizer.pt")
     torch.save({"step": 3}, ckpt / "trainer_state.pt")
+    write_manifest(ckpt, 3)
     (run / "checkpoints" / "latest").write_text("step_000003")
     made["run"] = str(run)
     return made
@@ -429,3 +433,175 @@ def test_zero_one_numbers_are_booleans_and_results_stay_finite():
     """0/1 as success (a framework's int tensor) is accepted; nothing NaN comes back."""
     got = credit.score_arrays("grpo", **{**BASE, "success": np.array([1, 0])}, reward_source="success")
     assert np.isfinite(got).all() and got[0] > 0 > got[1]
+
+
+# Issue 63, class 1: what a crash (or a damaged disk) leaves in a run directory. --resume continues from the
+# newest intact checkpoint with one line saying which it skipped and why, drops a torn metrics row, and
+# removes what killed writes left; a partial model directory is never taken for a whole one.
+# --------------------------------------------------------------------------------------------------
+
+import signal  # noqa: E402
+
+from creditflow.atomic import CRASH_AT  # noqa: E402
+from creditflow.policy.model import build_tiny_policy, tiny_model_built  # noqa: E402
+from creditflow.train.metrics import read_metrics  # noqa: E402
+
+RUN2 = ["rl.steps=2", "rl.save_every=1", "rollout.tasks_per_step=1", "rollout.group_size=2", "rollout.max_steps=3",
+        "rl.eval_episodes=1", "rl.eval_every=0", "generation.max_new_tokens=6", "tensorboard=false"]
+
+
+@pytest.fixture(scope="module")
+def two_checkpoints(tmp_path_factory, tiny_model_dir):
+    """A finished 2-step run with checkpoints at steps 1 and 2."""
+    out = tmp_path_factory.mktemp("crashed") / "run"
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--model", str(tiny_model_dir), "--out", str(out), *RUN2])
+    assert exc.value.code == 0
+    return out
+
+
+def _copy(run, tmp_path):
+    shutil.copytree(run, tmp_path / "run")
+    return tmp_path / "run"
+
+
+def _resume(run, capsys, steps=3):
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--resume", str(run), f"rl.steps={steps}"])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return exc.value.code, err
+
+
+def _truncate(path):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+DAMAGES = {  # what happens to the newest checkpoint (step 2), and the reason the note must give
+    "truncated weights": (lambda c: _truncate(c / "model.safetensors"), "model.safetensors has"),
+    "garbage loop state": (lambda c: (c / "trainer_state.pt").write_bytes(b"garbage" * 100),
+                           "trainer_state.pt has"),
+    "truncated optimizer state": (lambda c: _truncate(c / "optimizer.pt"), "optimizer.pt has"),
+    "tokenizer missing": (lambda c: (c / "tokenizer.json").unlink(), "tokenizer.json is missing"),
+    "weights rewritten in place": (lambda c: (c / "model.safetensors").write_bytes(
+        bytes(b ^ 1 for b in (c / "model.safetensors").read_bytes())), "model.safetensors does not match its SHA-256"),
+    "manifest garbage": (lambda c: (c / "manifest.json").write_text("{"), "manifest.json is unreadable"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_resume_skips_a_damaged_newest_checkpoint_with_one_line(damage, two_checkpoints, tmp_path, capsys):
+    run = _copy(two_checkpoints, tmp_path)
+    harm, reason = DAMAGES[damage]
+    harm(run / "checkpoints" / "step_000002")
+    code, err = _resume(run, capsys, steps=2)
+    assert code == 0, err
+    notes = [line for line in err.splitlines() if line.startswith("note: checkpoint damaged")]
+    assert len(notes) == 1 and f"step_000002: {reason}" in notes[0] and "resuming from step_000001" in notes[0], err
+    assert [r["step"] for r in read_metrics(run / "metrics.jsonl")] == [0, 1, 2]  # step 2 redone
+
+
+def test_resume_with_every_checkpoint_damaged_is_one_line(two_checkpoints, tmp_path, capsys):
+    run = _copy(two_checkpoints, tmp_path)
+    for step in ("step_000001", "step_000002"):
+        _truncate(run / "checkpoints" / step / "optimizer.pt")
+    before = _state(run)
+    code, err = _resume(run, capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, err
+    assert lines[0].startswith("error: ") and "no intact checkpoint (step_000002: optimizer.pt has" in lines[0]
+    assert "step_000001: optimizer.pt has" in lines[0]
+    assert _state(run) == before
+
+
+@pytest.mark.slow
+def test_resume_drops_a_torn_metrics_row_and_what_killed_writes_left(two_checkpoints, tmp_path, capsys):
+    run = _copy(two_checkpoints, tmp_path)
+    shutil.rmtree(run / "checkpoints" / "step_000002")  # killed after logging step 2, before its checkpoint ...
+    with (run / "metrics.jsonl").open("a") as fh:  # ... and halfway through the next row
+        fh.write('{"step": 3, "train/loss": 0.12')
+    (run / "checkpoints" / "latest").write_text("step_0000")  # a marker that names nothing
+    (run / "checkpoints" / ".step_000002.tmp").mkdir()  # a checkpoint being written
+    (run / "checkpoints" / ".step_000002.tmp" / "config.json").write_text("{")
+    (run / ".config.yaml.x1y2.tmp").write_text("half")  # a file being replaced
+    assert [r["step"] for r in read_metrics(run / "metrics.jsonl")] == [0, 1, 2]  # readers skip the torn row
+    code, err = _resume(run, capsys)
+    assert code == 0, err
+    assert "damaged" not in err and "resumed from" in err
+    assert [r["step"] for r in read_metrics(run / "metrics.jsonl")] == [0, 1, 2, 3]
+    assert (run / "metrics.jsonl").read_text().endswith("\n")
+    assert not list(run.glob(".*")) and not list((run / "checkpoints").glob(".*"))
+    assert (run / "checkpoints" / "latest").read_text() == "step_000003"
+
+
+@pytest.mark.slow
+def test_checkpoints_without_a_manifest_are_checked_by_reading_them(two_checkpoints, tmp_path, capsys):
+    """Checkpoints written before manifests existed resume as before; a broken one is skipped the same way."""
+    run = _copy(two_checkpoints, tmp_path)
+    for step in ("step_000001", "step_000002"):
+        (run / "checkpoints" / step / "manifest.json").unlink()
+    (run / "checkpoints" / "step_000002" / "trainer_state.pt").write_bytes(b"\x80garbage")
+    code, err = _resume(run, capsys)
+    assert code == 0, err
+    assert "step_000002: trainer_state.pt is unreadable" in err and "resuming from step_000001" in err
+
+
+@pytest.mark.parametrize("command", [["eval", "--episodes", "1", "--model"], ["export", "--out", "{out}"]])
+def test_eval_or_export_of_a_run_whose_newest_checkpoint_is_damaged_is_one_line(command, two_checkpoints, tmp_path,
+                                                                                 capsys):
+    run = _copy(two_checkpoints, tmp_path)
+    _truncate(run / "checkpoints" / "step_000002" / "model.safetensors")
+    argv = [a.format(out=tmp_path / "exported") for a in command]
+    with pytest.raises(SystemExit) as exc:
+        main(argv + [str(run)] if argv[0] == "eval" else [argv[0], str(run), *argv[1:]])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(lines) == 1, lines
+    assert lines[0] == (f"error: {run}/checkpoints/step_000002 is damaged (model.safetensors has "
+                        f"{(run / 'checkpoints' / 'step_000002' / 'model.safetensors').stat().st_size} bytes, its "
+                        f"manifest says {(two_checkpoints / 'checkpoints' / 'step_000002' / 'model.safetensors').stat().st_size}); "
+                        f"the newest intact checkpoint is {run}/checkpoints/step_000001 (give it as the model)")
+    assert not (tmp_path / "exported").exists()
+
+
+def test_a_bad_metrics_line_that_is_not_the_last_is_one_line(two_checkpoints, tmp_path, capsys):
+    run = _copy(two_checkpoints, tmp_path)
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    lines[1] = lines[1][:20]
+    (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    code, err = _resume(run, capsys)
+    assert code == 2 and err.strip().startswith("error: ") and len(err.strip().splitlines()) == 1, err
+    assert f"{run / 'metrics.jsonl'}:2: not a metrics row" in err
+
+
+def test_a_run_without_a_checkpoint_resumes_from_step_0(two_checkpoints, tmp_path, capsys):
+    """Killed before its first checkpoint: --resume starts it again in its directory."""
+    run = _copy(two_checkpoints, tmp_path)
+    shutil.rmtree(run / "checkpoints")
+    code, err = _resume(run, capsys, steps=1)
+    assert code == 0, err
+    assert f"no checkpoint in {run} yet: the run starts again from step 0" in err
+    assert [r["step"] for r in read_metrics(run / "metrics.jsonl")] == [0, 1]
+
+
+def test_a_tiny_policy_killed_between_weights_and_tokenizer_leaves_nothing(tmp_path):
+    """The tiny policy's directory appears whole or not at all, so a partial one is never reused."""
+    corpus = ["up down left right", "push the box onto the target"] * 20
+    target = tmp_path / "tiny_model"
+    pid = os.fork()
+    if pid == 0:
+        os.environ[CRASH_AT] = "tiny.model"
+        try:
+            build_tiny_policy(target, corpus, vocab_size=300, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                              num_attention_heads=2, num_key_value_heads=1)
+        finally:
+            os._exit(0)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == -signal.SIGKILL
+    assert not target.exists() and not tiny_model_built(target)
+    left = tmp_path / ".tiny_model.tmp"
+    assert (left / "model.safetensors").exists() and not (left / "tokenizer.json").exists()
+    build_tiny_policy(target, corpus, vocab_size=300, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=1)
+    assert tiny_model_built(target) and not left.exists()
+    (target / "creditflow.json").unlink()  # a partial directory from an older version: weights, no record
+    assert not tiny_model_built(target)

@@ -25,6 +25,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from transformers.utils import logging as hf_logging
 
+from creditflow.atomic import atomic_dir, crash_point
 from creditflow.errors import UserError
 
 ADAPTER_CONFIG = "adapter_config.json"  # what PEFT saves next to a LoRA adapter's weights
@@ -484,10 +485,20 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 1024, isolate_chars:
     return tok
 
 
+TINY_RECORD = "creditflow.json"  # what build_tiny_policy records next to the model; written last
+
+
+def tiny_model_built(path: str | Path) -> bool:
+    """``path`` holds a whole tiny policy built by :func:`build_tiny_policy` (its record is written last; the
+    directory appears at once, and a partial one from a killed older version has no record)."""
+    return (Path(path) / TINY_RECORD).is_file() and (Path(path) / "config.json").is_file()
+
+
 def build_tiny_policy(out_dir: str | Path, corpus: Iterable[str], vocab_size: int = 1024, seed: int = 0,
                       isolate_chars: str = "", lowercase: bool = False, words: Iterable[str] = (),
                       **config_overrides):
-    """Train a tokenizer on ``corpus``, initialise a small Qwen2 model, save both to ``out_dir``."""
+    """Train a tokenizer on ``corpus``, initialise a small Qwen2 model, save both to ``out_dir`` (atomically:
+    the directory appears with the weights, the tokenizer and the record, or not at all)."""
     out = Path(out_dir)
     _quiet_transformers()
     tok = train_tokenizer(corpus, vocab_size=vocab_size, isolate_chars=isolate_chars, lowercase=lowercase,
@@ -509,11 +520,12 @@ def build_tiny_policy(out_dir: str | Path, corpus: Iterable[str], vocab_size: in
     model.generation_config = GenerationConfig(
         eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, do_sample=True, temperature=1.0, top_p=1.0
     )
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    (out / "creditflow.json").write_text(json.dumps({"built_by": "creditflow.build_tiny_policy", "seed": seed,
-                                                      "vocab_size": len(tok), **params}, indent=2))
+    with atomic_dir(out) as tmp:
+        model.save_pretrained(tmp)
+        crash_point("tiny.model")
+        tok.save_pretrained(tmp)
+        (tmp / TINY_RECORD).write_text(json.dumps({"built_by": "creditflow.build_tiny_policy", "seed": seed,
+                                                   "vocab_size": len(tok), **params}, indent=2))
     return model, tok
 
 

@@ -22,7 +22,8 @@ from creditflow.policy.backends import vllm as vllm_backend
 from creditflow.policy.backends.base import Backend, SamplingParams
 from creditflow.policy.backends.hf import HFBackend
 from creditflow.policy.model import (autocast_note, build_tiny_policy, check_device_and_dtype, check_model_dir,
-                                     load_policy, model_config, resolve_device, tiny_config, weights_dir)
+                                     load_policy, model_config, resolve_device, tiny_config, tiny_model_built,
+                                     weights_dir)
 from creditflow.policy.prompts import ChatTemplate, PromptBuilder, environment_description
 from creditflow.recipes.progress import RunProgress, WatchedEngine
 from creditflow.rollout.engine import RolloutEngine
@@ -215,7 +216,7 @@ def load_or_build_policy(cfg: RunConfig, out_dir: Path, factory, log=print, prog
     if cfg.policy.model:
         return load_policy(cfg.policy.model, cfg.policy.device, cfg.policy.weights_dtype)
     tiny_dir = out_dir / "tiny_model"
-    if world.main and not (tiny_dir / "config.json").exists():
+    if world.main and not tiny_model_built(tiny_dir):
         with (progress or RunProgress()).bar("building the tiny default policy", None, keep=False):
             env = factory()
             prompts = prompt_builder(cfg, env)

@@ -8,10 +8,10 @@ is saved without its optimizer and trainer state. ``creditflow eval`` needs no e
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import get_args
 
+from creditflow.atomic import atomic_dir
 from creditflow.config import PolicyConfig
 from creditflow.errors import UserError
 from creditflow.policy.model import check_model_dir, load_policy
@@ -36,13 +36,10 @@ def export_policy(source: str | Path, out: str | Path, dtype: str = "auto") -> P
     source = policy_in(source)
     check_model_dir(source)
     model, tok = load_policy(source, "cpu", dtype)
-    tmp = target.with_name(f".{target.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
     try:
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
+        with atomic_dir(target) as tmp:
+            model.save_pretrained(tmp)
+            tok.save_pretrained(tmp)
     except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
         raise UserError(f"--out {str(target)!r}: cannot write ({exc.strerror or exc})") from None
-    tmp.rename(target)
     return target

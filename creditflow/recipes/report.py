@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from creditflow.atomic import write_atomic
 from creditflow.train.metrics import read_metrics
 
 
@@ -38,8 +40,9 @@ def learning_curve(rows: list[dict], path: Path, title: str) -> Path:
     axes[1].grid(alpha=0.3)
     fig.suptitle(title)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=110)
+    write_atomic(path, png.getvalue())
     return path
 
 
@@ -73,9 +76,9 @@ def write_report(run_dir: str | Path, title: str = "creditflow run", extra: dict
         if key in before:
             lines.append(f"| {key} | {before[key]:.3f} | {after.get(key, float('nan')):.3f} |")
     lines += ["", "![learning curve](learning_curve.png)", ""]
-    (report / "summary.md").write_text("\n".join(lines), encoding="utf-8")
+    write_atomic(report / "summary.md", "\n".join(lines))
     summary = {"before": before, "after": after, **(extra or {})}
     if test_before:
         summary.update({"test_before": test_before, "test_after": test_after})
-    (report / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_atomic(report / "summary.json", json.dumps(summary, indent=2))
     return report

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from creditflow.atomic import publish_dir, temporary_dir, write_atomic
 from creditflow.config import RunConfig
 from creditflow.errors import RERUN, Interrupted, UserError
 from creditflow.policy.model import load_policy, load_tokenizer
@@ -188,9 +189,8 @@ def run_dpo_training(cfg: RunConfig, log: Callable[[str], None] | None = None,
     with common.new_run_dir(cfg, world) as out:
         seed_everything(cfg.seed)
         model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.weights_dtype)
-    target, tmp = out / "dpo_model", out / ".dpo_model.tmp"
-    if world.main:
-        shutil.rmtree(tmp, ignore_errors=True)
+    target = out / "dpo_model"
+    tmp = temporary_dir(target) if world.main else target.with_name(f".{target.name}.tmp")
     dropped = collected - len(pairs)  # rro.dpo.pairs=valid_chosen
     log(f"DPO on {len(pairs)} pairs from {model_path}"
         + (f" ({dropped} of {collected} dropped: invalid chosen action)" if dropped else ""))
@@ -199,17 +199,20 @@ def run_dpo_training(cfg: RunConfig, log: Callable[[str], None] | None = None,
             _, metrics = run_dpo(model, tok, pairs, out, cfg.rro.dpo, seed=cfg.seed, lora=cfg.policy.lora,
                                  save_to=tmp, progress=lambda step, total, info: update(step, info, total=total),
                                  autocast=cfg.policy.autocast)
-    except KeyboardInterrupt:
-        raise Interrupted(f"during DPO; nothing saved yet ({target} is written when DPO ends)", RERUN) from None
+    except BaseException as exc:
+        if world.main:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, KeyboardInterrupt):
+            raise Interrupted(f"during DPO; nothing saved yet ({target} is written when DPO ends)", RERUN) from None
+        raise
     finally:
         if world.main:
             shutil.rmtree(out / "dpo_tmp", ignore_errors=True)  # TRL's scratch dir (nothing is saved there)
     metrics["dpo/reference"] = str(model_path)
     metrics["dpo/pairs_dropped"] = dropped
-    if world.main:
-        shutil.rmtree(target, ignore_errors=True)
-        tmp.rename(target)
-        (out / "dpo_metrics.json").write_text(json.dumps(metrics, indent=2))
+    if world.main:  # the metrics first: a complete dpo_model/ is the sign that DPO is done
+        write_atomic(out / "dpo_metrics.json", json.dumps(metrics, indent=2))
+        publish_dir(tmp, target)
     distributed.barrier(world)
     log(f"DPO done: loss {metrics['dpo/train_loss']:.4f} over {metrics['dpo/steps']} steps -> {target}")
     return target, metrics
@@ -259,7 +262,7 @@ def run_rro(cfg: RunConfig, log: Callable[[str], None] | None = None, progress: 
                     "dpo": round(t_dpo - t_collect, 1), "eval": round(time.perf_counter() - t_dpo, 1)},
         "sft_model": str(sft_path), "dpo_model": str(dpo_path), "data": str(data_dir(cfg)),
     }
-    write_results(out / "rro_summary.json", lambda p: p.write_text(json.dumps(summary, indent=2)), "results")
+    write_results(out / "rro_summary.json", lambda p: write_atomic(p, json.dumps(summary, indent=2)), "results")
     md = [f"# RRO on {cfg.env.name} ({cfg.rro.exploration} exploration)", "",
           "| policy | success | score | steps |", "|---|---|---|---|"]
     for name, m in (("π_SFT", sft_eval), ("π_DPO", dpo_eval)):
@@ -268,5 +271,5 @@ def run_rro(cfg: RunConfig, log: Callable[[str], None] | None = None, progress: 
     md += ["", f"Collection: {collection['samples_per_step']:.2f} samples/step over {collection['steps']} steps, "
                f"{collection['pairs']} pairs, {collection['rollouts']} MC rollouts, "
                f"{collection['generated_tokens']} generated tokens.", ""]
-    write_results(out / "rro_summary.md", lambda p: p.write_text("\n".join(md)), "results")
+    write_results(out / "rro_summary.md", lambda p: write_atomic(p, "\n".join(md)), "results")
     return summary

@@ -19,18 +19,19 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
+from creditflow.atomic import clear_temporaries, publish_dir, temporary_dir, write_atomic
 from creditflow.config import RunConfig, build_config, changed_settings, dump_config
 from creditflow.curriculum.hooks import build_hooks
 from creditflow.errors import Interrupted, UserError
 from creditflow.policy import lora
-from creditflow.policy.model import is_adapter_dir, load_policy
+from creditflow.policy.model import is_adapter_dir, load_policy, tiny_model_built
 from creditflow.recipes import common
 from creditflow.recipes.progress import RunProgress
 from creditflow.rollout.expert import expert_trajectories
 from creditflow.rollout.seeding import seed_everything
 from creditflow.train import distributed
-from creditflow.train.checkpoint import (checkpoint_root, checkpoint_step, checkpoint_world_size, latest_checkpoint,
-                                         load_trainer_state)
+from creditflow.train.checkpoint import (Found, checkpoint_root, checkpoint_world_size, load_trainer_state,
+                                         newest_checkpoint, resume_checkpoint)
 from creditflow.train.distributed import World
 from creditflow.train.metrics import MetricsLogger, NullLogger, read_metrics
 from creditflow.train.rl import RLTrainer
@@ -56,22 +57,23 @@ def sft_policy(cfg: RunConfig, out: Path, train_factory, log: Callable[[str], No
     if dropped:
         log(f"note: sft.max_length={cfg.sft.max_length} drops {dropped} of {len(examples)} steps whose prompt "
             f"alone fills it")
-    target, tmp = out / "sft_model", out / ".sft_model.tmp"
-    if world.main and tmp.exists():
-        shutil.rmtree(tmp)
+    target = out / "sft_model"
+    tmp = temporary_dir(target) if world.main else target.with_name(f".{target.name}.tmp")
     try:
         with progress.bar("SFT", None, unit="steps") as update:
             metrics = run_sft(model, tok, examples, out, cfg.sft, seed=cfg.seed, lora=cfg.policy.lora, save_to=tmp,
                               progress=lambda step, total, info: update(step, info, total=total),
                               autocast=cfg.policy.autocast)
+    except BaseException:
+        if world.main:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
     finally:
         if world.main:
             shutil.rmtree(out / "sft_tmp", ignore_errors=True)  # TRL's scratch dir (nothing is saved there)
-    if world.main:
-        if target.exists():
-            shutil.rmtree(target)
-        tmp.rename(target)
-        (out / "sft_metrics.json").write_text(json.dumps(metrics, indent=2))
+    if world.main:  # the metrics first: a complete sft_model/ is the sign that SFT is done
+        write_atomic(out / "sft_metrics.json", json.dumps(metrics, indent=2))
+        publish_dir(tmp, target)
     distributed.barrier(world)  # sft_model is there for every process
     return model, tok, metrics
 
@@ -102,30 +104,38 @@ def run_sft_stage(cfg: RunConfig, progress: RunProgress | None = None) -> tuple[
 
 def _kept_tiny(out: Path) -> str:
     tiny = out / "tiny_model"
-    return f"; the untrained tiny policy in {tiny} is reused next time" if (tiny / "config.json").exists() else ""
+    return f"; the untrained tiny policy in {tiny} is reused next time" if tiny_model_built(tiny) else ""
 
 
 def _interrupted(out: Path, trainer: RLTrainer | None, cfg: RunConfig) -> Interrupted:
-    """What an interrupted ``train`` leaves: the newest checkpoint, else π_SFT, else nothing."""
-    marker = checkpoint_root(out) / "latest"
+    """What an interrupted ``train`` leaves: the newest checkpoint, else π_SFT or the tiny policy, else nothing;
+    ``--resume`` continues from any of them (from step 0 without a checkpoint)."""
     where = f"after {trainer.step} of {cfg.rl.steps} steps" if trainer is not None else "before RL started"
-    if marker.exists():
-        ckpt = checkpoint_root(out) / marker.read_text().strip()
-        return Interrupted(f"{where}; the newest checkpoint is {ckpt}",
-                           resume=f"creditflow train --resume {shlex.quote(str(out))}")
-    sft = out / "sft_model"
+    resume = f"creditflow train --resume {shlex.quote(str(out))}"
+    ckpt = newest_checkpoint(out)
+    if ckpt is not None:
+        return Interrupted(f"{where}; the newest checkpoint is {ckpt}", resume=resume)
+    if not (out / "config.yaml").exists():
+        return Interrupted(f"{where}; nothing saved")
+    if trainer is not None:
+        where += f", before the first checkpoint (rl.save_every={cfg.rl.save_every})"
+    sft, tiny = out / "sft_model", out / "tiny_model"
     if not cfg.policy.model and (sft / "config.json").exists():
-        return Interrupted(f"{where}, before the first checkpoint (rl.save_every={cfg.rl.save_every}); π_SFT is "
-                           f"saved in {sft}: start again with --model {sft} and a new --out")
-    if trainer is not None or cfg.policy.model:
-        return Interrupted(f"{where}, before the first checkpoint (rl.save_every={cfg.rl.save_every}); "
-                           "nothing to resume from")
-    return Interrupted("during SFT; nothing to resume from" + _kept_tiny(out))
+        kept = f"; π_SFT is saved in {sft}"
+    elif not cfg.policy.model and tiny_model_built(tiny):
+        kept = f"; the untrained tiny policy in {tiny} is kept"
+    else:
+        kept = ""
+    return Interrupted(f"{where}{kept}; a resume starts again from step 0", resume=resume)
 
 
 def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[str], None] | None = None,
               progress: RunProgress | None = None):
     """RL training (``cfg.rl``); starts from ``cfg.policy.model`` or from a freshly SFT-ed tiny model.
+
+    ``resume``: continue the run in ``cfg.out_dir`` from its newest intact checkpoint (damaged newer ones are
+    skipped with a note); a run without a checkpoint yet starts again from step 0 in its directory, reusing a
+    complete π_SFT (or tiny policy) it saved.
 
     Under N launched processes every process runs this (data parallel); rank 0 writes the run directory
     and logs, and each process seeds its sampling with ``seed + rank``."""
@@ -144,8 +154,11 @@ def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[s
         common.require_expert(cfg, train_factory, "curriculum.warm_start_demos fills the buffer with expert "
                                                   "solutions; set it to 0")
     out = Path(cfg.out_dir)
+    found: Found | None = None
     if resume:
-        ckpt = latest_checkpoint(out)
+        found = resume_checkpoint(out)
+    if found is not None:
+        ckpt = found.path
         ref_path = Path(cfg.policy.model) if cfg.policy.model else out / "sft_model"
         common.check_run(cfg, model=ckpt)
         if cfg.rl.kl_coef > 0 or cfg.policy.lora.enabled:  # LoRA: the adapter goes on this base
@@ -155,38 +168,39 @@ def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[s
             raise UserError(f"--resume {str(out)!r}: checkpoint {ckpt} holds "
                             f"{'a LoRA adapter' if is_adapter_dir(ckpt) else 'full weights'} but policy.lora.enabled "
                             f"is {cfg.policy.lora.enabled}")
-    elif (out / "metrics.jsonl").exists():
+    elif not resume and (out / "metrics.jsonl").exists():
         raise UserError(f"out_dir {str(out)!r} already holds a run; use --resume {out} or another out_dir")
     world = common.start_world(cfg)
     distributed.barrier(world)  # every process has checked before rank 0 writes anything
     if not world.main:
         progress, log = common.rank_progress(progress, world), _silent
     seed_everything(cfg.seed + world.rank)
+    if resume and world.main:  # what writes killed mid-way left (a checkpoint, π_SFT, a file being replaced)
+        for directory in (out, checkpoint_root(out)):
+            clear_temporaries(directory)
     trainer = None
     try:
-        if resume:
+        if found is not None:
+            note = found.note()
+            if note:
+                log(note)
             model, tok, ref_model, model_path = _resumed_policy(cfg, ckpt, ref_path)
             trainer = _trainer(cfg, out, model, tok, model_path, train_factory, eval_factory, hooks, ref_model,
-                               progress, resume=True, world=world)
+                               progress, resume=True, world=world, resume_step=found.step)
             load_trainer_state(trainer, ckpt)
-            trainer.logger.close()
-            trainer.logger = _logger(cfg, out, world, resume_step=trainer.step)
             if world.main:
                 dump_config(cfg, out / "config.yaml")  # the settings in force now, with what this resume changed
             log(f"resumed from {ckpt} at step {trainer.step}{_changes(cfg, trainer.step)}")
         else:
             with common.new_run_dir(cfg, world):
-                if cfg.policy.model:
-                    model, tok = load_policy(cfg.policy.model, cfg.policy.device, cfg.policy.weights_dtype)
-                    model_path = Path(cfg.policy.model)
-                else:
-                    model, tok, _ = sft_policy(cfg, out, train_factory, log, progress, world)
-                    seed_everything(cfg.seed + world.rank)
-                    model_path = out / "sft_model"
+                if resume:
+                    log(f"no checkpoint in {out} yet: the run starts again from step 0")
+                model, tok, model_path = _starting_policy(cfg, out, train_factory, log, progress, world,
+                                                          reuse=resume)
                 if cfg.policy.lora.enabled:  # a fresh adapter on pi_SFT, which stays the frozen base
                     model = lora.wrap(model, cfg.policy.lora, base_dir=model_path)
                 trainer = _trainer(cfg, out, model, tok, model_path, train_factory, eval_factory, hooks, None,
-                                   progress, resume=False, world=world)
+                                   progress, resume=False, world=world, resume_step=-1 if resume else None)
         last = _fit(cfg, trainer, progress, log)
     except KeyboardInterrupt:
         raise _interrupted(out, trainer, cfg) from None
@@ -197,6 +211,24 @@ def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[s
     if not last and world.main:  # no training step ran (rl.steps=0): report the step-0 evaluation
         last = read_metrics(out / "metrics.jsonl")[-1]
     return out, trainer, last
+
+
+def _starting_policy(cfg: RunConfig, out: Path, train_factory, log: Callable[[str], None], progress: RunProgress,
+                     world: World, reuse: bool):
+    """``(model, tokenizer, directory)`` RL starts from: ``policy.model``, else π_SFT trained now into
+    ``out/sft_model`` (``reuse``: a complete one already there, from a run that stopped before its first
+    checkpoint, is loaded instead)."""
+    if cfg.policy.model:
+        model, tok = load_policy(cfg.policy.model, cfg.policy.device, cfg.policy.weights_dtype)
+        return model, tok, Path(cfg.policy.model)
+    sft = out / "sft_model"
+    if reuse and (sft / "config.json").exists():
+        log(f"reusing π_SFT in {sft}")
+        model, tok = load_policy(sft, cfg.policy.device, cfg.policy.weights_dtype)
+    else:
+        model, tok, _ = sft_policy(cfg, out, train_factory, log, progress, world)
+    seed_everything(cfg.seed + world.rank)
+    return model, tok, sft
 
 
 def _silent(_message: str) -> None:
@@ -213,7 +245,7 @@ def _check_processes(ckpt: Path, launched: int) -> None:
 
 
 def _logger(cfg: RunConfig, out: Path, world: World, resume_step: int | None) -> MetricsLogger | NullLogger:
-    """Rank 0 writes metrics.jsonl and TensorBoard (``resume_step``: drop rows logged after it)."""
+    """Rank 0 writes metrics.jsonl and TensorBoard (``resume_step``: drop rows logged after it, -1: all)."""
     return MetricsLogger(out, cfg.tensorboard, resume_step=resume_step) if world.main else NullLogger()
 
 
@@ -230,9 +262,9 @@ def _resumed_policy(cfg: RunConfig, ckpt: Path, ref_path: Path):
 
 
 def _trainer(cfg: RunConfig, out: Path, model, tok, model_path: Path, train_factory, eval_factory, hooks, ref_model,
-             progress: RunProgress, resume: bool, world: World) -> RLTrainer:
+             progress: RunProgress, resume: bool, world: World, resume_step: int | None = None) -> RLTrainer:
     """The trainer and its engines; ``model_path``: the directory ``model`` was loaded from (a vLLM engine
-    starts from it)."""
+    starts from it); ``resume_step``: the metric rows after it are dropped (see :class:`MetricsLogger`)."""
     if hooks is None:  # curriculum (CRPS / ExpReplay) or diagnostics only, from cfg.curriculum
         hooks = build_hooks(cfg, train_factory, warm_start=not resume)
     # hf: each engine generates with the trained module; vllm: one engine serves both, synced every step
@@ -241,7 +273,7 @@ def _trainer(cfg: RunConfig, out: Path, model, tok, model_path: Path, train_fact
                                       watch="  rollout")
     eval_engine = common.make_engine(cfg, model, tok, eval_factory, backend=backend, progress=progress,
                                      watch="  eval")
-    return RLTrainer(cfg, model, tok, train_engine, eval_engine, out, _logger(cfg, out, world, resume_step=None),
+    return RLTrainer(cfg, model, tok, train_engine, eval_engine, out, _logger(cfg, out, world, resume_step),
                      hooks=hooks, ref_model=ref_model, eval_sampling=common.sampling_params(cfg, tok, evaluation=True),
                      world=world)
 
@@ -276,8 +308,9 @@ def _changes(cfg: RunConfig, step: int) -> str:
 
 def config_for_resume(run_dir: str | Path, overrides: list[str]) -> RunConfig:
     """The config of the run in ``run_dir`` with ``overrides``; what they change is recorded in
-    ``cfg.resumes`` with the step it takes effect. A conflicting ``out_dir`` and a run that is already
-    done (``rl.steps`` reached) are one-line UserErrors."""
+    ``cfg.resumes`` with the step it takes effect (step 1 for a run without a checkpoint yet, which starts
+    again). A conflicting ``out_dir`` and a run that is already done (``rl.steps`` reached by its newest intact
+    checkpoint) are one-line UserErrors."""
     run = Path(run_dir)
     if not run.exists():
         raise UserError(f"--resume {str(run)!r}: no such directory")
@@ -292,7 +325,8 @@ def config_for_resume(run_dir: str | Path, overrides: list[str]) -> RunConfig:
         raise UserError(f"--out {given[-1]!r} conflicts with --resume {str(run)!r}: a resumed run stays in its "
                         f"directory (drop --out, or start a new run there)")
     cfg.out_dir = str(run)
-    step = checkpoint_step(latest_checkpoint(run))
+    found = resume_checkpoint(run)
+    step = found.step if found is not None else 0  # no checkpoint yet: the run starts again
     if cfg.rl.steps <= step:
         raise UserError(f"--resume {str(run)!r}: the run is already at step {step} and rl.steps is {cfg.rl.steps}, "
                         f"nothing to do (set rl.steps above {step} to train further)")
