@@ -1,4 +1,4 @@
-"""The README's "Demo results": one ``creditflow demo`` run with its defaults, as a user starts it, recorded.
+"""One ``creditflow demo`` run with its defaults, as a user starts it, recorded (docs/results/demo-seeds.md).
 
     python benchmarks/demo_record.py [--work runs/demo_record] [key=value ...]
 

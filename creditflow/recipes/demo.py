@@ -3,7 +3,7 @@
 Builds the tiny Qwen2-architecture policy, fine-tunes it on BFS-solver demonstrations (pi_SFT),
 evaluates it on held-out levels, trains it with RewardFlow, evaluates again and writes a report folder
 with the learning curve and a markdown summary. The defaults below take 21-30 minutes on 2 CPU cores
-(README, "Demo results"); every value can be overridden with ``key=value`` (``rl.steps=60`` cuts the RL part
+(docs/results/demo-seeds.md); every value can be overridden with ``key=value`` (``rl.steps=60`` cuts the RL part
 by 40%, at about half the gain).
 """
 
