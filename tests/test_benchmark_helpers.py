@@ -1,6 +1,8 @@
 """Benchmark helpers: the learning checks reuse a finished run only when its configuration is identical;
 update_roofline counts FLOPs as torch does."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -193,18 +195,20 @@ def test_jobs_train_missing_runs_as_child_processes_then_tabulate(tmp_path, monk
         "grpo", "rewardflow"]
 
 
-def test_stopped_run_continues_from_its_checkpoint_with_the_same_metrics(tmp_path, tiny_model_dir):
+def test_stopped_run_continues_from_its_checkpoint_with_the_same_metrics(tmp_path, tiny_model_dir, monkeypatch):
     """A run cut off after its step-2 checkpoint (a killed job, an ended lease) is continued, not trained
-    again, and ends where the uninterrupted run ends; a directory of another config is trained afresh."""
+    again, and ends where the uninterrupted run ends, also after the trip back from a GPU machine packed by
+    benchmarks/gpu_pack.py; a directory of another config is trained afresh."""
     import shutil
+    import tarfile
 
-    from benchmarks import learning
+    from benchmarks import gpu_pack, learning
     from creditflow.train.metrics import read_metrics
 
     overrides = [f"policy.model={tiny_model_dir}", "rl.steps=3", "rl.save_every=1", *SMALL]
     whole = learning.train_one(tmp_path / "whole", overrides, 0, ("train/success_rate", "eval/success_rate"))
     assert whole["resumed_at_step"] is None
-    cut = tmp_path / "cut"
+    cut = tmp_path / "work" / "grpo_s0"
     shutil.copytree(tmp_path / "whole", cut)
     shutil.rmtree(cut / "checkpoints" / "step_000003")
     (cut / "checkpoints" / "latest").write_text("step_000002")
@@ -218,6 +222,16 @@ def test_stopped_run_continues_from_its_checkpoint_with_the_same_metrics(tmp_pat
     assert learning.resumable_step(cut, cfg()) == 2
     assert learning.resumable_step(cut, cfg("rl.lr=3e-4")) is None  # another config: start again
     assert learning.resumable_step(tmp_path / "whole", cfg()) is None  # finished: nothing to continue
+    # the trip back from a GPU machine: config, metrics and newest checkpoint packed, the run directory gone
+    monkeypatch.chdir(tmp_path)
+    packed = gpu_pack.pack(Path("work"), tmp_path / "out", limit=6)
+    assert [p.name for p in packed] == ["run_grpo_s0.tgz"]
+    assert gpu_pack.unfinished(tmp_path / "whole_only") == []
+    shutil.rmtree(cut)
+    with tarfile.open(packed[0]) as tar:
+        tar.extractall(tmp_path, filter="data")
+    assert sorted(p.name for p in (cut / "checkpoints").iterdir() if p.name.startswith("step_")) == ["step_000002"]
+    assert learning.resumable_step(cut, cfg()) == 2
     again = learning.train_one(cut, overrides, 0, ("train/success_rate", "eval/success_rate"))
     assert again["resumed_at_step"] == 2 and again["reused"] is False
     assert again["curves"] == whole["curves"] and again["env_steps"] == whole["env_steps"]
