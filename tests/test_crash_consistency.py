@@ -21,7 +21,7 @@ import pytest
 
 from benchmarks.crash_consistency import Event, compare, crash_run, crash_runs, fork_start, run_segment
 from creditflow.atomic import atomic_dir
-from creditflow.train.checkpoint import _safetensors_problem, checkpoint_problem, checkpoint_step, write_manifest
+from creditflow.train.checkpoint import checkpoint_problem, safetensors_problem, checkpoint_step, write_manifest
 from creditflow.train.metrics import read_metrics, truncate_after
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -187,12 +187,14 @@ def test_safetensors_files_are_checked_against_their_header(tmp_path):
 
     path = tmp_path / "model.safetensors"
     save_file({"w": torch.ones(64)}, str(path))
-    assert _safetensors_problem(path) is None
+    assert safetensors_problem(path) is None
     data = path.read_bytes()
     path.write_bytes(data[:-16])
-    assert _safetensors_problem(path) == f"has {len(data) - 16} bytes, its header says {len(data)}"
+    assert safetensors_problem(path) == f"has {len(data) - 16} bytes, its header says {len(data)}"
+    path.write_bytes(data + b"x")
+    assert safetensors_problem(path) == f"has {len(data) + 1} bytes, its header says {len(data)}"
     path.write_bytes(data[:5])
-    assert _safetensors_problem(path) == "is unreadable"
+    assert safetensors_problem(path).startswith("not a safetensors file")
 
 
 def test_interrupted_before_the_first_checkpoint_then_resumed_from_step_0(tmp_path, tiny_model_dir, monkeypatch,

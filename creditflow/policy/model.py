@@ -268,9 +268,10 @@ def _check_weights(p: Path, config) -> None:
     _check_shapes(p / name, tensors, config)
 
 
-def safetensors_header(path: Path) -> dict[str, tuple]:
+def safetensors_header(path: Path, exact: bool = False) -> dict[str, tuple]:
     """``{tensor name: shape}`` from the header of a safetensors file, checked against the file's size (a
-    truncated file is a one-line UserError naming it); reads the header only."""
+    truncated file is a one-line UserError naming it; ``exact``: any other length too, as a checkpoint written
+    by creditflow must be); reads the header only."""
     try:
         size = path.stat().st_size
         with open(path, "rb") as fh:
@@ -288,8 +289,8 @@ def safetensors_header(path: Path) -> dict[str, tuple]:
         raise UserError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except (ValueError, UnicodeDecodeError, KeyError, TypeError, IndexError, AttributeError):
         raise UserError(f"{path}: not a safetensors file (its header does not parse)") from None
-    if 8 + n + end > size:
-        raise UserError(f"{path}: truncated: {size} bytes, its header describes {8 + n + end}")
+    if 8 + n + end > size or (exact and 8 + n + end != size):
+        raise UserError(f"{path}: has {size} bytes, its header says {8 + n + end}")
     return shapes
 
 

@@ -25,7 +25,6 @@ import hashlib
 import json
 import re
 import shutil
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +32,7 @@ import torch
 
 from creditflow.atomic import crash_point, publish_dir, temporary_dir, write_atomic
 from creditflow.errors import UserError
+from creditflow.policy.model import safetensors_header
 from creditflow.train.distributed import barrier
 
 MANIFEST = "manifest.json"
@@ -157,27 +157,19 @@ def _legacy_problem(p: Path) -> str | None:
     if not weights and not (p / "pytorch_model.bin").is_file():
         return "no weights file (*.safetensors)"
     for f in weights:
-        problem = _safetensors_problem(f)
+        problem = safetensors_problem(f)
         if problem:
             return f"{f.name} {problem}"
     return None
 
 
-def _safetensors_problem(path: Path) -> str | None:
-    """A safetensors file is an 8-byte header length, a JSON header and the tensors' bytes, whose extent
-    the header gives: the file must be exactly that long."""
-    size = path.stat().st_size
+def safetensors_problem(path: Path) -> str | None:
+    """What is wrong with a safetensors file of a checkpoint (None: nothing): an 8-byte header length, a JSON
+    header and the tensors' bytes, whose extent the header gives, so the file must be exactly that long."""
     try:
-        with path.open("rb") as fh:
-            (length,) = struct.unpack("<Q", fh.read(8))
-            if length > size:
-                return "is truncated"
-            header = json.loads(fh.read(length))
-        end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
-    except (OSError, ValueError, KeyError, TypeError, IndexError, struct.error):
-        return "is unreadable"
-    if size != 8 + length + end:
-        return f"has {size} bytes, its header says {8 + length + end}"
+        safetensors_header(path, exact=True)
+    except UserError as exc:
+        return str(exc).removeprefix(f"{path}: ")
     return None
 
 
