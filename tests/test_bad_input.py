@@ -230,7 +230,7 @@ CASES_63 = [
                              "rro.dpo.scheduler=cosine_with_min_lr"], "rro.dpo.scheduler: Input should be"),
     # class 3: files
     ("3 model without a tokenizer", ["train", "--out", "{out}", "--model", "{no_tokenizer}", *T], "no tokenizer"),
-    ("3 truncated weights", ["eval", "--model", "{truncated}", "--episodes", "1"], "model.safetensors: truncated"),
+    ("3 truncated weights", ["eval", "--model", "{truncated}", "--episodes", "1"], "model.safetensors: has "),
     ("3 config.json that does not fit the weights", ["sft", "--out", "{out}", "--model", "{wrong_shape}"],
      "config.json describes"),
     ("3 bad preference line", ["rro", "train", "--out", "{out}", "--model", "{tiny}", "--data", "{bad_prefs}"],
