@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("trl")
+pytest.importorskip("trl", minversion="1.16.0")  # .venv-skyrl has TRL 0.29 (skyrl-train's pin): skipped there
 if importlib.util.find_spec("verl") is not None:  # .venv-verl has its own TRL/transformers: run in the main env only
     pytest.skip("the TRL integration is tested in the main environment", allow_module_level=True)
 
