@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -52,9 +53,14 @@ def run_seed(seed: int, levels: int, overrides: list[str], work: Path, test_leve
     out = work / f"s{seed}"
     cmd = [sys.executable, "-m", "creditflow", "demo", f"out_dir={out}", f"seed={seed}",
            f"rl.eval_episodes={levels}", f"rl.test_episodes={test_levels}", *overrides]
+    resumed = (out / "checkpoints" / "latest").exists()
+    if resumed:  # an interrupted run: its RL continues exactly from its last checkpoint (SFT is done)
+        cmd = [sys.executable, "-m", "creditflow", "train", "--resume", str(out)]
+    elif out.exists():  # interrupted before RL's first checkpoint: nothing to keep
+        shutil.rmtree(out)
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
-    with open(work / f"s{seed}.log", "w") as log:
+    with open(work / f"s{seed}.log", "a" if resumed else "w") as log:
         subprocess.run(cmd, check=True, stdout=log, stderr=subprocess.STDOUT)
     minutes = (time.perf_counter() - t0) / 60
     rows = read_metrics(out / "metrics.jsonl")
@@ -62,6 +68,8 @@ def run_seed(seed: int, levels: int, overrides: list[str], work: Path, test_leve
     run = {"seed": seed, "sft_success": evals[0][1], "final_success": evals[-1][1], "minutes": round(minutes, 2),
            "curve": evals, "train_success": [r["train/success_rate"] for r in rows if "train/success_rate" in r],
            "load_average_before_after": [round(load, 2), round(os.getloadavg()[0], 2)]}
+    if resumed:
+        run["resumed"] = "minutes count only the part after the resume"
     tests = [r["test/success_rate"] for r in rows if "test/success_rate" in r]
     if test_levels:
         run.update({"sft_test_success": tests[0], "final_test_success": tests[-1]})
