@@ -676,3 +676,33 @@ def test_rro_samples_sigterm_stops_cleanly_and_keeps_the_collection(tmp_path, mo
     with tarfile.open(snapshot) as tar:
         assert "rising_s0/preferences/tasks.jsonl" in tar.getnames()
     assert not (tmp_path / "rro_runs" / "rising_s0.json").exists()
+
+
+def test_demo_seeds_continues_an_interrupted_seed_from_its_checkpoint(tmp_path, monkeypatch):
+    """A seed whose RL left a checkpoint resumes it (``creditflow train --resume``) instead of failing on the
+    existing run directory; a seed stopped before RL's first checkpoint starts again from nothing."""
+    import json
+    import subprocess
+
+    from benchmarks import demo_seeds
+
+    calls = []
+
+    def fake_run(cmd, check, stdout, stderr):
+        calls.append(cmd)
+        out = Path(next(a.split("=", 1)[1] for a in cmd if a.startswith("out_dir=")) if "demo" in cmd else cmd[-1])
+        out.mkdir(parents=True, exist_ok=True)
+        rows = [{"step": 0, "eval/success_rate": 0.25, "test/success_rate": 0.5},
+                {"step": 3, "eval/success_rate": 0.5, "test/success_rate": 0.75, "train/success_rate": 0.5}]
+        (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    (tmp_path / "s0" / "checkpoints" / "latest").mkdir(parents=True)
+    (tmp_path / "s1").mkdir()
+    (tmp_path / "s1" / "stale").write_text("x")
+    resumed = demo_seeds.run_seed(0, 8, [], tmp_path, test_levels=8)
+    fresh = demo_seeds.run_seed(1, 8, [], tmp_path, test_levels=8)
+    assert calls[0][-3:] == ["train", "--resume", str(tmp_path / "s0")]
+    assert calls[1][3] == "demo" and not (tmp_path / "s1" / "stale").exists()
+    assert "resumed" in resumed and "resumed" not in fresh
+    assert (resumed["sft_test_success"], resumed["final_test_success"]) == (0.5, 0.75)
