@@ -241,6 +241,8 @@ SPECS = [
          extra_claims=[("valid chosen pairs", [("lr 5e-5, valid chosen", "sft")])]),
     Spec("demo_seeds", "demo", "creditflow demo: RewardFlow from π_SFT, 5 seeds",
          "Sokoban 6×6, 1 box; `creditflow demo` defaults (100 steps of 8 × 8)", "demo", [("rl", "sft")]),
+    Spec("demo_seeds_test", "demo", "creditflow demo on the test split: RewardFlow from π_SFT",
+         "as the demo row; evaluated on 512 test levels, never used for a choice", "demo", [("rl", "sft")]),
 ]
 
 
@@ -316,15 +318,20 @@ def rro_runs(stem: str, summary: dict) -> list[Run]:
 
 
 def demo_runs(summary: dict) -> list[Run]:
-    """The demo's runs: one record per seed in each source folder; arm ``rl`` (after RL) beside its own π_SFT."""
+    """The demo's runs: one record per seed in each source folder; arm ``rl`` (after RL) beside its own π_SFT.
+    A summary with a test split (``test_levels``) is read on the test split; its validation values go in extra."""
+    test = bool(summary.get("test_levels"))
     runs = []
     for folder in summary["sources"]:
         for path in sorted((RESULTS / folder).glob("s*.json")):
             stored = read_json(path)
             r = stored["run"]
-            runs.append(Run("rl", r["seed"], r["final_success"], r["sft_success"], None, rel(path),
+            value, sft = ((r["final_test_success"], r["sft_test_success"]) if test
+                          else (r["final_success"], r["sft_success"]))
+            runs.append(Run("rl", r["seed"], value, sft, None, rel(path),
                             {"minutes": r["minutes"], "curve": r["curve"], "machine": stored.get("machine"),
-                             "load": r.get("load_average_before_after")}))
+                             "load": r.get("load_average_before_after"), "validation": (r["sft_success"],
+                                                                                       r["final_success"])}))
     return runs
 
 
@@ -522,6 +529,7 @@ def dpo_runs(summary: dict) -> list[Run]:
 
 DEMO_VARIANTS = {  # summary stem -> what it ran, besides the RL steps (read off each record's curve)
     "demo_seeds": "the defaults (RewardFlow on success, 8 × 8, lr 2e-4, 1 mini-batch)",
+    "demo_seeds_test": "the defaults rerun 2026-12-01/02 with a test split (their validation gain; [test split](demo-seeds-test.md))",
     "demo_seeds_bf16": "the defaults under `policy.autocast=bf16`",
     "demo_seeds_rf60": "the defaults of 2026-11-25 to 11-28 (the same but the step count)",
     "demo_seeds_shared": "the same as the line above, rerun with `policy.share_prefix` (2026-11-26)",
@@ -585,7 +593,7 @@ def demo_sections() -> list[str]:
              "Differences of the gain, seed by seed (each run against its own π_SFT, so a variant with its own "
              "π_SFT compares fairly):", ""]
     rows = []
-    comparisons = [(v, base) for v in variants[1:]] + [(variants[2], next(v for v in variants if v.stem == "demo_seeds_grpo"))]
+    comparisons = [(v, base) for v in variants[1:]] + [(next(v for v in variants if v.stem == "demo_seeds_rf60"), next(v for v in variants if v.stem == "demo_seeds_grpo"))]
     for a, b in comparisons:
         p = stats.paired(a.gains(), b.gains())
         if p.n == 0:
@@ -606,6 +614,34 @@ def demo_sections() -> list[str]:
                      [["success rate", *[f3(demo["held_out_greedy_success"][k]) for k in steps]],
                       ["`eval/noop_frac`", *[f3(demo["held_out_noop_frac"][k]) for k in steps]]])]
     return lines
+
+
+def split_gains(check: Check) -> tuple[dict, dict, stats.Paired]:
+    """A demo check with a test split: gain per seed on validation and on test, and test − validation."""
+    runs = [r for r in check.runs if r.arm == "rl"]
+    val = {r.seed: r.extra["validation"][1] - r.extra["validation"][0] for r in runs}
+    test = {r.seed: r.value - r.sft_value for r in runs}
+    return val, test, stats.paired(test, val)
+
+
+def demo_test_section(check: Check) -> list[str]:
+    """Validation and test gains of the same runs, seed by seed, and their paired difference (test − validation)."""
+    runs = sorted((r for r in check.runs if r.arm == "rl"), key=lambda r: r.seed)
+    val, test, p = split_gains(check)
+    rows = []
+    for label, gains, sft, after in (
+            ("validation", val, [r.extra["validation"][0] for r in runs], [r.extra["validation"][1] for r in runs]),
+            ("test", test, [r.sft_value for r in runs], [r.value for r in runs])):
+        g = stats.summarize([gains[r.seed] for r in runs])
+        rows.append([label, ", ".join(f3(v) for v in sft), ", ".join(f3(v) for v in after),
+                     ", ".join(signed(gains[r.seed]) for r in runs), signed(g.mean), interval(g.boot, sign=True),
+                     interval(g.t, sign=True) if g.n <= stats.SMALL_N else "–"])
+    rows.append(["test − validation", "–", "–", ", ".join(signed(d) for d in p.diffs), signed(p.summary.mean),
+                 interval(p.summary.boot, sign=True), interval(p.summary.t, sign=True) if p.n <= stats.SMALL_N else "–"])
+    return ["## Validation and test", "",
+            f"The same runs, seeds {seeds_text([r.seed for r in runs])}: gain = success after RL − π_SFT's, on "
+            f"{check.summary['eval_levels']} validation levels and {check.summary['test_levels']} test levels.", "",
+            *table(["split", "π_SFT", "after RL", "gain per seed", "mean gain", "95% bootstrap", "95% t"], rows)]
 
 
 def dpo_all_runs(summary: dict) -> list[str]:
@@ -674,12 +710,18 @@ def metric_text(check: Check) -> str:
         return f"held-out {what}, greedy, {episodes} tasks"
     if kind == "dpo":
         return "held-out score (WebShop reward), greedy, 200 goals"
+    if s.get("test_levels"):
+        return f"test-split success, greedy, {s['test_levels']} levels"
     return f"held-out success, greedy, {s['eval_levels']} levels"
 
 
 def _override(overrides: list[str], key: str):
     vals = [o.split("=", 1)[1] for o in overrides if o.startswith(f"{key}=")]
     return vals[-1] if vals else None
+
+
+def overrides_text(summary: dict) -> str:
+    return f"overrides `{' '.join(summary['overrides'])}`" if summary["overrides"] else "no overrides"
 
 
 def settings_lines(check: Check) -> list[str]:
@@ -711,9 +753,17 @@ def settings_lines(check: Check) -> list[str]:
                  "- A collection's seed pairs the settings: differences are taken collection by collection.",
                  "- Where a setting ran on both the CPU and a GPU, the CPU run is used (their lr 1e-4 runs agree to "
                  "three decimals)."]
+    elif s.get("test_levels"):
+        lines = [f"- `creditflow demo` with its defaults, one run per seed, each building its own π_SFT (seeded); "
+                 f"{overrides_text(s)}; at step 0 (π_SFT) and at the end, greedy evaluation on "
+                 f"{s['eval_levels']} validation levels (`env.eval_seed_offset`, the split every choice of the demo's "
+                 f"defaults was made on) and on {s['test_levels']} test levels (`env.test_seed_offset`, used for "
+                 "nothing but this report; [evaluation splits](../environments.md#evaluation-splits)).",
+                 "- The table below reads the test split; the validation split is beside it in "
+                 "[Validation and test](#validation-and-test)."]
     else:
         lines = [f"- `creditflow demo` with its defaults, one run per seed, each building its own π_SFT (seeded); "
-                 f"overrides `{' '.join(s['overrides'])}`; held-out evaluation on {s['eval_levels']} levels at step 0 "
+                 f"{overrides_text(s)}; held-out evaluation on {s['eval_levels']} levels at step 0 "
                  "(π_SFT) and at the end."]
     return lines
 
@@ -813,7 +863,7 @@ def per_run_section(check: Check) -> list[str]:
 
 def figure_lines(check: Check) -> tuple[list[str], dict]:
     png = RESULTS / f"{check.spec.stem}.png"
-    if check.spec.kind == "demo":
+    if check.spec.kind == "demo" and not check.summary.get("test_levels"):
         png = RESULTS / "demo_learning_curve.png"
     if not png.exists():
         return [], {}
@@ -854,7 +904,9 @@ def page(check: Check, context: dict) -> tuple[str, dict]:
               "## Results", "", *results_section(check), "",
               "## Paired differences", "", *paired_section(check), "",
               "## Per run", "", *per_run_section(check), ""]
-    if spec.kind == "demo":
+    if spec.kind == "demo" and check.summary.get("test_levels"):
+        lines += [*demo_test_section(check), ""]
+    elif spec.kind == "demo":
         lines += [*demo_sections(), ""]
     if spec.kind == "dpo":
         lines += [*dpo_all_runs(check.summary), ""]
@@ -1007,7 +1059,7 @@ def generate() -> dict[Path, bytes]:
     checks = [load_check(spec) for spec in SPECS]
     by_stem = {c.spec.stem: c for c in checks}
     context = {"checks": by_stem, "load": lambda f: read_json(RESULTS / f), "stats": stats, "paper": PAPER, "goals": GOALS,
-               "math": math}
+               "math": math, "split_gains": split_gains}
     out: dict[Path, bytes] = {}
     for c in checks:
         text, files = page(c, context)
