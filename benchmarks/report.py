@@ -593,7 +593,8 @@ def demo_sections() -> list[str]:
              "Differences of the gain, seed by seed (each run against its own π_SFT, so a variant with its own "
              "π_SFT compares fairly):", ""]
     rows = []
-    comparisons = [(v, base) for v in variants[1:]] + [(next(v for v in variants if v.stem == "demo_seeds_rf60"), next(v for v in variants if v.stem == "demo_seeds_grpo"))]
+    by_stem = {v.stem: v for v in variants}
+    comparisons = [(v, base) for v in variants[1:]] + [(by_stem["demo_seeds_rf60"], by_stem["demo_seeds_grpo"])]
     for a, b in comparisons:
         p = stats.paired(a.gains(), b.gains())
         if p.n == 0:
