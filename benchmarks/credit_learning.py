@@ -2,6 +2,7 @@
 
     python benchmarks/credit_learning.py [--setting demo|hard|household|webshop] [--model SFT_DIR] [--seeds 0 1 2 3 4]
                                          [--steps 100] [--threads 1] [--smoke] [key=value ...]
+    python benchmarks/credit_learning.py --setting hard --build-sft runs/hard_sft   # only pi_SFT -> DIR/sft_model
 
 Settings (``SETTINGS``): ``demo`` (Sokoban 6x6, 1 box, the demo's levels), ``hard`` (2 boxes in 7x7: long
 horizons with many shared states, where the paper says graph credit matters), ``household`` (TextWorld
@@ -10,7 +11,8 @@ its own ``credit_learning[_<setting>].*`` (``--out`` and ``--work``, when given,
 keeps per-run records in ``*_runs/`` (resumable).
 
 All methods start from the same pi_SFT (``--model``; without it the script builds one exactly as
-``creditflow demo`` does) and get the same budget: the same steps of B tasks x G rollouts, the same
+``creditflow demo`` does; ``--build-sft DIR`` builds only that pi_SFT, into ``DIR/sft_model``, to share between
+invocations and machines: the committed records name it by the sha256 of its weights) and get the same budget: the same steps of B tasks x G rollouts, the same
 training-task sequence per seed, the same PPO-clip loss and optimizer, the same held-out levels. Only
 ``rl.algo`` differs, with every estimator at its paper defaults (RewardFlow: gamma 0.9, alpha 1,
 mean_std normalisation, ``state_key`` graph; GiGPO: omega 1, gamma 0.95). Per method and seed it records
@@ -114,8 +116,14 @@ def markdown(result: dict) -> str:
 def main() -> None:
     args, out, work = learning.parse_args(
         __doc__, "credit_learning", METHODS, default_steps=12, default_methods=DEFAULT_METHODS,
-        add=lambda ap: ap.add_argument("--setting", default="demo", choices=list(SETTINGS), help="see SETTINGS"))
+        add=lambda ap: (ap.add_argument("--setting", default="demo", choices=list(SETTINGS), help="see SETTINGS"),
+                        ap.add_argument("--build-sft", default=None, metavar="DIR",
+                                        help="build only the setting's pi_SFT, into DIR/sft_model, and stop")))
     ENV = SETTINGS[args.setting]
+    if args.build_sft:
+        model = build_sft(Path(args.build_sft), args.smoke, ENV, SFT_EXTRA.get(args.setting, []))
+        print(f"pi_SFT: {model} (sha256 {learning.weights_sha256(model)})", flush=True)
+        return
     if args.setting != "demo":  # each setting keeps its own results and runs; a given --out / --work is kept as is
         if args.out is None:
             out = out.with_name(out.name.replace("credit_learning", f"credit_learning_{args.setting}"))

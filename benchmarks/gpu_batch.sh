@@ -20,7 +20,9 @@
 # Usage, from the repository root:
 #   on the GPU machine (device tool): carry [".whl", "runs/hard_sft"] (+ "runs/credit_hard" to continue runs
 #   stopped earlier) and run `bash benchmarks/gpu_batch.sh`; .whl/ holds the wheels of the packages the machine
-#   lacks (benchmarks/gpu_wheels.sh downloads them here first).
+#   lacks (benchmarks/gpu_wheels.sh downloads them here first). runs/hard_sft comes from
+#   `python benchmarks/credit_learning.py --setting hard --build-sft runs/hard_sft` on the CPU (a rebuild on another
+#   CPU host has other weights: pair only runs from one build, which the records' sha256 tells apart).
 #   on the CPU, as its test: `SMOKE=1 BUDGET_S=90 JOBS=2 OUT=/tmp/gpu_batch bash benchmarks/gpu_batch.sh`
 #
 # Settings (environment variables): BUDGET_S (seconds the suite may run before it is stopped; default 500, which

@@ -165,6 +165,23 @@ def test_credit_learning_settings_build_valid_configs(setting):
         assert (sft.sft.demos, sft.sft.epochs, rl.env.kwargs["num_games"]) == (800, 4, 400)
 
 
+def test_build_sft_makes_only_the_shared_pi_sft_and_names_its_weights(tmp_path, monkeypatch, capsys):
+    """``--build-sft DIR`` builds the setting's pi_SFT into DIR/sft_model (what ``--model`` and gpu_batch.sh are
+    given), prints the sha256 the records will carry, and trains and tabulates nothing."""
+    import sys
+
+    from benchmarks import credit_learning, learning
+
+    out, work = tmp_path / "credit", tmp_path / "runs"
+    monkeypatch.setattr(sys, "argv", [credit_learning.__file__, "--smoke", "--setting", "hard", "--build-sft",
+                                      str(tmp_path / "hard_sft"), "--out", str(out), "--work", str(work)])
+    credit_learning.main()
+    model = tmp_path / "hard_sft" / "sft_model"
+    assert (model / "config.json").exists()
+    assert f"sha256 {learning.weights_sha256(model)}" in capsys.readouterr().out
+    assert not out.with_suffix(".json").exists() and not (tmp_path / "credit_runs").exists()
+
+
 def test_jobs_train_missing_runs_as_child_processes_then_tabulate(tmp_path, monkeypatch, tiny_model_dir):
     """``--jobs 2`` trains each missing (method, seed) in its own process (this script with ``--one``), each
     writing its record; the parent then tabulates every run from the records, and a rerun trains nothing."""
