@@ -10,16 +10,15 @@ pick-and-place, medium: 2 rooms, 6 objects, 25 steps) and ``webshop``; each writ
 its own ``credit_learning[_<setting>].*`` (``--out`` and ``--work``, when given, are used as they are) and
 keeps per-run records in ``*_runs/`` (resumable).
 
-All methods start from the same pi_SFT (``--model``; without it the script builds one exactly as
-``creditflow demo`` does; ``--build-sft DIR`` builds only that pi_SFT, into ``DIR/sft_model``, to share between
-invocations and machines: the committed records name it by the sha256 of its weights) and get the same
-budget: the same steps of B tasks x G rollouts, the same training-task sequence per seed, the same PPO-clip
-loss and optimizer, the same held-out levels. Only ``rl.algo`` differs, with every estimator at its paper defaults (RewardFlow: gamma 0.9, alpha 1,
-mean_std normalisation, ``state_key`` graph; GiGPO: omega 1, gamma 0.95). Per method and seed it records
-the held-out success curve (greedy) and training diagnostics, and writes
-``benchmarks/results/credit_learning.{json,md,png}`` with machine info. ``--smoke`` runs a
-seconds-long budget to check the pipeline; its results go to ``*_smoke.*`` and say nothing about the
-methods.
+All methods start from the same pi_SFT (``--model``; without it the script builds one exactly as ``creditflow
+demo`` does; ``--build-sft DIR`` builds only that pi_SFT, into ``DIR/sft_model``, to share between invocations
+and machines: the committed records name it by the sha256 of its weights) and get the same budget: the same
+steps of B tasks x G rollouts, the same training-task sequence per seed, the same PPO-clip loss and optimizer,
+the same held-out levels. Only ``rl.algo`` differs, with every estimator at its paper defaults (RewardFlow:
+gamma 0.9, alpha 1, mean_std normalisation, ``state_key`` graph; GiGPO: omega 1, gamma 0.95). Per method and
+seed it records the held-out success curve (greedy) and training diagnostics, and writes
+``benchmarks/results/credit_learning.{json,md,png}`` with machine info. ``--smoke`` runs a seconds-long budget
+to check the pipeline; its results go to ``*_smoke.*`` and say nothing about the methods.
 """
 
 from __future__ import annotations
