@@ -9,6 +9,7 @@ from pathlib import Path
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
+import torch.distributed  # noqa: E402
 from accelerate.utils import gather_object  # noqa: E402
 
 from tests.integrations.test_trl import G, Recording, dataset, rollout_trainer  # noqa: E402
@@ -32,6 +33,10 @@ def main() -> None:
     everyone = gather_object([mine])
     if rank == 0:
         out.write_text(json.dumps(sorted(everyone, key=lambda x: x["rank"])))
+    # leave together, with the process group torn down: a rank that exits while gloo's threads still serve the
+    # other can abort in C++ at interpreter shutdown ("terminate called without an active exception", SIGABRT)
+    trainer.accelerator.wait_for_everyone()
+    torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
