@@ -35,14 +35,16 @@ from benchmarks.machine import machine_info  # noqa: E402
 from creditflow.config import build_config  # noqa: E402
 from creditflow.recipes.demo import DEMO_DEFAULTS, DEMO_ENV_SETTINGS  # noqa: E402
 
-METHODS = ("grpo", "gigpo", "rewardflow", "rewardflow_official", "gigpo_official")
+METHODS = ("grpo", "gigpo", "rewardflow", "rewardflow_official", "gigpo_official", "graphgpo", "g2po")
 # arm -> its overrides: the estimator, at its paper defaults unless the arm says otherwise. The *_official arms
 # run the estimator as its authors' trainer does (``rl.credit.preset=official``): RewardFlow's node values start
 # from the env reward of the step that entered them (Sokoban's shaped reward), GiGPO normalises as verl-agent's
 # mean_norm; both take the summed env reward as the return (docs/methods.md)
 ARMS = {"grpo": ["rl.algo=grpo"], "gigpo": ["rl.algo=gigpo"], "rewardflow": ["rl.algo=rewardflow"],
         "rewardflow_official": ["rl.algo=rewardflow", "rl.credit.preset=official"],
-        "gigpo_official": ["rl.algo=gigpo", "rl.credit.preset=official"]}
+        "gigpo_official": ["rl.algo=gigpo", "rl.credit.preset=official"],
+        # the two graph estimators a reviewer compares RewardFlow with (issue 72), at their defaults
+        "graphgpo": ["rl.algo=graphgpo"], "g2po": ["rl.algo=g2po"]}
 DEFAULT_METHODS = ("grpo", "gigpo", "rewardflow")
 SETTINGS = {  # where RewardFlow's graph has shared states to work with
     "demo": ["env.name=sokoban"] + [f"{k}={str(v).lower()}" for k, v in DEMO_ENV_SETTINGS["sokoban"].items()],

@@ -10,7 +10,7 @@ This module only re-exports.
 
 from __future__ import annotations
 
-from creditflow.credit import gigpo, grpo, rewardflow, rloo  # noqa: F401  (importing registers the estimators)
+from creditflow.credit import g2po, gigpo, graphgpo, grpo, rewardflow, rloo  # noqa: F401  (importing registers the estimators)
 from creditflow.credit.api import (
     ArrayCredit,
     compute,
@@ -30,6 +30,7 @@ from creditflow.credit.registry import (
     Estimator,
     Knobs,
     estimator_names,
+    estimator_needs,
     get_estimator,
     get_kernel,
     knob_model,
@@ -58,6 +59,7 @@ __all__ = [
     "compute",
     "credit_arrays",
     "estimator_names",
+    "estimator_needs",
     "get_estimator",
     "get_kernel",
     "grpo_advantages",

@@ -113,7 +113,7 @@ class GiGPOKnobs(Knobs):
     presets: ClassVar[dict[str, dict[str, Any]]] = {"official": OFFICIAL}
 
 
-@register_estimator("gigpo", knobs=GiGPOKnobs)
+@register_estimator("gigpo", knobs=GiGPOKnobs, needs={"state"})
 def gigpo(batch: StepBatch, knobs: GiGPOKnobs) -> Credit:
     """GiGPO: ``process_reward`` (discounted return R_t from the step, Eq. 5), ``step_reward`` (the r_t of
     Eq. 5: the env reward, or the outcome on the last step) and ``advantage`` (Eq. 8) per row. Metrics are

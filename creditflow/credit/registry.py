@@ -92,25 +92,43 @@ Kernel = Callable[[StepBatch, Any], Credit]
 Estimator = Callable[[Sequence[Trajectory], Any], dict]
 
 
+Need = typing.Literal["state", "success"]
+NEEDS: tuple[str, ...] = typing.get_args(Need)
+"""What an estimator can declare it reads beyond the rollouts' rewards: ``state`` (each step's state key: state
+groups, graphs) and ``success`` (each trajectory's outcome, beyond its rewards). Integrations ask
+:func:`estimator_needs` instead of naming estimators."""
+
+
 @dataclass(frozen=True)
 class Registered:
-    """A registered estimator: its kernel and its knob model."""
+    """A registered estimator: its kernel, its knob model and what it needs from the data."""
 
     kernel: Kernel
     knobs: type[Knobs]
+    needs: frozenset = frozenset()
 
 
 _ESTIMATORS: dict[str, Registered] = {}
 
 
-def register_estimator(name: str, *, knobs: type[Knobs]) -> Callable[[Kernel], Kernel]:
-    """Register the kernel ``fn(batch: StepBatch, knobs: <knobs model>) -> Credit`` under ``name``."""
+def register_estimator(name: str, *, knobs: type[Knobs], needs: Iterable[str] = ()) -> Callable[[Kernel], Kernel]:
+    """Register the kernel ``fn(batch: StepBatch, knobs: <knobs model>) -> Credit`` under ``name``; ``needs``
+    declares what it reads beyond rewards (:data:`NEEDS`)."""
+    needs = frozenset(needs)
+    if not needs <= set(NEEDS):
+        raise ValueError(f"needs must be a subset of {NEEDS}, got {sorted(needs)}")
 
     def deco(fn: Kernel) -> Kernel:
-        _ESTIMATORS[name] = Registered(fn, knobs)
+        _ESTIMATORS[name] = Registered(fn, knobs, needs)
         return fn
 
     return deco
+
+
+def estimator_needs(name: str) -> frozenset:
+    """What the registered estimator ``name`` reads beyond rewards (``state``, ``success``); unknown: empty."""
+    entry = _ESTIMATORS.get(name)
+    return entry.needs if entry else frozenset()
 
 
 def estimator_names() -> list[str]:

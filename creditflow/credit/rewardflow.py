@@ -331,7 +331,7 @@ class RewardFlowKnobs(GraphKnobs):
     presets: ClassVar[dict[str, dict[str, Any]]] = {"official": OFFICIAL}
 
 
-@register_estimator("rewardflow", knobs=RewardFlowKnobs)
+@register_estimator("rewardflow", knobs=RewardFlowKnobs, needs={"state", "success"})
 def rewardflow(batch: StepBatch, knobs: RewardFlowKnobs) -> Credit:
     """RewardFlow (paper 003, Eq. 2-9): ``process_reward`` R(s_t), ``step_reward`` r~_t and ``advantage``
     per row. Returns graph metrics (means over groups) and ``credit/time_ms`` (wall time of this call for

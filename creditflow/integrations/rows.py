@@ -24,7 +24,8 @@ from creditflow.errors import UserError
 
 # trainer name -> creditflow estimator. grpo/rloo are the trainers' own names (verl dispatches its grpo
 # before its registry; SkyRL's registry has grpo and rloo), hence the prefix.
-ESTIMATORS = {"rewardflow": "rewardflow", "gigpo": "gigpo", "creditflow_grpo": "grpo", "creditflow_rloo": "rloo"}
+ESTIMATORS = {"rewardflow": "rewardflow", "gigpo": "gigpo", "graphgpo": "graphgpo", "g2po": "g2po",
+              "creditflow_grpo": "grpo", "creditflow_rloo": "rloo"}
 DDOF = 1  # verl's and SkyRL's std (torch.std): the sample std
 FIELDS = ("traj_ids", "step_index", "state_keys", "next_state_keys", "observations", "rewards", "success", "valid",
           "active", "scores")

@@ -66,9 +66,12 @@ def _registered(estimator: str):
 # module-level, so that SkyRL's registry actor (cloudpickle) and Ray workers import them by name
 creditflow_rewardflow_advantage = _registered("rewardflow")
 creditflow_gigpo_advantage = _registered("gigpo")
+creditflow_graphgpo_advantage = _registered("graphgpo")
+creditflow_g2po_advantage = _registered("g2po")
 creditflow_grpo_advantage = _registered("creditflow_grpo")
 creditflow_rloo_advantage = _registered("creditflow_rloo")
 _FUNCTIONS = {"rewardflow": creditflow_rewardflow_advantage, "gigpo": creditflow_gigpo_advantage,
+              "graphgpo": creditflow_graphgpo_advantage, "g2po": creditflow_g2po_advantage,
               "creditflow_grpo": creditflow_grpo_advantage, "creditflow_rloo": creditflow_rloo_advantage}
 
 

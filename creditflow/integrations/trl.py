@@ -50,7 +50,7 @@ from accelerate.utils import gather_object
 from packaging.version import Version
 from trl import GRPOTrainer  # this module is the TRL bridge: TRL is its reason to exist
 
-from creditflow.credit import credit_arrays, estimator_names, knob_model, validate_knobs
+from creditflow.credit import credit_arrays, estimator_names, estimator_needs, knob_model, validate_knobs
 from creditflow.curriculum.diagnostics import group_diagnostics
 from creditflow.errors import UserError
 
@@ -105,10 +105,11 @@ class Rollout:
 
 
 def needs_success(estimator: str, knobs) -> bool:
-    """Whether the estimator reads the rollouts' success: RewardFlow's success terminals (unless its own
-    ``success_threshold`` knob derives them from the score), or any ``reward_source=success``."""
+    """Whether the estimator reads the rollouts' success: one that declares it (RewardFlow's and GraphGPO's success
+    terminals; unless their own ``success_threshold`` knob derives them from the score), or any
+    ``reward_source=success``."""
     resolved = knobs.resolved()
-    if estimator == "rewardflow" and getattr(resolved, "success_threshold", None) is None:
+    if "success" in estimator_needs(estimator) and getattr(resolved, "success_threshold", None) is None:
         return True
     return "success" in (getattr(resolved, "reward_source", None), getattr(resolved, "step_reward_source", None))
 

@@ -52,6 +52,7 @@ import torch
 from verl import DataProto  # this module is the verl bridge: verl is its reason to exist
 from verl.trainer.ppo import core_algos
 
+from creditflow.credit import estimator_needs
 from creditflow.integrations.rows import (ESTIMATORS, LayoutError, RowUid, attached, columns_from_rows, estimate,
                                           estimator_knobs, metrics, row_advantages, row_metrics, row_order, rows_of,
                                           uids_from_columns)
@@ -77,7 +78,7 @@ def layout_columns(non_tensor_batch: Mapping[str, np.ndarray], estimator: str = 
     n = len(_need(non_tensor_batch, "uid", estimator, "the group of each row"))
     get = non_tensor_batch.get
     state_key = next((k for k in STATE_KEYS if k in non_tensor_batch), None)
-    if state_key is None and ESTIMATORS.get(estimator, estimator) in ("rewardflow", "gigpo"):
+    if state_key is None and "state" in estimator_needs(ESTIMATORS.get(estimator, estimator)):
         raise VerlLayoutError(f"verl batch for {estimator!r}: non_tensor_batch has no 'anchor_obs' (or "
                               "'state_key'): the state of each row, which its state groups need (docs/verl.md)")
     success_key = next((k for k in SUCCESS_KEYS if k in non_tensor_batch), None)

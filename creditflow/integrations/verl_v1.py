@@ -37,6 +37,7 @@ import numpy as np
 import transfer_queue as tq
 from verl.trainer.ppo.v1 import trainer_base
 
+from creditflow.credit import estimator_needs
 from creditflow.integrations import verl as cf_verl
 
 # extra_fields keys of the layout (docs/verl.md); each looked up in extra_fields, then in
@@ -79,7 +80,7 @@ def rows_from_outputs(keys: Sequence[str], uids: Sequence[str], extra_fields: Se
         raise cf_verl.VerlLayoutError(f"verl v1 batch: {n} keys, {len(uids)} uids, {len(extra_fields)} extra_fields")
     padding = [False] * n if padding is None else [bool(p) for p in padding]
     extras = [dict(e or {}) for e in extra_fields]
-    needs_state = cf_verl.ESTIMATORS.get(estimator, estimator) in ("rewardflow", "gigpo")
+    needs_state = "state" in estimator_needs(cf_verl.ESTIMATORS.get(estimator, estimator))
 
     def column(names: Sequence[str], what: str, default: Any = _MISSING) -> list:
         values = []

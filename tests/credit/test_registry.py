@@ -16,12 +16,21 @@ CREDIT_DIR = Path(credit.__file__).parent
 
 
 def test_every_estimator_has_a_knob_model_with_documented_fields():
-    assert credit.estimator_names() == ["gigpo", "grpo", "rewardflow", "rloo"]
+    assert credit.estimator_names() == ["g2po", "gigpo", "graphgpo", "grpo", "rewardflow", "rloo"]
     for name in credit.estimator_names():
         model = credit.knob_model(name)
         assert issubclass(model, Knobs) and model.model_config["extra"] == "forbid"
         for field, info in model.model_fields.items():
             assert info.description, f"{name}.{field} has no docstring"
+
+
+def test_estimators_declare_what_they_need():
+    needs = {name: credit.estimator_needs(name) for name in credit.estimator_names()}
+    assert needs == {"g2po": {"state"}, "gigpo": {"state"}, "graphgpo": {"state", "success"}, "grpo": set(),
+                     "rewardflow": {"state", "success"}, "rloo": set()}
+    assert credit.estimator_needs("unknown") == frozenset()
+    with pytest.raises(ValueError, match="needs must be a subset"):
+        credit.register_estimator("x", knobs=Knobs, needs={"tokens"})
 
 
 def test_validate_knobs_returns_the_model_with_defaults():
@@ -99,9 +108,10 @@ def test_method_modules_import_the_registry_not_the_package():
 
 
 @pytest.mark.parametrize("module", ["creditflow.credit.rewardflow", "creditflow.credit.gigpo",
+                                    "creditflow.credit.graphgpo", "creditflow.credit.g2po",
                                     "creditflow.credit.registry", "creditflow.credit"])
 def test_each_module_imports_first_without_a_cycle(module):
     code = f"import {module}; import creditflow.credit as c; print(','.join(c.estimator_names()))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "gigpo,grpo,rewardflow,rloo"
+    assert proc.stdout.strip() == "g2po,gigpo,graphgpo,grpo,rewardflow,rloo"

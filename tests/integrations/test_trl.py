@@ -156,7 +156,7 @@ def test_place_advantages_puts_each_step_on_its_turn():
     assert out.dtype == np.float32
 
 
-@pytest.mark.parametrize("estimator", ["rewardflow", "gigpo", "grpo", "rloo"])
+@pytest.mark.parametrize("estimator", ["rewardflow", "gigpo", "graphgpo", "g2po", "grpo", "rloo"])
 def test_rollout_credit_is_credit_score(estimator):
     """The arrays the trainer builds give credit.score's advantages for the same rollouts (hand-made batch)."""
     rollouts = [
@@ -225,7 +225,7 @@ def test_multi_turn_training_step_runs_with_each_estimator(tmp_path, tiny_model_
         assert any(not torch.equal(a, b) for a, b in zip(before, trainer.model.parameters()))
 
 
-@pytest.mark.parametrize("estimator", ["rewardflow", "gigpo", "grpo", "rloo"])
+@pytest.mark.parametrize("estimator", ["rewardflow", "gigpo", "graphgpo", "g2po", "grpo", "rloo"])
 def test_per_token_advantages_are_credit_score_on_each_turn(tmp_path, tiny_model_dir, estimator):
     """Issue 61 part 4: a step's advantage lands on exactly its own response tokens (never the prompt, which
     the advantages do not cover, nor env tokens or padding), and no step trains with zero advantage unless
@@ -238,7 +238,7 @@ def test_per_token_advantages_are_credit_score_on_each_turn(tmp_path, tiny_model
     # the batch has multi-step rollouts, and for the state-based estimators steps of one rollout that differ
     multi = [a for a in step_adv if len(a) > 1]
     assert multi
-    if estimator in ("rewardflow", "gigpo"):
+    if "state" in credit.estimator_needs(estimator):
         assert any(len(set(np.round(a, 9))) > 1 for a in multi), "per-step credit gives the steps of a rollout apart"
     for adv, row_spans, row in zip(step_adv, spans, output["advantages"]):
         for a, (s, e) in zip(adv, row_spans):
