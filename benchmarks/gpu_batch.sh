@@ -60,30 +60,45 @@ export PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM
 "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(),
 torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')" 2>&1 | tee -a "$LOG"
 
-if [ "${SMOKE:-0}" = 1 ]; then
-  RESULTS="$OUT/smoke_results/credit_learning_$SETTING"
-  ARGS=(--smoke --work "$WORK")
-else
-  [ -d "$MODEL" ] || { say "no pi_SFT at $MODEL: carry it (the CPU suite's pi_SFT, checked by its sha256)"; exit 2; }
-  ARGS=(--model "$MODEL" --work "$WORK" --steps 100)
-fi
-RECORDS="${RESULTS}_runs"
-# shellcheck disable=SC2086
-"$PY" benchmarks/credit_learning.py --setting "$SETTING" "${ARGS[@]}" --out "$RESULTS" --jobs "$JOBS" \
-  --seeds $SEEDS --methods $ARMS -- policy.dtype=float32 >> "$LOG" 2>&1 &
-SUITE=$!
-say "suite pid $SUITE: arms [$ARMS] seeds [$SEEDS], $JOBS at a time, for at most ${BUDGET_S}s"
+# SUITES: one or more suites run side by side, ';'-separated, each
+#   "SETTING|ARMS|SEEDS|JOBS|MODEL|WORK|RESULTS|NICE|EXTRA" (ARMS, SEEDS and EXTRA space-separated; NICE the CPU
+#   priority of its processes, so that a second suite takes only the cores the first leaves). Default: the one suite
+#   of the variables above.
+SUITES=${SUITES:-"$SETTING|$ARMS|$SEEDS|$JOBS|$MODEL|$WORK|$RESULTS|0|"}
+PIDS=()
+WORKS=()
+RECORD_DIRS=()
+IFS=';' read -ra SUITE_LIST <<< "$SUITES"
+for suite in "${SUITE_LIST[@]}"; do
+  IFS='|' read -r s_setting s_arms s_seeds s_jobs s_model s_work s_results s_nice s_extra <<< "$suite"
+  if [ "${SMOKE:-0}" = 1 ]; then
+    s_results="$OUT/smoke_results/credit_learning_$s_setting"
+    ARGS=(--smoke --work "$s_work")
+  else
+    [ -d "$s_model" ] || { say "no pi_SFT at $s_model: carry it (the CPU suite's pi_SFT, checked by its sha256)"; exit 2; }
+    ARGS=(--model "$s_model" --work "$s_work" --steps 100)
+  fi
+  # shellcheck disable=SC2086
+  nice -n "${s_nice:-0}" "$PY" benchmarks/credit_learning.py --setting "$s_setting" "${ARGS[@]}" --out "$s_results" \
+    --jobs "$s_jobs" --seeds $s_seeds --methods $s_arms -- policy.dtype=float32 $s_extra >> "$LOG" 2>&1 &
+  PIDS+=($!)
+  WORKS+=("$s_work")
+  RECORD_DIRS+=("${s_results}_runs")
+  say "suite pid $!: $s_setting, arms [$s_arms] seeds [$s_seeds], $s_jobs at a time (nice ${s_nice:-0})"
+done
+say "for at most ${BUDGET_S}s"
+running() { for p in "${PIDS[@]}"; do kill -0 "$p" 2> /dev/null && return 0; done; return 1; }
 waited=0
-while kill -0 "$SUITE" 2> /dev/null && [ "$waited" -lt "$BUDGET_S" ]; do sleep 5; waited=$((waited + 5)); done
-if kill -0 "$SUITE" 2> /dev/null; then
-  say "budget reached: stopping the suite (its children stop with it and keep their checkpoints)"
-  kill -TERM "$SUITE"
-  wait "$SUITE"
+while running && [ "$waited" -lt "$BUDGET_S" ]; do sleep 5; waited=$((waited + 5)); done
+if running; then
+  say "budget reached: stopping the suites (their children stop with them and keep their checkpoints)"
+  for p in "${PIDS[@]}"; do kill -TERM "$p" 2> /dev/null; done
+  for p in "${PIDS[@]}"; do wait "$p"; done
 fi
-say "suite ended after ${waited}s"
+say "suites ended after ${waited}s"
 
 # records of the runs this call finished
-NEW=$(find "$RECORDS" -name '*.json' -newer "$STAMP" 2> /dev/null)
+NEW=$(find "${RECORD_DIRS[@]}" -name '*.json' -newer "$STAMP" 2> /dev/null)
 if [ -n "$NEW" ]; then
   # shellcheck disable=SC2086
   tar -czf "$OUT/records.tgz" $NEW && say "records: $(echo "$NEW" | wc -l) -> records.tgz"
@@ -92,7 +107,11 @@ else
 fi
 rm -f "$STAMP"
 
-# unfinished runs: config, metrics and newest checkpoint, most advanced first
-"$PY" benchmarks/gpu_pack.py "$WORK" "$OUT" --limit "$MAX_RUN_FILES" >> "$LOG" 2>&1
-for f in "$WORK"/logs/*.log; do [ -f "$f" ] && { echo "== $f"; tail -n 3 "$f"; } >> "$LOG"; done
+# unfinished runs: config, metrics and newest checkpoint, most advanced first (one limit over all suites)
+ALSO=()
+[ "${#WORKS[@]}" -gt 1 ] && ALSO=(--also "${WORKS[@]:1}")
+"$PY" benchmarks/gpu_pack.py "${WORKS[0]}" "$OUT" --limit "$MAX_RUN_FILES" "${ALSO[@]}" >> "$LOG" 2>&1
+for w in "${WORKS[@]}"; do
+  for f in "$w"/logs/*.log; do [ -f "$f" ] && { echo "== $f"; tail -n 3 "$f"; } >> "$LOG"; done
+done
 say "done; files in $OUT: $(ls "$OUT" | tr '\n' ' ')"

@@ -1,6 +1,6 @@
 """Pack the unfinished learning runs of a work directory for the trip back from a lent GPU machine.
 
-    python benchmarks/gpu_pack.py WORK OUT [--limit 6]
+    python benchmarks/gpu_pack.py WORK OUT [--limit 6] [--also WORK2 ...]
 
 Each run directory ``WORK/<arm>_s<seed>`` that has a checkpoint but has not reached its ``rl.steps`` becomes
 ``OUT/run_<arm>_s<seed>.tgz`` holding its ``config.yaml``, ``metrics.jsonl`` and newest checkpoint (paths as
@@ -39,12 +39,14 @@ def unfinished(work: Path) -> list[tuple[int, Path, Path]]:
     return sorted(runs, key=lambda r: (-r[0], r[1].name))
 
 
-def pack(work: Path, out: Path, limit: int) -> list[Path]:
+def pack(work: Path | list[Path], out: Path, limit: int) -> list[Path]:
+    """Pack the most advanced unfinished runs of one work directory, or of several (one limit for all)."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    runs = unfinished(work)
+    works = [work] if isinstance(work, Path) else list(work)
+    runs = sorted((r for w in works for r in unfinished(w)), key=lambda r: (-r[0], str(r[1])))
     for step, run, ckpt in runs[:limit]:
-        target = out / f"run_{run.name}.tgz"
+        target = out / (f"run_{run.name}.tgz" if len(works) == 1 else f"run_{run.parent.name}_{run.name}.tgz")
         with tarfile.open(target, "w:gz") as tar:
             for path in (run / "config.yaml", run / "metrics.jsonl", ckpt, run / "checkpoints" / "latest"):
                 if path.exists():
@@ -61,8 +63,9 @@ def main() -> None:
     ap.add_argument("work", type=Path)
     ap.add_argument("out", type=Path)
     ap.add_argument("--limit", type=int, default=6)
+    ap.add_argument("--also", type=Path, nargs="*", default=[], help="more work directories, under the same limit")
     args = ap.parse_args()
-    pack(args.work, args.out, args.limit)
+    pack([args.work, *args.also] if args.also else args.work, args.out, args.limit)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ from creditflow.envs import adapters
 from creditflow.envs.check import check_env
 from creditflow.credit.draw import FORMATS, GraphError, group_graph, write_graph
 from creditflow.credit.registry import Knobs, knob_lines, parse_key_values, validate_model
+from creditflow.credit.graphgpo import GraphGPOKnobs
 from creditflow.credit.rewardflow import GraphKnobs
 from creditflow.errors import RERUN, Interrupted, UserError
 from creditflow.recipes.demo import run_demo
@@ -364,21 +365,30 @@ def credit_command(
                err=True)
 
 
-@app.command("graph", epilog=_knobs_epilog([_knob_block("RewardFlow graph", GraphKnobs)]))
+GRAPH_ESTIMATORS = {"rewardflow": GraphKnobs, "graphgpo": GraphGPOKnobs}
+
+
+@app.command("graph", epilog=_knobs_epilog([_knob_block("RewardFlow graph", GraphKnobs),
+                                            _knob_block("GraphGPO (--estimator graphgpo)", GraphGPOKnobs)]))
 def graph_command(
     knobs: Optional[list[str]] = typer.Argument(
         None, show_default=False, help="RewardFlow graph knobs as key=value (e.g. gamma=0.5); see the list below."),
     input_path: Path = typer.Option(..., "--in", help="Trajectories (JSONL)."),
     group: Optional[str] = typer.Option(None, "--group", "-g", help="group_id to draw (default: the first)."),
     output_path: Path = typer.Option(..., "--out", help="graph.png, .svg, .pdf, .dot or .html"),
+    estimator: str = typer.Option("rewardflow", "--estimator", "-e",
+                                  help="whose graph: rewardflow (R(s) = gamma^d, kept transitions) or graphgpo "
+                                       "(omega^d(s), every step an edge); its knobs apply."),
 ) -> None:
-    """Draw one group's RewardFlow state graph (node shade = R(s), edge colour = r~) with a legend."""
-    values = validate_model(GraphKnobs, parse_key_values(knobs or []), "graph", strings=True)
+    """Draw one group's state graph (node shade = R(s), edge colour = r~) with a legend."""
+    if estimator not in GRAPH_ESTIMATORS:
+        raise GraphError(f"--estimator {estimator!r}: graphs are drawn for {', '.join(GRAPH_ESTIMATORS)}")
+    values = validate_model(GRAPH_ESTIMATORS[estimator], parse_key_values(knobs or []), "graph", strings=True)
     if output_path.suffix.lower() not in FORMATS:
         raise GraphError(f"unsupported output {output_path.name!r}: use one of {', '.join(FORMATS)}")
     _check_input(input_path)
     _check_output_file(output_path, "--out")
-    graph = group_graph(read_jsonl(input_path), group, values)
+    graph = group_graph(read_jsonl(input_path), group, values, estimator=estimator)
     _write(output_path, lambda: write_graph(graph, output_path))
     typer.echo(f"group {graph.group_id}: {len(graph.labels)} nodes, {len(graph.edges)} edges -> {output_path}",
                err=True)

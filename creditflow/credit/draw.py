@@ -29,7 +29,9 @@ from matplotlib.colors import LinearSegmentedColormap, Normalize
 from matplotlib.figure import Figure
 
 from creditflow.atomic import atomic_open
-from creditflow.credit.rewardflow import GraphKnobs, build_flow
+from creditflow.credit.batch import batch_from_trajectories
+from creditflow.credit.graphgpo import GraphGPOKnobs, build_goal_graph
+from creditflow.credit.rewardflow import GraphKnobs, batch_success, build_flow
 from creditflow.credit.states import display_text
 from creditflow.errors import UserError
 from creditflow.rollout.trajectory import Trajectory
@@ -54,12 +56,54 @@ class GroupGraph:
     layer: np.ndarray  # BFS depth from the start states
     rollouts: int
     successes: int
+    estimator: str = "RewardFlow"  # whose graph: RewardFlow (R = gamma ** d) or GraphGPO (omega ** d)
+
+
+@dataclass
+class _Nodes:
+    """What a drawing needs from an estimator's graph: per step, the node it is drawn from and to and whether it
+    adds an edge; per node, its key, value and distance; the success and start nodes."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    kept: np.ndarray
+    keys: list
+    display: dict
+    value: np.ndarray
+    dist: np.ndarray
+    success_nodes: np.ndarray
+    start_nodes: np.ndarray
+    in_graph: np.ndarray
+    successes: int  # successful rollouts (the success rule, with success_threshold where set)
+
+
+def _rewardflow_nodes(group: list[Trajectory], knobs: GraphKnobs | None) -> _Nodes:
+    flow = build_flow(group, **(knobs or GraphKnobs()).graph_args())
+    return _Nodes(flow.anchor, flow.post, flow.kept, flow.node_keys, flow.display, flow.node_reward,
+                  flow.dist.astype(np.float64), flow.success_nodes, flow.start_nodes, flow.in_graph,
+                  int(flow.traj_success.sum()))
+
+
+def _graphgpo_nodes(group: list[Trajectory], knobs: GraphGPOKnobs | None) -> _Nodes:
+    """GraphGPO's graph: every step is an edge; node value omega ** d(s) (1 at the goal, its Eq. 4 reward
+    scaled by R_succ * omega), 0 where no success is reachable."""
+    knobs = knobs or GraphGPOKnobs()
+    batch = batch_from_trajectories(group)
+    g = build_goal_graph(batch, state_fn=knobs.state_fn, similarity=knobs.similarity,
+                         success_threshold=knobs.success_threshold)
+    dist = np.where(g.reached, np.nan_to_num(g.dist), -1.0)
+    value = np.where(g.reached, np.power(knobs.omega, np.nan_to_num(g.dist)), 0.0)
+    starts = g.pre[batch.traj_first[batch.lengths > 0]]
+    return _Nodes(g.pre, g.post, np.ones(batch.n_steps, dtype=bool), g.node_keys, g.display, value, dist,
+                  g.success_nodes, np.unique(starts), np.ones(g.n_nodes, dtype=bool),
+                  int(batch_success(batch, knobs.success_threshold).sum()))
 
 
 def group_graph(trajectories: Sequence[Trajectory], group_id: str | None = None,
-                knobs: GraphKnobs | None = None) -> GroupGraph:
-    """The state graph of one group (default: the first), numbered like Figs. 11-12; ``knobs``: the
-    RewardFlow graph knobs (default: the paper's values)."""
+                knobs: GraphKnobs | GraphGPOKnobs | None = None, estimator: str = "rewardflow") -> GroupGraph:
+    """The state graph of one group (default: the first), numbered like Figs. 11-12. ``estimator``: whose graph,
+    ``rewardflow`` (node shade R(s) = gamma ** d, kept transitions) or ``graphgpo`` (node shade omega ** d(s),
+    every step an edge); ``knobs``: that estimator's knobs (default: its paper's values)."""
     trajs = list(trajectories)
     if not trajs:
         raise GraphError("no trajectories in the input")
@@ -69,34 +113,35 @@ def group_graph(trajectories: Sequence[Trajectory], group_id: str | None = None,
         shown = ", ".join(ids[:10]) + (", ..." if len(ids) > 10 else "")
         raise GraphError(f"no group {gid!r} in the input; groups: {shown}")
     group = [t for t in trajs if t.group_id == gid]
-    flow = build_flow(group, **(knobs or GraphKnobs()).graph_args())
+    g = _graphgpo_nodes(group, knobs) if estimator == "graphgpo" else _rewardflow_nodes(group, knobs)
 
     # number nodes in order of first appearance along the rollouts (start state of rollout 0 is 0)
     order: dict[int, int] = {}
     sequence = []
-    for i in range(flow.batch.n_steps):
-        sequence.extend((int(flow.anchor[i]), int(flow.post[i])) if flow.kept[i] else (int(flow.anchor[i]),))
-    sequence.extend(flow.success_nodes.tolist())
+    for i in range(g.src.size):
+        sequence.extend((int(g.src[i]), int(g.dst[i])) if g.kept[i] else (int(g.src[i]),))
+    sequence.extend(g.success_nodes.tolist())
     for node in sequence:
-        if flow.in_graph[node] and node not in order:
+        if g.in_graph[node] and node not in order:
             order[node] = len(order)
     nodes = list(order)
     n = len(nodes)
-    success = np.isin(nodes, flow.success_nodes)
-    start = np.isin(nodes, flow.start_nodes)
+    success = np.isin(nodes, g.success_nodes)
+    start = np.isin(nodes, g.start_nodes)
     labels = [f"{k}*" if success[k] else str(k) for k in range(n)]
-    texts = [display_text(flow.node_keys[node], flow.display) for node in nodes]
+    texts = [display_text(g.keys[node], g.display) for node in nodes]
 
     actions: dict[tuple[int, int], list[str]] = {}
     counts: dict[tuple[int, int], int] = {}
-    for i in np.flatnonzero(flow.kept).tolist():
-        key = (order[int(flow.anchor[i])], order[int(flow.post[i])])
+    step_actions = [s.action for t in group for s in t.steps]
+    for i in np.flatnonzero(g.kept).tolist():
+        key = (order[int(g.src[i])], order[int(g.dst[i])])
         acts = actions.setdefault(key, [])
-        act = flow.batch.action[i].strip()
+        act = step_actions[i].strip()
         if act not in acts:
             acts.append(act)
         counts[key] = counts.get(key, 0) + 1
-    reward = flow.node_reward[nodes]
+    reward = g.value[nodes]
     edges = [(u, v, acts, float(reward[v] - reward[u]), counts[(u, v)]) for (u, v), acts in sorted(actions.items())]
 
     layer = np.full(n, -1, dtype=np.int64)
@@ -112,8 +157,8 @@ def group_graph(trajectories: Sequence[Trajectory], group_id: str | None = None,
                 layer[v] = layer[u] + 1
                 queue.append(v)
     layer[layer < 0] = layer.max() + 1 if n else 0
-    return GroupGraph(gid, labels, texts, reward, flow.dist[nodes].astype(np.float64), success, start, edges,
-                      layer, len(group), int(flow.traj_success.sum()))
+    return GroupGraph(gid, labels, texts, reward, g.dist[nodes], success, start, edges, layer, len(group),
+                      g.successes, "GraphGPO" if estimator == "graphgpo" else "RewardFlow")
 
 
 def legend_lines(graph: GroupGraph, width: int | None = None) -> list[str]:
@@ -263,7 +308,7 @@ def _dot_escape(text: str) -> str:
 
 def to_dot(graph: GroupGraph) -> str:
     node_rgba, edge_rgba, _ = _colors(graph)
-    lines = [f"// RewardFlow state graph of group {graph.group_id}: {len(graph.labels)} nodes, "
+    lines = [f"// {graph.estimator} state graph of group {graph.group_id}: {len(graph.labels)} nodes, "
              f"{len(graph.edges)} edges, {graph.rollouts} rollouts ({graph.successes} successful)",
              "// node fill = R(s) (darker green = closer to success, grey = unreachable); "
              "edge colour = r~ (red > 0, blue < 0, grey = 0); doublecircle = success terminal; bold = start"]
@@ -295,7 +340,7 @@ def to_html(graph: GroupGraph) -> str:
     erows = [f"<tr><td>Node {esc(graph.labels[u])} &rarr; Node {esc(graph.labels[v])}</td>"
              f"<td>{esc(' / '.join(a))}</td><td>{dr:+.4f}</td><td>{c}</td></tr>"
              for u, v, a, dr, c in graph.edges]
-    title = f"RewardFlow state graph: group {esc(graph.group_id)}"
+    title = f"{graph.estimator} state graph: group {esc(graph.group_id)}"
     return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>{title}</title>
 <style>body{{font-family:sans-serif;margin:1.5em}} table{{border-collapse:collapse;margin-bottom:2em}}

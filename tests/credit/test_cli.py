@@ -32,7 +32,7 @@ def trajs_file(tmp_path):
     return path
 
 
-@pytest.mark.parametrize("estimator", ["grpo", "rloo", "gigpo", "rewardflow"])
+@pytest.mark.parametrize("estimator", ["grpo", "rloo", "gigpo", "rewardflow", "graphgpo", "g2po"])
 def test_credit_round_trip(estimator, trajs_file, tmp_path, capsys):
     out = tmp_path / f"{estimator}.jsonl"
     code, err = run(["credit", "--estimator", estimator, "--in", str(trajs_file), "--out", str(out)], capsys)
@@ -115,6 +115,23 @@ def test_graph_outputs(suffix, trajs_file, tmp_path, capsys):
             assert "<svg" in text and "R(s)" in text
         else:
             assert text.count("->") >= 4 and "doublecircle" in text
+
+
+@pytest.mark.parametrize("suffix", [".png", ".dot"])
+def test_graphgpo_graph(suffix, trajs_file, tmp_path, capsys):
+    """``--estimator graphgpo`` draws GraphGPO's graph: every step an edge (the invalid D -> D self-loop too),
+    node shade omega ** d(s)."""
+    out = tmp_path / f"graph{suffix}"
+    code, err = run(["graph", "-e", "graphgpo", "--in", str(trajs_file), "--group", "g1", "--out", str(out),
+                     "omega=0.5"], capsys)
+    assert code == 0, err
+    assert "5 nodes, 5 edges" in err  # A B C D E; A-B B-C A-D D-D D-E (RewardFlow prunes D-D: 4 edges)
+    if suffix == ".dot":
+        text = out.read_text()
+        assert text.startswith("// GraphGPO state graph") and "Node 0 (R=0.250): A" in text  # omega ** d(A)
+        assert "Node 3 -> Node 3: bad" in text  # the invalid step is an edge of GraphGPO's graph
+    code, err = run(["graph", "-e", "g2po", "--in", str(trajs_file), "--out", str(out)], capsys)
+    assert code == 2 and "graphs are drawn for rewardflow, graphgpo" in err
 
 
 def test_graph_errors(trajs_file, tmp_path, capsys):
