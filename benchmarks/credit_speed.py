@@ -1,4 +1,4 @@
-"""How fast is credit assignment? ms per batch for grpo, rloo, gigpo and rewardflow, side by side with a
+"""How fast is credit assignment? ms per batch for every registered estimator, side by side with a
 straightforward implementation of the official RewardFlow propagation (networkx graph, 1000 synchronous
 Bellman-max sweeps, no early stop) kept here as the reference.
 
@@ -44,13 +44,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from creditflow.credit import compute, score, score_arrays, score_lines, validate_knobs  # noqa: E402
+from creditflow.credit import compute, estimator_names, score, score_arrays, score_lines, validate_knobs  # noqa: E402
 from creditflow.credit.rewardflow import build_flow  # noqa: E402
 from creditflow.envs.sokoban import ACTION_NAMES, SokobanEnv  # noqa: E402
 from creditflow.jsonl import json_line  # noqa: E402
 from creditflow.rollout.trajectory import Step, Trajectory  # noqa: E402
 
-ESTIMATORS = ("grpo", "rloo", "gigpo", "rewardflow")
+ESTIMATORS = tuple(estimator_names())  # every registered estimator (grpo, rloo, gigpo, rewardflow, graphgpo, g2po, ...)
 PATHS = ("score(dicts)", "score(trajectories)", "score_arrays", "credit command")
 INVALID_PENALTY = 0.1  # Tab. 8
 TARGET = 100  # every public path >= 100x the reference (issue 14)
@@ -351,18 +351,26 @@ def write(result: dict, out_dir: Path, note: str = "") -> None:
         "",
         "## Estimators (`creditflow.credit.compute`, in place)",
         "",
-        "| batch | transitions | grpo | rloo | gigpo | rewardflow | reference | speed-up | ms per 1k transitions (rewardflow) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    names = [n for n in ESTIMATORS if all(n in r["ms"] for r in result["rows"])]
+    lines += [
+        "| batch | transitions | " + " | ".join(names) + " | reference | speed-up | ms per 1k transitions (rewardflow) |",
+        "|---|---:|" + "---:|" * len(names) + "---:|---:|---:|",
     ]
     for r in result["rows"]:
         ms = r["ms"]
         star = "*" if r["reference_extrapolated"] else ""
         lines.append(
-            f"| x{r['factor']} | {r['transitions']:,} | {ms['grpo']['median']:.2f} | {ms['rloo']['median']:.2f} | "
-            f"{ms['gigpo']['median']:.2f} | {ms['rewardflow']['median']:.2f} | {r['reference_ms']:,.0f}{star} | "
-            f"{r['speedup_rewardflow_vs_reference']:,.0f}x | "
+            f"| x{r['factor']} | {r['transitions']:,} | " + " | ".join(f"{ms[n]['median']:.2f}" for n in names)
+            + f" | {r['reference_ms']:,.0f}{star} | {r['speedup_rewardflow_vs_reference']:,.0f}x | "
             f"{ms['rewardflow']['median'] / r['transitions'] * 1000:.3f} |"
         )
+    ratios = [n for n in names if n != "rewardflow"]
+    lines += ["", "Each estimator's time over RewardFlow's (median ms / median ms):", "",
+              "| batch | " + " | ".join(ratios) + " |", "|---|" + "---:|" * len(ratios)]
+    for r in result["rows"]:
+        rf = r["ms"]["rewardflow"]["median"]
+        lines.append(f"| x{r['factor']} | " + " | ".join(f"{r['ms'][n]['median'] / rf:.2f}" for n in ratios) + " |")
     lines += ["", "Graph statistics (means over groups) and reference check:", ""]
     for r in result["rows"]:
         diff = r["reference_max_abs_diff"]

@@ -9,7 +9,7 @@ registered estimator (``token_level_rewards``, ``response_mask``, ``index`` = th
 and copies each trajectory's last-step advantage to all its steps: every registered estimator, per-step ones
 included, gives a trajectory one advantage there.
 
-**The route.** Importing this module registers ``rewardflow``, ``gigpo``, ``creditflow_grpo`` and
+**The route.** Importing this module registers ``rewardflow``, ``gigpo``, ``graphgpo``, ``g2po``, ``creditflow_grpo`` and
 ``creditflow_rloo`` in ``AdvantageEstimatorRegistry`` (``grpo``/``rloo`` stay SkyRL's). The registered
 functions need the step rows; :class:`CreditflowAdvantage`, a mixin for ``RayPPOTrainer``, overrides
 ``compute_advantages_and_returns`` for these names alone: it builds the rows from the batch

@@ -1,6 +1,6 @@
 """SkyRL's ``main_base`` entry point with creditflow's trainer: the same Hydra config
 (``skyrl_train/config/ppo_base_config.yaml``) and overrides, ``trainer.algorithm.advantage_estimator`` one of
-rewardflow, gigpo, creditflow_grpo, creditflow_rloo (docs/skyrl.md)::
+rewardflow, gigpo, graphgpo, g2po, creditflow_grpo, creditflow_rloo (docs/skyrl.md)::
 
     python -m creditflow.integrations.skyrl_main trainer.algorithm.advantage_estimator=rewardflow \\
         generator.step_wise_trajectories=true +trainer.algorithm.creditflow.gamma=0.9 ...

@@ -173,7 +173,7 @@ def check_options(args) -> None:
 class CreditGRPOTrainer(GRPOTrainer):
     """``trl.GRPOTrainer`` whose advantages are creditflow's per-step credit (module docstring; docs/trl.md).
 
-    Extra arguments: ``estimator`` (a registered name: rewardflow, gigpo, grpo, rloo), ``credit_knobs`` (its
+    Extra arguments: ``estimator`` (a registered name: rewardflow, gigpo, graphgpo, g2po, grpo, rloo), ``credit_knobs`` (its
     knobs, ``creditflow credit --help``; ``ddof`` defaults to TRL's 1), ``state_key_fn`` (``fn(environment) ->
     state key``, for environments without a ``state_key()`` method) and ``success_threshold`` (success =
     TRL's reward >= this, where neither the environment nor the rollout_func gives ``success``).

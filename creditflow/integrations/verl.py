@@ -35,7 +35,7 @@ estimator groups as before) carrying its row's fields, so the estimators read th
 
 Rows duplicated to pad the batch (verl-agent's ``adjust_batch``) share their original's advantage.
 
-**Registration.** Importing this module registers ``rewardflow``, ``gigpo``, ``creditflow_grpo`` and
+**Registration.** Importing this module registers ``rewardflow``, ``gigpo``, ``graphgpo``, ``g2po``, ``creditflow_grpo`` and
 ``creditflow_rloo`` with ``verl.trainer.ppo.core_algos.register_adv_est``; creditflow's ``verl.plugins``
 entry point imports it on ``import verl`` in every process. ``grpo``/``rloo`` are verl's own names
 (``compute_advantage`` dispatches ``grpo`` before the registry), hence the prefix. Knobs come from
