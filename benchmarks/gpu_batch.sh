@@ -29,7 +29,8 @@
 # leaves the 10-minute call time to install the wheels and pack), JOBS (processes at once; default 10), ARMS and
 # SEEDS (default: the issue-64 arms rewardflow_official gigpo_official on seeds 0-4), SETTING (hard), MODEL
 # (runs/hard_sft/sft_model), WORK (runs/credit_hard), RESULTS (benchmarks/results/credit_learning_hard),
-# MAX_RUN_FILES (6), SMOKE=1 (the seconds-long smoke budget of credit_learning.py; numbers say nothing).
+# MAX_RUN_FILES (6, over all suites), SMOKE=1 (the seconds-long smoke budget of credit_learning.py; numbers say
+# nothing), SUITES (several suites side by side, see below; default: the one suite of the variables above).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
