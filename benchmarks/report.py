@@ -46,10 +46,15 @@ MARKERS = {"results": ("<!-- results:begin -->", "<!-- results:end -->"),
 
 NAMES = {"grpo": "GRPO", "gigpo": "GiGPO", "rewardflow": "RewardFlow", "rloo": "RLOO",
          "rewardflow_official": "RewardFlow (official preset)", "gigpo_official": "GiGPO (official preset)",
+         "graphgpo": "GraphGPO", "g2po": "G2PO",
          "grpo+expreplay": "GRPO + ExpReplay", "grpo+crps": "GRPO + CRPS", "rewardflow+crps": "RewardFlow + CRPS",
          "rising": "RRO + DPO", "fixed": "fixed-5 + DPO", "sft": "π_SFT", "rl": "RewardFlow (demo defaults)"}
 CREDIT_CLAIM = [("rewardflow", "gigpo"), ("gigpo", "grpo"), ("rewardflow", "grpo")]
 OFFICIAL_CLAIM = [("rewardflow_official", "gigpo_official"), ("gigpo_official", "grpo"), ("rewardflow_official", "grpo")]
+# what the two graph estimators' papers claim against the baselines they share with RewardFlow's (issue 72):
+# GraphGPO (arXiv 2605.26684) over GiGPO and GRPO on Sokoban, G2PO (arXiv 2606.22995) over GRPO
+GRAPH_CLAIMS = [("GraphGPO paper", [("graphgpo", "gigpo"), ("graphgpo", "grpo")]),
+                ("G2PO paper", [("g2po", "grpo")])]
 CRPS_CLAIM = [("grpo+crps", "grpo+expreplay"), ("grpo+crps", "grpo")]
 RRO_CLAIM = [("rising", "fixed"), ("rising", "sft")]
 PAPER = {  # numbers the papers report, quoted beside ours (RRO paper, Table 1 and its text)
@@ -213,10 +218,11 @@ SPECS = [
     Spec("credit_learning", "learning", "GRPO vs GiGPO vs RewardFlow, demo levels, 12 steps",
          "Sokoban 6×6, 1 box (demo levels); 12 steps of 8 × 4", "credit", CREDIT_CLAIM),
     Spec("credit_learning_demo100", "learning", "GRPO vs GiGPO vs RewardFlow, demo levels, 100 steps",
-         "Sokoban 6×6, 1 box; 100 steps of 4 × 8", "credit", CREDIT_CLAIM),
+         "Sokoban 6×6, 1 box; 100 steps of 4 × 8", "credit", CREDIT_CLAIM, extra_claims=GRAPH_CLAIMS),
     Spec("credit_learning_hard", "learning", "GRPO vs GiGPO vs RewardFlow, 2 boxes on 7×7",
          "Sokoban 7×7, 2 boxes; 100 steps of 8 × 4", "credit", CREDIT_CLAIM,
-         extra_claims=[("official preset", OFFICIAL_CLAIM)], diagnostics_file="credit_learning_hard_diagnostics.json"),
+         extra_claims=[("official preset", OFFICIAL_CLAIM), *GRAPH_CLAIMS],
+         diagnostics_file="credit_learning_hard_diagnostics.json"),
     Spec("credit_learning_hard_binary", "learning", "GRPO and GiGPO on binary success, 2 boxes on 7×7",
          "as the 2-box check, GRPO and GiGPO on success", "credit", CREDIT_CLAIM,
          borrow={"rewardflow": "credit_learning_hard_runs"}),
