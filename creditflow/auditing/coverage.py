@@ -7,7 +7,7 @@
 - ``path_to_success``: the share of steps whose state has a path, along the group's recorded transitions, to
   the end of a successful rollout;
 - ``at_trajectory_level[arm]``: per arm, the share of steps whose advantage equals the arm's trajectory-level
-  value (:func:`creditflow.audit.estimators.trajectory_level`).
+  value (:func:`creditflow.auditing.estimators.trajectory_level`).
 
 :func:`reading` turns them into one line.
 """
@@ -19,8 +19,8 @@ from typing import Sequence
 
 import numpy as np
 
-from creditflow.audit.estimators import Arm, Columns, advantages, reads_state, trajectory_level
-from creditflow.audit.sim import Episode
+from creditflow.auditing.estimators import Arm, Columns, advantages, reads_state, trajectory_level
+from creditflow.auditing.sim import Episode
 
 SAME = 1e-9  # advantages this close are equal
 

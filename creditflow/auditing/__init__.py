@@ -7,7 +7,7 @@ coverage (:mod:`.coverage`), Monte-Carlo ground truth and accuracy (:mod:`.accur
 learning race (:mod:`.race`), RRO's pairs (:mod:`.pairs`) and the driver (:mod:`.run`).
 """
 
-from creditflow.audit.errors import AuditError
-from creditflow.audit.run import PARTS, AuditResult, AuditSettings, audit, summary_lines
+from creditflow.auditing.errors import AuditError
+from creditflow.auditing.run import PARTS, AuditResult, AuditSettings, audit, summary_lines
 
 __all__ = ["PARTS", "AuditError", "AuditResult", "AuditSettings", "audit", "summary_lines"]

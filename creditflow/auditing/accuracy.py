@@ -13,10 +13,10 @@ from typing import Sequence
 
 import numpy as np
 
-from creditflow.audit.errors import AuditError
-from creditflow.audit.estimators import Arm, Columns, advantages
-from creditflow.audit.metrics import all_metrics, resolved
-from creditflow.audit.sim import Episode, Node, Sim
+from creditflow.auditing.errors import AuditError
+from creditflow.auditing.estimators import Arm, Columns, advantages
+from creditflow.auditing.metrics import all_metrics, resolved
+from creditflow.auditing.sim import Episode, Node, Sim
 
 
 def q_estimates(sim: Sim, nodes: Sequence[Node], actions: Sequence[str | None], m: int, policy,
@@ -42,7 +42,7 @@ def true_advantages(sim: Sim, episodes: Sequence[Episode], m: int, policy, rng: 
 
 
 def accuracy(cols: Columns, truth: dict, arms: Sequence[Arm]) -> dict:
-    """Per arm: :func:`creditflow.audit.metrics.all_metrics` of its advantages against ``truth``."""
+    """Per arm: :func:`creditflow.auditing.metrics.all_metrics` of its advantages against ``truth``."""
     out = {}
     for arm in arms:
         adv = advantages(arm, cols)

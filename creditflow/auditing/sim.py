@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from creditflow.audit.errors import AuditError
+from creditflow.auditing.errors import AuditError
 from creditflow.envs.base import ReplayMismatch, has_snapshot, replay
 from creditflow.policy.prompts import env_name
 from creditflow.rollout.trajectory import SuccessRule

@@ -5,7 +5,7 @@ same π, each with its own draws: the reward-rising sampler (one candidate a ~ �
 process reward reaches r_{t−1}, at most N_max) and fixed-size exploration (N candidates). A candidate's process
 reward is the success rate of ``m`` continuations after it (the RRO paper's MC estimate), r_{t−1} that of
 ``m`` continuations from s_t. Each kept pair (chosen, rejected) is then judged by Q^π: ``truth_m`` further
-continuations after each of its two actions give Q̂ and a standard error (as in :mod:`creditflow.audit.accuracy`).
+continuations after each of its two actions give Q̂ and a standard error (as in :mod:`creditflow.auditing.accuracy`).
 
 Per sampler: ``steps``, ``samples`` (candidates sampled: the paper's "# samples"), ``pairs`` (kept by the
 sampler's rule), ``distinct`` (pairs whose two actions differ; a pair of one action twice teaches nothing),
@@ -20,8 +20,8 @@ from typing import Sequence
 
 import numpy as np
 
-from creditflow.audit.accuracy import q_estimates
-from creditflow.audit.sim import Node, Sim
+from creditflow.auditing.accuracy import q_estimates
+from creditflow.auditing.sim import Node, Sim
 from creditflow.process.rro import fixed_size_sampler, rising_sampler
 
 SAMPLERS = ("rising", "fixed")

@@ -3,9 +3,9 @@
 - coverage and accuracy (:func:`accuracy_seed`): for audit seed s and behaviour policy π (the expert at ε, or
   any policy object), ``tasks`` tasks (env seeds ``task_offset + s * tasks + j``) × ``group_size`` rollouts,
   the coverage shares, then Â^π of every step by ``m`` + ``m`` continuations and every arm's metrics;
-- the race (:func:`race_seed`): one arm, one seed (:mod:`creditflow.audit.race`);
+- the race (:func:`race_seed`): one arm, one seed (:mod:`creditflow.auditing.race`);
 - RRO's pairs (:func:`rro_seed`): both samplers at every state of one rollout of each task
-  (:mod:`creditflow.audit.pairs`).
+  (:mod:`creditflow.auditing.pairs`).
 
 :func:`audit` runs the parts asked for and returns an :class:`AuditResult`: the per-seed values (its
 ``record``), and :meth:`AuditResult.lines`, the summary the command prints (means over seeds with 95% bootstrap
@@ -22,15 +22,15 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from creditflow.audit.accuracy import accuracy, true_advantages
-from creditflow.audit.coverage import coverage, reading
-from creditflow.audit.errors import AuditError
-from creditflow.audit.estimators import Arm, arms, columns
-from creditflow.audit.metrics import bootstrap_interval
-from creditflow.audit.pairs import rro_pairs
-from creditflow.audit.policy import EpsilonExpert
-from creditflow.audit.race import RaceSettings, race_arms, race_run
-from creditflow.audit.sim import Sim
+from creditflow.auditing.accuracy import accuracy, true_advantages
+from creditflow.auditing.coverage import coverage, reading
+from creditflow.auditing.errors import AuditError
+from creditflow.auditing.estimators import Arm, arms, columns
+from creditflow.auditing.metrics import bootstrap_interval
+from creditflow.auditing.pairs import rro_pairs
+from creditflow.auditing.policy import EpsilonExpert
+from creditflow.auditing.race import RaceSettings, race_arms, race_run
+from creditflow.auditing.sim import Sim
 from creditflow.rollout.trajectory import SuccessRule
 
 PARTS = ("coverage", "accuracy", "race", "rro")
@@ -46,7 +46,7 @@ class AuditSettings:
     epsilons: tuple = (0.5, 0.75, 0.9)  # the expert policy's ε values (groups mix outcomes at each)
     tasks: int = 4  # tasks (groups) per seed
     group_size: int = 8
-    m: int = 16  # Monte-Carlo continuations per Q̂ and per V̂
+    m: int = 32  # Monte-Carlo continuations per Q̂ and per V̂
     task_offset: int = 0
     race_seeds: int = 50
     race_pool: int = 8
@@ -60,7 +60,7 @@ class AuditSettings:
     rro_candidates: int = 5
     rro_truth_m: int = 64
     estimators: list | None = None  # arm names; None: every registered estimator and preset
-    race_arms: list | None = None
+    race_arms: list | None = None  # None: every estimator arm (or those of ``estimators``) and GRPO + each curriculum
 
     def check(self) -> None:
         bad = [p for p in self.parts if p not in PARTS]
@@ -176,7 +176,9 @@ def audit(env_factory: Callable[[], object], *, settings: AuditSettings | None =
                 result.accuracy[label].append(accuracy_seed(sim, pol, seed, settings, want))
                 say(f"{'/'.join(want)} {label} seed {seed}")
     if "race" in settings.parts:
-        for arm in race_arms(settings.race_arms):
+        chosen = (race_arms(settings.race_arms) if settings.race_arms is not None else
+                  [a for a in race_arms() if settings.estimators is None or a.arm.name in settings.estimators])
+        for arm in chosen:
             result.race[arm.name] = []
             for seed in range(settings.race_seeds):
                 result.race[arm.name].append(race_seed(sim, arm.name, seed, settings))

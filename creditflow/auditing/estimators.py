@@ -19,8 +19,8 @@ from typing import Sequence
 
 import numpy as np
 
-from creditflow.audit.errors import AuditError
-from creditflow.audit.sim import Episode
+from creditflow.auditing.errors import AuditError
+from creditflow.auditing.sim import Episode
 from creditflow.credit.api import credit_arrays
 from creditflow.credit.registry import CreditError, estimator_names, knob_model
 

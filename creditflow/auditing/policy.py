@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from creditflow.audit.errors import AuditError
+from creditflow.auditing.errors import AuditError
 
 Item = tuple  # (seed, state_key, admissible actions, env)
 

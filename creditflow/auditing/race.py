@@ -1,15 +1,15 @@
 """The learning race without an LM: a tabular softmax trained by each estimator's advantages.
 
-The policy (:class:`~creditflow.audit.policy.Tabular`) has one logit per (``state_key``, action), all zero at
+The policy (:class:`~creditflow.auditing.policy.Tabular`) has one logit per (``state_key``, action), all zero at
 the start. Each iteration samples ``groups`` tasks from a fixed pool (``pool``), rolls out ``group_size``
 episodes of each, scores them with the arm's estimator (reward: success at the end) and takes ``epochs``
-full-batch steps on the PPO-clip objective (:func:`~creditflow.audit.policy.ppo_clip_step`; each step's
+full-batch steps on the PPO-clip objective (:func:`~creditflow.auditing.policy.ppo_clip_step`; each step's
 weight 1/G: the mean over a group of each rollout's summed objective). Every ``eval_every`` iterations the
 greedy policy plays every pool task once from its start; the success curve is that share against the
 training episodes used so far. Outputs: the curve, its area (the mean of the curve's points after the first),
 the final success and the episodes to reach 50% success (None when never reached).
 
-Arms: every estimator arm (:func:`~creditflow.audit.estimators.arms`), plus ``grpo+crps`` and
+Arms: every estimator arm (:func:`~creditflow.auditing.estimators.arms`), plus ``grpo+crps`` and
 ``grpo+expreplay``: GRPO's advantages with CRPS's start-state curriculum or the ExpReplay baseline
 (``creditflow.curriculum``: the success buffer, the insertion gate, Eq. 13's replay mixture and the suffix
 controller, with the trainer's defaults of ``curriculum.*``). A replay group starts from a stored success's
@@ -26,10 +26,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from creditflow.audit.errors import AuditError
-from creditflow.audit.estimators import Arm, advantages, arms as estimator_arms, columns
-from creditflow.audit.policy import Tabular, ppo_clip_step
-from creditflow.audit.sim import Episode, Sim
+from creditflow.auditing.errors import AuditError
+from creditflow.auditing.estimators import Arm, advantages, arms as estimator_arms, columns
+from creditflow.auditing.policy import Tabular, ppo_clip_step
+from creditflow.auditing.sim import Episode, Sim
 from creditflow.config import CurriculumConfig
 from creditflow.curriculum.crps import (
     BufferEntry,
@@ -80,7 +80,7 @@ def race_arms(only: Sequence[str] | None = None) -> list[RaceArm]:
     return out
 
 
-AdvantageFn = Callable[[Sequence[Episode]], np.ndarray]
+AdvantageFn = Callable[[Sequence[Episode], Tabular], np.ndarray]
 
 
 def evaluate(sim: Sim, policy: Tabular, pool: Sequence[int], rng: np.random.Generator) -> float:
@@ -95,7 +95,7 @@ def evaluate(sim: Sim, policy: Tabular, pool: Sequence[int], rng: np.random.Gene
 def race_run(sim: Sim, arm: RaceArm | None, seed: int, settings: RaceSettings,
              advantage_fn: AdvantageFn | None = None) -> dict:
     """One seed of one arm: ``{"curve": [[episodes, success], ...], "auc", "final", "episodes_to_half"}``.
-    ``advantage_fn(episodes) -> (S,) advantages`` replaces the arm's estimator (tests inject known-good or
+    ``advantage_fn(episodes, policy) -> (S,) advantages`` replaces the arm's estimator (tests inject known-good or
     known-bad credit through it)."""
     st = settings
     tasks_rng = np.random.default_rng([seed, 1])
@@ -126,7 +126,7 @@ def race_run(sim: Sim, arm: RaceArm | None, seed: int, settings: RaceSettings,
             starts.append(paths[entry.uid][controller.start_of(entry)] if entry is not None else sim.start(task))
         episodes = sim.groups([n.seed for n in starts], st.group_size, policy, act_rng, starts=starts)
         cols = columns(episodes)
-        adv = advantage_fn(episodes) if advantage_fn is not None else advantages(arm.arm, cols)
+        adv = advantage_fn(episodes, policy) if advantage_fn is not None else advantages(arm.arm, cols)
         rows = np.empty(cols.n, dtype=np.int64)
         picks = np.empty(cols.n, dtype=np.int64)
         i = 0
