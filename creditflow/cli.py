@@ -438,7 +438,8 @@ def audit_command(
     race_episodes: int = typer.Option(1280, "--race-episodes", help="Training episodes per race run."),
     race_pool: int = typer.Option(8, "--race-pool", help="Tasks in the race's fixed pool."),
     estimators: Optional[str] = typer.Option(None, "--estimators", help="Comma-separated estimator arms (default: "
-                                             "every registered estimator and preset)."),
+                                             "every registered estimator and preset); the race runs these, and GRPO "
+                                             "+ CRPS / + ExpReplay where grpo is one of them."),
     success_threshold: Optional[float] = typer.Option(
         None, "--success-threshold", help="Success is won, or score >= this (env.success_threshold)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write every per-seed value here (JSON)."),
