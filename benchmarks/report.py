@@ -1146,7 +1146,8 @@ def audit_rows(audits: list[Audit], link_prefix: str) -> list[list[str]]:
                          audit_verdict_text(a, "accuracy")])
         if a.summary["race"]:
             arms = "; ".join(f"{name(x)} {_summary_cell(a.race(x))}" for x in a.race_arms)
-            rows.append([title + ", race", a.summary["title"] + "; tabular softmax from zero, "
+            race_title = f"[Credit audit: {a.summary['title']}, race]({link_prefix}{a.page}#learning-race)"
+            rows.append([race_title, a.summary["title"] + "; tabular softmax from zero, "
                          f"{a.summary['settings']['race_episodes']} episodes", arms,
                          "area under the greedy success curve on the task pool",
                          "– (no LM: a tabular policy)", CLAIMS["credit"][0] + "; " + CLAIMS["crps"][0],
