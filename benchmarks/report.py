@@ -929,11 +929,263 @@ def page(check: Check, context: dict) -> tuple[str, dict]:
 
 
 # ------------------------------------------------------------------------------------------------------------
+# the credit audit (issue 71): benchmarks/credit_audit.py's summaries credit_audit_<setting>.json
+# ------------------------------------------------------------------------------------------------------------
+
+AUDIT_SETTINGS = ["sokoban6", "sokoban7", "household"]  # table order; a setting shows once its summary exists
+AUDIT_METRICS = {"spearman": "Spearman", "sign": "sign agreement", "auc": "AUC", "within_spearman": "Spearman within",
+                 "within_sign": "sign within", "within_auc": "AUC within"}
+AUDIT_CLAIMS = {"accuracy": [("", CREDIT_CLAIM)], "race": [("", CREDIT_CLAIM), ("CRPS", CRPS_CLAIM)]}
+
+
+@dataclass
+class Audit:
+    """One setting's audit summary: per-seed values of every part, arms as recorded."""
+
+    setting: str
+    summary: dict
+
+    @property
+    def page(self) -> str:
+        return f"credit-audit-{self.setting}.md"
+
+    @property
+    def policies(self) -> list[str]:
+        return list(self.summary["accuracy"])
+
+    @property
+    def arms(self) -> list[str]:
+        first = self.summary["accuracy"][self.policies[0]][0]["accuracy"]["arms"] if self.policies else {}
+        return _ordered(first)
+
+    @property
+    def race_arms(self) -> list[str]:
+        return _ordered(self.summary["race"])
+
+    def accuracy(self, arm: str, metric: str = "spearman", policy: str | None = None) -> dict:
+        """seed -> the arm's metric (one policy, or the mean over every policy that measured it)."""
+        per: dict = {}
+        for label in [policy] if policy else self.policies:
+            for s in self.summary["accuracy"][label]:
+                value = s["accuracy"]["arms"].get(arm, {}).get(metric)
+                if value is not None and value == value:
+                    per.setdefault(s["seed"], []).append(value)
+        return {seed: sum(v) / len(v) for seed, v in per.items()}
+
+    def race(self, arm: str, key: str = "auc") -> dict:
+        return {r["seed"]: r[key] for r in self.summary["race"].get(arm, [])}
+
+    def verdicts(self, part: str) -> list[tuple[str, str, list]]:
+        values = self.accuracy if part == "accuracy" else self.race
+        have = self.arms if part == "accuracy" else self.race_arms
+        out = []
+        for label, pairs in AUDIT_CLAIMS[part]:
+            if not all(a in have and b in have for a, b in pairs):
+                continue
+            ps = [(a, b, stats.paired(values(a), values(b))) for a, b in pairs]
+            out.append((label, stats.ordering_verdict([p for _, _, p in ps]), ps))
+        return out
+
+
+def _ordered(arms) -> list[str]:
+    known = list(NAMES)
+    return sorted(arms, key=lambda a: (known.index(a) if a in known else len(known), a))
+
+
+def load_audits() -> list[Audit]:
+    return [Audit(s, read_json(RESULTS / f"credit_audit_{s}.json")) for s in AUDIT_SETTINGS
+            if (RESULTS / f"credit_audit_{s}.json").exists()]
+
+
+def _summary_cell(values: dict) -> str:
+    return arm_cell(stats.summarize([values[k] for k in sorted(values)]))
+
+
+def _diff_cell(p: stats.Paired) -> str:
+    return f"{signed(p.summary.mean)} {interval(p.summary.boot, sign=True)}" if p.n >= 2 else "–"
+
+
+def audit_verdict_text(a: Audit, part: str) -> str:
+    texts = []
+    for label, verdict, ps in a.verdicts(part):
+        detail = "; ".join(f"{diff_label(x, y)} {_diff_cell(p)} ({p.wins} of {p.n} seeds above)" for x, y, p in ps)
+        texts.append((f"{label}: " if label else "") + f"**{verdict}** ({detail})")
+    return "; ".join(texts) or "not tested"
+
+
+def audit_settings_lines(a: Audit) -> list[str]:
+    s, st = a.summary, a.summary["settings"]
+    opts = ", ".join(f"{k}={v}" for k, v in s["options"].items()) or "defaults"
+    lines = [f"- Env `{s['env']}` ({opts}); parts run: {', '.join(s['parts'])}; the reward is success (1 at the end "
+             "of a successful episode, 0 elsewhere).",
+             f"- Behaviour policies: the env's expert mixed with uniform admissible actions at {', '.join(a.policies)}.",
+             f"- Coverage and accuracy: {st['seeds']} seeds × {st['tasks']} tasks × {st['group_size']} rollouts; "
+             f"A^π of every step from {st['m']} + {st['m']} Monte-Carlo continuations of the restored state."]
+    if s["race"]:
+        lines.append(f"- Race: {st['race_seeds']} seeds per arm; a pool of {st['race_pool']} tasks, {st['race_groups']} "
+                     f"tasks × {st['group_size']} rollouts an iteration, {st['race_episodes']} training episodes, "
+                     f"PPO-clip (NumPy, {st['race_epochs']} epochs, clip 0.2) with lr {st['race_lr']:g} on a tabular "
+                     f"softmax; greedy success on the pool every {st['race_eval_every']} iterations.")
+    if s["rro"]:
+        lines.append(f"- RRO pairs: at every state of one rollout per task, N = N_max = {st['rro_candidates']}, "
+                     f"process rewards from m = {st['rro_m']} continuations, each pair judged by {st['rro_truth_m']} "
+                     "more per action.")
+    lines += [f"- Machine: {machine_text(s.get('machine'))}.",
+              f"- Records: `{s['records']}`; summary `benchmarks/results/credit_audit_{a.setting}.json` "
+              "(`benchmarks/credit_audit.py`)."]
+    return lines
+
+
+def audit_page(a: Audit) -> str:
+    from creditflow.auditing.coverage import reading
+
+    s = a.summary
+    lines = [f"# Credit audit: {s['title']}", "",
+             f"<!-- generated by benchmarks/report.py from benchmarks/results/credit_audit_{a.setting}.json -->", "",
+             "What the estimators' credit is worth against the true advantage A^π of a fixed policy, and how fast each "
+             "trains a tabular policy with no LM in the way ([the audit](../audit.md)).", ""]
+    if s["accuracy"]:
+        lines += [f"Claim tested: {CLAIMS['credit'][0]} ({CLAIMS['credit'][1]}), as closeness to A^π "
+                  "(Spearman, per seed the mean over the policies): " + audit_verdict_text(a, "accuracy") + ".", ""]
+    if s["race"]:
+        lines += ["Race (area under the greedy success curve): " + audit_verdict_text(a, "race") + ".", ""]
+    lines += ["## Setting", "", *audit_settings_lines(a), ""]
+    first = s["accuracy"][a.policies[0]][0] if a.policies else {}
+    if "coverage" in first:
+        lines += ["## Coverage", ""]
+        rows = []
+        for label in a.policies:
+            seeds = s["accuracy"][label]
+            cov = [x["coverage"] for x in seeds]
+            rows.append([label, _summary_cell({x["seed"]: x["success"] for x in seeds}),
+                         _summary_cell({x["seed"]: c["shared"] for x, c in zip(seeds, cov)}),
+                         _summary_cell({x["seed"]: c["mixed_groups"] for x, c in zip(seeds, cov)}),
+                         _summary_cell({x["seed"]: c["path_to_success"] for x, c in zip(seeds, cov)}),
+                         "; ".join(f"{name(n)} {f3(sum(c['at_trajectory_level'][n] for c in cov) / len(cov))}"
+                                   for n in _ordered(cov[0]["at_trajectory_level"]))])
+        lines += table(["policy", "success", "steps sharing a state", "mixed groups", "steps with a path to success",
+                        "steps at the trajectory-level value (mean)"], rows) + [""]
+        for label in a.policies:
+            cov = [x["coverage"] for x in s["accuracy"][label]]
+            names = list(cov[0]["at_trajectory_level"])
+            pooled = {"shared": sum(c["shared"] for c in cov) / len(cov),
+                      "mixed_groups": sum(c["mixed_groups"] for c in cov) / len(cov), "reads_state": cov[0]["reads_state"],
+                      "at_trajectory_level": {n: sum(c["at_trajectory_level"][n] for c in cov) / len(cov) for n in names}}
+            lines.append(f"- Reading ({label}): {reading(pooled)}")
+        lines.append("")
+    if "accuracy" in first:
+        lines += ["## Advantage accuracy", "",
+                  "Mean over seeds [95% bootstrap]. Sign agreement and AUC count steps whose |A^π| exceeds 2 standard "
+                  "errors; \"within\" compares steps of one group that share a state.", ""]
+        for label in a.policies:
+            seeds = s["accuracy"][label]
+            steps = sum(x["accuracy"]["steps"] for x in seeds)
+            res = sum(x["accuracy"]["resolved"] for x in seeds)
+            lines += [f"### {label}", "", f"{len(seeds)} seeds, {steps} steps, {res} with |A^π| > 2 SE.", ""]
+            rows = [[name(arm)] + [_summary_cell(a.accuracy(arm, m, label)) for m in AUDIT_METRICS] for arm in a.arms]
+            lines += table(["arm", *AUDIT_METRICS.values()], rows) + [""]
+        lines += ["### Paired differences, every policy", "",
+                  "Per seed, each metric is the mean over the policies; differences a − b seed by seed.", ""]
+        rows = []
+        for i, x in enumerate(a.arms):
+            for y in a.arms[i + 1:]:
+                px, py = (x, y) if (x, y) in CREDIT_CLAIM or (y, x) not in CREDIT_CLAIM else (y, x)
+                cells = []
+                for m in ("spearman", "sign", "auc", "within_spearman"):
+                    p = stats.paired(a.accuracy(px, m), a.accuracy(py, m))
+                    cells.append(_diff_cell(p) + (" sep." if p.separated else ""))
+                rows.append([diff_label(px, py), *cells])
+        lines += table(["a − b", "Spearman", "sign agreement", "AUC", "Spearman within"], rows) + [""]
+    if s["race"]:
+        lines += ["## Learning race", "", "Greedy success on the task pool; AUC = mean of the curve after its start.", ""]
+        rows = []
+        for arm in a.race_arms:
+            runs = s["race"][arm]
+            reached = sorted(r["episodes_to_half"] for r in runs if r["episodes_to_half"] is not None)
+            med = reached[len(reached) // 2] if reached else None
+            rows.append([name(arm), len(runs), _summary_cell(a.race(arm)), _summary_cell(a.race(arm, "final")),
+                         f"{len(reached)} of {len(runs)}", "–" if med is None else str(med)])
+        lines += table(["arm", "seeds", "AUC", "final success", "reached 50%", "episodes to 50% (median of those)"],
+                       rows) + [""]
+        rows = []
+        claimed = {p for _, pairs in AUDIT_CLAIMS["race"] for p in pairs}
+        for i, x in enumerate(a.race_arms):
+            for y in a.race_arms[i + 1:]:
+                px, py = (x, y) if (x, y) in claimed or (y, x) not in claimed else (y, x)
+                p = stats.paired(a.race(px), a.race(py))
+                rows.append([diff_label(px, py), p.n, _diff_cell(p), f"{p.wins} of {p.n}",
+                             {1: "yes, above", -1: "yes, below", 0: "no"}[p.separated],
+                             "claimed: above" if (px, py) in claimed else ""])
+        lines += table(["a − b (AUC)", "seeds", "mean [95% bootstrap]", "a above b on", "separated", "claim"], rows)
+        lines.append("")
+    if s["rro"]:
+        lines += ["## RRO's pairs against Q^π", "",
+                  "Accuracy: the share of resolved pairs (chosen and rejected differ, their Q^π by more than 2 standard "
+                  "errors) whose chosen action has the higher Q^π; correct pairs per sampled candidate.", ""]
+        rows = []
+        for label, seeds in s["rro"].items():
+            for smp in ("rising", "fixed"):
+                val = lambda k: {x["seed"]: x[smp][k] for x in seeds if x[smp][k] == x[smp][k]}  # noqa: E731
+                rows.append([label, "RRO (rising)" if smp == "rising" else "fixed-5", _summary_cell(val("accuracy")),
+                             _summary_cell(val("samples_per_step")), _summary_cell(val("correct_per_sample")),
+                             sum(x[smp]["pairs"] for x in seeds), sum(x[smp]["resolved"] for x in seeds)])
+            for k in ("accuracy", "correct_per_sample"):
+                p = stats.paired({x["seed"]: x["rising"][k] for x in seeds if x["rising"][k] == x["rising"][k]},
+                                 {x["seed"]: x["fixed"][k] for x in seeds if x["fixed"][k] == x["fixed"][k]})
+                rows.append([label, f"rising − fixed, {k.replace('_', ' ')}", _diff_cell(p) +
+                             (" (separated)" if p.separated else ""), "", "", "", ""])
+        lines += table(["policy", "sampler", "pair accuracy", "samples / step", "correct pairs / sample", "pairs",
+                        "resolved"], rows) + [""]
+    lines += ["Statistics: [how to read these numbers](index.md#how-to-read-the-numbers)."]
+    return "\n".join(lines) + "\n"
+
+
+def audit_rows(audits: list[Audit], link_prefix: str) -> list[list[str]]:
+    rows = []
+    for a in audits:
+        title = f"[Credit audit: {a.summary['title']}]({link_prefix}{a.page})"
+        if a.summary["accuracy"] and "accuracy" in a.summary["accuracy"][a.policies[0]][0]:
+            arms = "; ".join(f"{name(x)} {_summary_cell(a.accuracy(x))}" for x in a.arms)
+            rows.append([title + ", accuracy", a.summary["title"] + f"; ε-expert at {', '.join(a.policies)}", arms,
+                         "Spearman of the credit with Monte-Carlo A^π, per seed the mean over the policies",
+                         "– (no LM: a fixed ε-expert policy)", CLAIMS["credit"][0] + " (closer to A^π)",
+                         audit_verdict_text(a, "accuracy")])
+        if a.summary["race"]:
+            arms = "; ".join(f"{name(x)} {_summary_cell(a.race(x))}" for x in a.race_arms)
+            race_title = f"[Credit audit: {a.summary['title']}, race]({link_prefix}{a.page}#learning-race)"
+            rows.append([race_title, a.summary["title"] + "; tabular softmax from zero, "
+                         f"{a.summary['settings']['race_episodes']} episodes", arms,
+                         "area under the greedy success curve on the task pool",
+                         "– (no LM: a tabular policy)", CLAIMS["credit"][0] + "; " + CLAIMS["crps"][0],
+                         audit_verdict_text(a, "race")])
+    return rows
+
+
+def audit_speed_rows() -> tuple[list[list[str]], list[str]]:
+    path = RESULTS / "credit_audit_speed.json"
+    if not path.exists():
+        return [], []
+    sp = read_json(path)
+    ca, race = sp["coverage_accuracy"], sp["race"]
+    load = sp.get("load_average_before_after")
+    where = machine_text({**sp["machine"], "date": sp["machine"]["date"][:10]}) + (
+        f"; {sp['threads']} thread; load average {load[0]:.1f}-{load[1]:.1f} (shared)" if load else
+        "; summed per-seed wall times of the setting's own run (shared machine)" if sp.get("source") else "")
+    return [[f"credit audit, coverage + accuracy, Sokoban 6×6 ({ca['seeds']} seeds × {len(ca['policies'])} policies, "
+             f"M = {ca['m']})", f"{ca['seconds']:.0f} s", f"{ca['limit_seconds']} s: the issue's limit",
+             f"{ca['seconds'] / ca['limit_seconds']:.2f}× of it", where, "`credit_audit_speed.json`"],
+            [f"credit audit, race of {race['seeds']} seeds × {len(race['arms'])} arms, Sokoban 6×6 "
+             f"({race['episodes']} episodes a run)", f"{race['seconds']:.0f} s", f"{race['limit_seconds']} s: the issue's limit",
+             f"{race['seconds'] / race['limit_seconds']:.2f}× of it", where, "`credit_audit_speed.json`"]], \
+        ["credit_audit_speed.json"]
+
+
+# ------------------------------------------------------------------------------------------------------------
 # the results table (README and index) and the performance table
 # ------------------------------------------------------------------------------------------------------------
 
 
-def results_table(checks: list[Check], link_prefix: str) -> list[str]:
+def results_table(checks: list[Check], link_prefix: str, audits: list | None = None) -> list[str]:
     rows = []
     for c in checks:
         arms = "; ".join(f"{name(a)} {arm_cell(c.arm(a))}" + (f" ({c.coverage(a)})" if c.coverage(a) else "")
@@ -949,6 +1201,7 @@ def results_table(checks: list[Check], link_prefix: str) -> list[str]:
             for label, v, ps in c.verdicts())
         title = f"[{c.spec.title}]({link_prefix}{c.page})" + (" (superseded)" if c.spec.status else "")
         rows.append([title, c.spec.setting, arms, metric_text(c), sft_text, CLAIMS[c.spec.claim][0], verdicts])
+    rows += audit_rows(audits or [], link_prefix)
     return [*table(["check", "setting", "arms: mean [95% bootstrap], t [95% t-interval]", "metric", "π_SFT",
                     "claim", "reproduced"], rows), "",
             "Mean over seeds; [ ]: 95% percentile bootstrap; t [ ]: 95% t-interval, given where n ≤ 5 "
@@ -994,7 +1247,8 @@ def performance_rows() -> tuple[list[list[str]], list[str]]:
                  f"{vl['vllm']['env_steps_per_s'] / vl['hf']['env_steps_per_s']:.2f}×",
                  machine_text(vl["machine"]) + f"; load average {vl['load_average_before_after'][0]:g}-"
                  f"{vl['load_average_before_after'][1]:g} (shared)", "`rollout_throughput_vllm.json`"])
-    return rows, sources + ["rollout_throughput.json", "rollout_throughput_vllm.json"]
+    audit_rows_, audit_sources = audit_speed_rows()
+    return rows + audit_rows_, sources + ["rollout_throughput.json", "rollout_throughput_vllm.json"] + audit_sources
 
 
 def performance_table() -> list[str]:
@@ -1037,20 +1291,20 @@ STATS_TEXT = """## How to read the numbers
 """
 
 
-def index_page(checks: list[Check]) -> str:
+def index_page(checks: list[Check], audits: list | None = None) -> str:
     lines = ["# Results", "",
              "<!-- generated by benchmarks/report.py; run it after adding records, `make report` -->", "",
              "Every learning check creditflow has run, one page each, generated from the committed records "
              "(`benchmarks/results/`) by `benchmarks/report.py`: no number on these pages is typed by hand. "
              "All ran with the tiny from-scratch policy (0.9M parameters) on CPUs, some runs on lent GPUs; "
              "they check that the methods run and learn as the papers describe at that scale, not the papers' "
-             "numbers.", "", *results_table(checks, ""), "", "Performance: [performance](performance.md).", "",
+             "numbers.", "", *results_table(checks, "", audits), "", "Performance: [performance](performance.md).", "",
              STATS_TEXT.strip(), ""]
     return "\n".join(lines) + "\n"
 
 
-def readme_blocks(checks: list[Check]) -> dict[str, list[str]]:
-    return {"results": results_table(checks, "docs/results/"), "performance": performance_table()}
+def readme_blocks(checks: list[Check], audits: list | None = None) -> dict[str, list[str]]:
+    return {"results": results_table(checks, "docs/results/", audits), "performance": performance_table()}
 
 
 def replace_block(text: str, key: str, body: list[str]) -> str:
@@ -1072,10 +1326,13 @@ def generate() -> dict[Path, bytes]:
         text, files = page(c, context)
         out[DOCS / c.page] = text.encode()
         out.update({DOCS / k: v for k, v in files.items()})
-    out[DOCS / "index.md"] = index_page(checks).encode()
+    audits = load_audits()
+    for a in audits:
+        out[DOCS / a.page] = audit_page(a).encode()
+    out[DOCS / "index.md"] = index_page(checks, audits).encode()
     out[DOCS / "performance.md"] = performance_page().encode()
     readme = README.read_text(encoding="utf-8")
-    for key, body in readme_blocks(checks).items():
+    for key, body in readme_blocks(checks, audits).items():
         readme = replace_block(readme, key, body)
     out[README] = readme.encode()
     return out

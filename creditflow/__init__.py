@@ -3,7 +3,7 @@
 The Python API (``creditflow.api``), loaded on first use so that ``import creditflow`` stays light (no torch)::
 
     import creditflow
-    result = creditflow.train(["rl.algo=rewardflow"], env="sokoban")   # also sft, evaluate, rro
+    result = creditflow.train(["rl.algo=rewardflow"], env="sokoban")   # also sft, evaluate, rro, audit
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import importlib
 
 __version__ = "0.1.0"
 
-_API = ("sft", "evaluate", "rro", "RunResult", "EvalResult", "load_config")
+_API = ("sft", "evaluate", "rro", "audit", "RunResult", "EvalResult", "load_config")
 
 
 def __getattr__(name: str):

@@ -1,4 +1,5 @@
-"""The Python API: ``creditflow.train``, ``creditflow.sft``, ``creditflow.evaluate`` and ``creditflow.rro``.
+"""The Python API: ``creditflow.train``, ``creditflow.sft``, ``creditflow.evaluate``, ``creditflow.rro`` and
+``creditflow.audit``.
 
 Each takes a config and an env and returns what the run made::
 
@@ -32,12 +33,14 @@ from pathlib import Path
 from typing import Any, Callable, Union
 
 from creditflow import envs
+from creditflow.auditing import AuditResult, AuditSettings
+from creditflow.auditing import audit as run_audit
 from creditflow.config import RunConfig, build_config
 from creditflow.errors import Interrupted, UserError
 from creditflow.recipes.eval import evaluate_policy
 from creditflow.recipes.rro import run_rro
 from creditflow.recipes.train import config_for_resume, run_sft_stage, run_train
-from creditflow.rollout.trajectory import Trajectory
+from creditflow.rollout.trajectory import SuccessRule, Trajectory
 from creditflow.train.checkpoint import checkpoint_root
 
 ConfigLike = Union[RunConfig, dict, list, tuple, str, os.PathLike, None]
@@ -46,7 +49,7 @@ ConfigLike = Union[RunConfig, dict, list, tuple, str, os.PathLike, None]
 EnvLike = Union[str, type, Callable[..., Any], object, None]
 """An env name, an env class, a factory, or an env object (None: ``env.name`` of the config)."""
 
-__all__ = ["RunResult", "EvalResult", "train", "sft", "evaluate", "rro", "load_config", "with_env"]
+__all__ = ["RunResult", "EvalResult", "train", "sft", "evaluate", "rro", "audit", "load_config", "with_env"]
 
 
 @dataclass(frozen=True)
@@ -188,6 +191,25 @@ def rro(config: ConfigLike = None, *, env: EnvLike = None, overrides: list[str] 
     cfg = with_env(load_config(config, overrides), env)
     summary = run_rro(cfg)
     return RunResult(Path(cfg.out_dir), Path(summary["dpo_model"]), _numbers(summary))
+
+
+def audit(env: EnvLike = "sokoban", *, env_options: dict | None = None, policy=None,
+          success_threshold: float | None = None, progress: Callable[[str], None] | None = None,
+          **settings) -> AuditResult:
+    """The credit audit (docs/audit.md) on ``env``: ``settings`` are :class:`~creditflow.auditing.AuditSettings`
+    fields (``parts``, ``seeds``, ``epsilons``, ``m``, ``race_seeds``, ``estimators``, ...); ``policy`` a
+    behaviour policy object (``act(items, rng)``) instead of the env's expert at each ε. Returns an
+    :class:`~creditflow.auditing.AuditResult`: ``.record`` (every per-seed value), ``.lines()`` (the summary)."""
+    fields = set(AuditSettings.__dataclass_fields__)
+    unknown = sorted(set(settings) - fields)
+    if unknown:
+        raise UserError(f"audit has no setting {unknown[0]!r}; settings: {', '.join(sorted(fields))}")
+    name = env_name(env)
+    if isinstance(envs.env_class(name), envs.EnvCopies) and env_options:
+        raise UserError("env_options: an env object has its options already; pass its class or a factory")
+    factory = envs.factory(name, **(env_options or {}))
+    return run_audit(factory, settings=AuditSettings(**settings), policy=policy,
+                     success_rule=SuccessRule(success_threshold), progress=progress, env_label=name)
 
 
 def _numbers(data: dict, prefix: str = "") -> dict[str, Any]:

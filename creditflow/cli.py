@@ -418,6 +418,60 @@ def _number(value: float | int) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
+# audit
+# --------------------------------------------------------------------------------------------------
+
+
+def _csv(text: str, option: str, kind=str) -> list:
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    try:
+        return [kind(t) for t in items]
+    except ValueError:
+        raise UserError(f"{option}: expected comma-separated {kind.__name__} values, got {text!r}") from None
+
+
+@app.command("audit")
+def audit_command(
+    options: Optional[list[str]] = typer.Argument(None, help="Env options as key=value (e.g. size=7 num_boxes=2).",
+                                                  show_default=False),
+    env: str = typer.Option("sokoban", "--env", help=_ENV_HELP),
+    parts: str = typer.Option("coverage,accuracy,race,rro", "--parts",
+                              help="Comma-separated parts: coverage, accuracy, race, rro."),
+    seeds: int = typer.Option(20, "--seeds", help="Seeds of coverage, accuracy and RRO pairs (0 .. N-1)."),
+    epsilon: str = typer.Option("0.5,0.75,0.9", "--epsilon",
+                                help="Behaviour policies: the env's expert mixed with uniform admissible actions at "
+                                     "each ε (comma-separated; 1 = uniform, needs no expert)."),
+    tasks: int = typer.Option(4, "--tasks", help="Tasks (groups) per seed."),
+    group_size: int = typer.Option(8, "--group-size", "-G", help="Rollouts per group."),
+    m: int = typer.Option(32, "--mc", "-M", help="Monte-Carlo continuations per Q and per V estimate."),
+    race_seeds: int = typer.Option(50, "--race-seeds", help="Seeds per race arm."),
+    race_episodes: int = typer.Option(1280, "--race-episodes", help="Training episodes per race run."),
+    race_pool: int = typer.Option(8, "--race-pool", help="Tasks in the race's fixed pool."),
+    estimators: Optional[str] = typer.Option(None, "--estimators", help="Comma-separated estimator arms (default: "
+                                             "every registered estimator and preset); the race runs these, and GRPO "
+                                             "+ CRPS / + ExpReplay where grpo is one of them."),
+    success_threshold: Optional[float] = typer.Option(
+        None, "--success-threshold", help="Success is won, or score >= this (env.success_threshold)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write every per-seed value here (JSON)."),
+) -> None:
+    """Measure every estimator's credit against the true advantage A^π (Monte Carlo from restored states) and
+    race them with a tabular softmax policy: coverage, advantage accuracy, the learning race and RRO's pairs
+    (docs/audit.md). Prints means over seeds [95% bootstrap] and paired differences."""
+    cfg = build_config(None, [f"env.name={env}", *(f"env.kwargs.{item}" for item in options or [])])
+    if out is not None:
+        _check_output_file(out, "--out")
+    result = api.audit(cfg.env.name, env_options=cfg.env.kwargs, success_threshold=success_threshold,
+                       parts=tuple(_csv(parts, "--parts")), seeds=seeds, epsilons=tuple(_csv(epsilon, "--epsilon", float)),
+                       tasks=tasks, group_size=group_size, m=m, race_seeds=race_seeds, race_episodes=race_episodes,
+                       race_pool=race_pool, estimators=_csv(estimators, "--estimators") if estimators else None,
+                       progress=lambda line: typer.echo(line, err=True))
+    for line in result.lines():
+        typer.echo(line)
+    if out is not None:
+        _write(out, lambda: out.write_text(json.dumps(result.record, indent=1) + "\n", encoding="utf-8"))
+
+
+# --------------------------------------------------------------------------------------------------
 # rro
 # --------------------------------------------------------------------------------------------------
 

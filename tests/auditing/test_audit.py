@@ -1,0 +1,240 @@
+"""The credit audit: Monte-Carlo ground truth, the metrics, the race's power, the arms from the registry, bad input."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import creditflow
+from creditflow.auditing import AuditError, AuditSettings, audit
+from creditflow.auditing import metrics as mt
+from creditflow.auditing.accuracy import true_advantages
+from creditflow.auditing.estimators import arms, reads_state
+from creditflow.auditing.policy import EpsilonExpert, Tabular, ppo_clip_step
+from creditflow.auditing.race import RaceSettings, race_run
+from creditflow.auditing.sim import Sim
+from creditflow.credit import registry
+from creditflow.credit.grpo import GRPOKnobs, grpo
+from tests.auditing.chain import ChainEnv, SnapshotChain, exact_q
+
+TINY = dict(seeds=2, epsilons=(0.5,), tasks=2, group_size=4, m=8, race_seeds=2, race_pool=2, race_groups=2,
+            race_episodes=16, rro_m=2, rro_truth_m=8)
+
+
+# --------------------------------------------------------------------------------------------------
+# Monte-Carlo ground truth
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("env_cls", [SnapshotChain, ChainEnv])  # restored by snapshot, and by verified replay
+def test_mc_q_and_v_match_the_closed_form_within_3_se(env_cls):
+    n, steps, eps = 4, 7, 0.6
+    sim = Sim(lambda: env_cls(n=n, max_steps=steps))
+    policy = EpsilonExpert(eps)  # π(right) = 1 - eps/2 everywhere below n
+    q, v = exact_q(n, steps, lambda pos: 1 - eps / 2)
+    episodes = sim.groups([0], 4, policy, np.random.default_rng(0))
+    m = 400
+    truth = true_advantages(sim, episodes, m, policy, np.random.default_rng(1))
+    rows = [(s.node, s.action) for ep in episodes for s in ep.steps]
+    assert len(rows) >= 8
+    for (node, action), q_hat, v_hat in zip(rows, truth["q"], truth["v"]):
+        pos, t = int(node.key), node.t
+        for est, exact in ((q_hat, q(pos, t, action)), (v_hat, v(pos, t))):
+            se = max(np.sqrt(exact * (1 - exact) / m), 1e-12)
+            assert abs(est - exact) <= 3 * se + 1e-12, (pos, t, action, est, exact)
+
+
+def test_restoring_by_snapshot_copies_nothing_but_the_snapshot():
+    sim = Sim(lambda: SnapshotChain())
+    episodes = sim.groups([0], 2, EpsilonExpert(1.0), np.random.default_rng(0))
+    node = episodes[0].steps[1].node
+    assert node.snap == (int(node.key), 1, False)  # the state itself, stored as the env gave it
+    sim.run([(node, "right")] * 3, EpsilonExpert(1.0), np.random.default_rng(0))
+    assert node.snap == (int(node.key), 1, False)  # restore left it reusable
+
+
+# --------------------------------------------------------------------------------------------------
+# metrics on hand-made advantages
+# --------------------------------------------------------------------------------------------------
+
+
+def test_spearman_by_hand():
+    assert mt.spearman([1, 2, 3], [10, 20, 30]) == pytest.approx(1.0)
+    assert mt.spearman([3, 2, 1], [10, 20, 30]) == pytest.approx(-1.0)
+    # ranks (1, 2.5, 2.5) vs (1, 2, 3): centred (-1, .5, .5)·(-1, 0, 1) = 1.5; squared norms 1.5 and 2
+    assert mt.spearman([0, 1, 1], [1, 2, 3]) == pytest.approx(1.5 / np.sqrt(1.5 * 2))
+    assert mt.spearman([1, 1, 1], [1, 2, 3]) == 0.0
+
+
+def test_sign_agreement_counts_resolved_steps_and_zero_as_a_miss():
+    a, se = [0.5, -0.5, 0.01, -0.4], [0.1, 0.1, 0.1, 0.1]  # the third is within 2 SE: left out
+    assert mt.sign_agreement([1.0, 1.0, 5.0, 0.0], a, se) == pytest.approx(1 / 3)  # +, wrong, (out), zero
+    assert mt.sign_agreement([1.0, -1.0, 5.0, -2.0], a, se) == 1.0
+    assert np.isnan(mt.sign_agreement([1.0], [0.01], [0.1]))
+
+
+def test_auc_is_the_mann_whitney_share_with_half_ties():
+    a, se = [0.5, 0.6, -0.5, -0.7], [0.1] * 4
+    # positives' advantages 3, 2; negatives' 1, 2: 3>1, 3>2, 2>1, 2=2 (half) -> 3.5 / 4
+    assert mt.auc([3.0, 2.0, 1.0, 2.0], a, se) == pytest.approx(0.875)
+    assert mt.auc([-1.0, -2.0, 1.0, 2.0], a, se) == 0.0
+    assert np.isnan(mt.auc([1.0, 2.0], [0.5, 0.6], [0.1, 0.1]))  # no negative step
+
+
+def test_within_state_compares_steps_that_share_a_state():
+    groups = ["g", "g", "g", "g", "h"]
+    keys = ["s", "s", "s", "x", "s"]  # three steps share (g, s); (g, x) and (h, s) are alone
+    a = [0.9, 0.1, 0.5, -0.9, 0.0]
+    se = [0.05] * 5
+    right = mt.within_state([3.0, 1.0, 2.0, 9.0, -9.0], a, se, groups, keys)
+    assert right["steps"] == 3 and right["pairs"] == 3
+    assert right["sign"] == 1.0 and right["auc"] == 1.0 and right["spearman"] == pytest.approx(1.0)
+    tied = mt.within_state([1.0, 1.0, 1.0, 0.0, 0.0], a, se, groups, keys)
+    assert tied["sign"] == 0.0 and tied["auc"] == 0.5  # no ordering: ties miss the sign, count half in the AUC
+    alone = mt.within_state([1.0, 2.0], [0.5, 0.1], [0.01, 0.01], ["g", "g"], ["a", "b"])
+    assert alone["steps"] == 0 and np.isnan(alone["sign"])
+
+
+def test_rankdata_averages_ties():
+    assert mt.rankdata([10, 20, 20, 5]).tolist() == [2.0, 3.5, 3.5, 1.0]
+
+
+# --------------------------------------------------------------------------------------------------
+# the race can tell good credit from bad
+# --------------------------------------------------------------------------------------------------
+
+
+def _true_advantage(n, steps):
+    def fn(episodes, policy: Tabular):
+        def p_right(pos):
+            r = policy.row(str(pos), ["left", "right"])
+            return float(policy.table_probs(np.array([r]))[0, policy.actions[r].index("right")])
+
+        q, v = exact_q(n, steps, p_right)
+        return np.array([q(int(s.node.key), s.node.t, s.action) - v(int(s.node.key), s.node.t)
+                         for ep in episodes for s in ep.steps])
+    return fn
+
+
+def test_a_50_seed_race_separates_true_advantages_from_random_ones():
+    n, steps = 5, 8
+    sim = Sim(lambda: SnapshotChain(n=n, max_steps=steps))
+    settings = RaceSettings(pool=[0], groups=1, group_size=4, episodes=48, lr=1.0, eval_every=1)
+    noise = np.random.default_rng(123)
+    random_adv = lambda episodes, policy: noise.normal(size=sum(len(ep.steps) for ep in episodes))  # noqa: E731
+    good = [race_run(sim, None, s, settings, advantage_fn=_true_advantage(n, steps))["auc"] for s in range(50)]
+    bad = [race_run(sim, None, s, settings, advantage_fn=random_adv)["auc"] for s in range(50)]
+    diff = np.array(good) - np.array(bad)
+    lo, hi = mt.bootstrap_interval(diff)
+    assert lo > 0, (np.mean(good), np.mean(bad), lo, hi)
+
+
+def test_ppo_clip_step_is_the_policy_gradient_then_stops_at_the_clip():
+    pol = Tabular()
+    r = pol.row("s", ["a", "b"])
+    ppo_clip_step(pol, np.array([r]), np.array([0]), np.array([1.0]), np.array([1.0]), lr=0.1, epochs=1)
+    # d/dθ log π(a) = onehot(a) - π = (0.5, -0.5) at θ = 0
+    assert pol.logits[r, :2].tolist() == pytest.approx([0.05, -0.05])
+    pol2 = Tabular()
+    r = pol2.row("s", ["a", "b"])
+    ppo_clip_step(pol2, np.array([r]), np.array([0]), np.array([1.0]), np.array([1.0]), lr=100.0, epochs=5)
+    # the first step pushes π(a) far above 1.2 π_old: every later epoch is clipped, nothing moves any more
+    assert pol2.logits[r, :2].tolist() == pytest.approx([50.0, -50.0])
+
+
+# --------------------------------------------------------------------------------------------------
+# arms come from the registry; the whole audit on a tiny budget
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def extra_estimator():
+    registry.register_estimator("zz_test_grpo", knobs=GRPOKnobs)(grpo)
+    yield "zz_test_grpo"
+    registry._ESTIMATORS.pop("zz_test_grpo")
+
+
+def test_every_registered_estimator_and_preset_is_an_arm(extra_estimator):
+    names = [a.name for a in arms()]
+    assert extra_estimator in names
+    for name in registry.estimator_names():
+        assert name in names
+        model = registry.knob_model(name)
+        for preset in model.presets:
+            assert f"{name}_{preset}" in names
+    assert not reads_state(next(a for a in arms() if a.name == extra_estimator))
+
+
+def test_audit_runs_the_four_parts_and_a_new_estimator_joins_them(extra_estimator):
+    result = audit(lambda: SnapshotChain(n=3, max_steps=5), settings=AuditSettings(**TINY))
+    rec = result.record
+    (label,) = rec["accuracy"]
+    seed0 = rec["accuracy"][label][0]
+    assert set(seed0["accuracy"]["arms"]) == {a.name for a in arms()}
+    assert extra_estimator in seed0["coverage"]["at_trajectory_level"]
+    assert {f"{extra_estimator}", "grpo+crps", "grpo+expreplay"} <= set(rec["race"])
+    assert set(rec["rro"][label][0]) >= {"rising", "fixed"}
+    text = "\n".join(result.lines())
+    assert "reading:" in text and "race" in text and "rising − fixed" in text
+    json.dumps(rec)  # a record is plain JSON
+
+
+def test_api_audit_takes_env_names_and_options():
+    result = creditflow.audit("sokoban", env_options={"size": 5}, parts=("coverage",), seeds=1, tasks=1,
+                              group_size=2, epsilons=(0.5,))
+    assert result.record["accuracy"]["eps=0.5"][0]["coverage"]["steps"] > 0
+
+
+# --------------------------------------------------------------------------------------------------
+# bad input: one line
+# --------------------------------------------------------------------------------------------------
+
+
+class NeverActs:
+    name = "never"
+
+    def act(self, items, rng):
+        return [None for _ in items]
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    (dict(settings=AuditSettings(**{**TINY, "m": 0})), "must be at least 1, got 0"),
+    (dict(settings=AuditSettings(**{**TINY, "estimators": ["nope"]})), "unknown estimator 'nope'"),
+    (dict(settings=AuditSettings(**{**TINY, "parts": ("accuracy",)}), policy=NeverActs()), "took no admissible"),
+])
+def test_bad_input_is_one_audit_error(kwargs, needle):
+    with pytest.raises(AuditError, match=needle) as info:
+        audit(lambda: SnapshotChain(), **kwargs)
+    assert "\n" not in str(info.value)
+
+
+def test_an_env_that_cannot_restore_is_one_audit_error():
+    with pytest.raises(AuditError, match="cannot restore a state"):
+        audit(lambda: ChainEnv(slip=0.5), settings=AuditSettings(**{**TINY, "parts": ("accuracy",)}))
+
+
+def _cli(*args, cwd=None):
+    proc = subprocess.run([sys.executable, "-m", "creditflow", "audit", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=300)
+    return proc.returncode, proc.stderr
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--mc", "0"], "must be at least 1, got 0"),
+    (["--estimators", "nope"], "unknown estimator 'nope'"),
+    (["--env", "slipchain:Slippery", "--parts", "accuracy", "--seeds", "1", "-M", "2"], "cannot restore a state"),
+])
+def test_cli_bad_input_is_one_line_exit_2(tmp_path, args, needle):
+    (tmp_path / "slipchain.py").write_text(
+        "from tests.auditing.chain import ChainEnv\n\n\nclass Slippery(ChainEnv):\n"
+        "    def __init__(self):\n        super().__init__(slip=0.5)\n")
+    import os
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    proc = subprocess.run([sys.executable, "-m", "creditflow", "audit", *args], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=300, env=env)
+    lines = [line for line in proc.stderr.strip().splitlines() if line.strip() and not line.startswith(("coverage",
+                                                                                                     "accuracy"))]
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and len(lines) == 1 and needle in lines[0], proc.stderr
