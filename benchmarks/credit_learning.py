@@ -3,6 +3,7 @@
     python benchmarks/credit_learning.py [--setting demo|hard|household|webshop] [--model SFT_DIR] [--seeds 0 1 2 3 4]
                                          [--steps 100] [--threads 1] [--smoke] [key=value ...]
     python benchmarks/credit_learning.py --setting hard --build-sft runs/hard_sft   # only pi_SFT -> DIR/sft_model
+    python benchmarks/credit_learning.py --setting hard --build-sft runs/hard_sft -- policy.dtype=float32  # on a GPU
 
 Settings (``SETTINGS``): ``demo`` (Sokoban 6x6, 1 box, the demo's levels), ``hard`` (2 boxes in 7x7: long
 horizons with many shared states, where the paper says graph credit matters), ``household`` (TextWorld
@@ -122,7 +123,7 @@ def main() -> None:
                                         help="build only the setting's pi_SFT, into DIR/sft_model, and stop")))
     ENV = SETTINGS[args.setting]
     if args.build_sft:
-        model = build_sft(Path(args.build_sft), args.smoke, ENV, SFT_EXTRA.get(args.setting, []))
+        model = build_sft(Path(args.build_sft), args.smoke, ENV, [*SFT_EXTRA.get(args.setting, []), *args.extra])
         print(f"pi_SFT: {model} (sha256 {learning.weights_sha256(model)})", flush=True)
         return
     if args.setting != "demo":  # each setting keeps its own results and runs; a given --out / --work is kept as is
