@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from creditflow.envs import EnvError, adapters, env_options, make
-from creditflow.envs.base import INFO_KEYS
+from creditflow.envs import EnvError, adapters, check_determinism, env_options, make, replay
+from creditflow.envs.base import INFO_KEYS, INVALID_ACTION_PREFIX
 
 if adapters.verifiers_adapter() != adapters.VERIFIERS_04:  # the main env has verifiers 0.3.x
     pytest.skip("needs verifiers 0.4 (.venv-verifiers: make verifiers)", allow_module_level=True)
@@ -65,6 +65,24 @@ def test_env_args_are_the_tasksets_config_and_seeds_wrap():
     env.reset(seed=2)  # one task: seed 2 plays task 0 (answer 3)
     obs, reward, terminated, truncated, info = env.step("3")
     assert terminated and reward == 1.0
+
+
+def test_deterministic_replayable_and_invalid_actions_leave_the_call_unanswered():
+    check_determinism(lambda: make(GUESS), seed=2, actions=["1", "<invalid>", "9", "5"])
+    env = make(GUESS)
+    seen = [env.reset(seed=2)[0], env.step("9")[0], env.step("1")[0]]
+    assert seen[1:] == ["lower", "higher"]
+    assert replay(make(GUESS), 2, ["9", "1"], seen).observation == "higher"
+    obs, reward, terminated, truncated, info = env.step(INVALID_ACTION_PREFIX + " no action")
+    assert (obs, terminated, info["action_valid"]) == ("higher", False, False)  # the model call still waits
+    assert env.step("5")[2] is True  # and the next action answers it: 3 guesses
+    env.close()
+
+
+def test_state_key_function_gets_the_model_calls_messages():
+    env = make(GUESS, state_key=lambda observation, messages: f"{len(messages)} messages")
+    assert env.reset(seed=0)[1]["state_key"] == "2 messages"  # system, user
+    assert env.step("1")[4]["state_key"] == "4 messages"  # + the answer, the env's reply
 
 
 def test_errors_are_one_line():
