@@ -47,6 +47,14 @@ def test_the_envs_own_loop_runs_and_its_reward_scores_the_episode():
     env.close()
 
 
+def test_a_harness_that_asks_for_whole_completions_gets_them():
+    env = make(GUESS, env_config={"agent": {"harness": {"id": "creditflow-guess", "stream": False}}})
+    env.reset(seed=0)
+    assert env.step("9")[0] == "lower"
+    assert env.step("3")[1:3] == (0.5, True)
+    env.close()
+
+
 def test_a_stop_condition_and_verifiers_turn_limit_end_the_episode():
     env = make(GUESS)
     env.reset(seed=0)

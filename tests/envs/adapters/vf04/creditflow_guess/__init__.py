@@ -9,8 +9,8 @@ on ``sys.path`` as installing it would.
 - ``GuessEnv``: the rollout loop, an ``Env`` that answers each guess with "higher" or "lower" through the agent's
   interaction, and ends the exchange when the guess is right.
 - ``ChatHarness``: the agent's program, in-process (a ``Harness`` may run its loop in-process as long as every
-  model call goes through the rollout's interception endpoint): one streamed chat completion per segment with
-  the ``openai`` SDK, as verifiers' own chat program (the ``null`` harness) does in a subprocess that ``uv``
+  model call goes through the rollout's interception endpoint): one chat completion per segment (streamed, or
+  whole with ``stream=false``) with the ``openai`` SDK, as verifiers' own chat program (the ``null`` harness) does in a subprocess that ``uv``
   provisions from the network. The agent runs in the ``subprocess`` runtime (a local working directory).
 """
 
@@ -55,6 +55,8 @@ class GuessTaskset(vf.Taskset[GuessTask, GuessConfig]):
 
 class ChatHarnessConfig(vf.HarnessConfig):
     id: str = "creditflow-guess"
+    stream: bool = True
+    """Stream the completion (as verifiers' chat program does), or ask for it whole."""
 
 
 class ChatHarness(vf.Harness[ChatHarnessConfig]):
@@ -74,10 +76,13 @@ class ChatHarness(vf.Harness[ChatHarnessConfig]):
             messages += [message_to_wire(m) for m in prompt]
         client = openai.AsyncOpenAI(base_url=endpoint, api_key=secret, max_retries=0)
         try:
-            stream = await client.chat.completions.create(model=ctx.model, messages=messages, stream=True,
-                                                          stream_options={"include_usage": True})
-            async for _ in stream:
-                pass
+            if self.config.stream:
+                stream = await client.chat.completions.create(model=ctx.model, messages=messages, stream=True,
+                                                              stream_options={"include_usage": True})
+                async for _ in stream:
+                    pass
+            else:
+                await client.chat.completions.create(model=ctx.model, messages=messages)
         except openai.APIError as exc:  # a refused turn (a limit, a @stop): the run ends
             return vf.ProgramResult(exit_code=1, stdout="", stderr=str(exc))
         finally:
