@@ -145,6 +145,12 @@ class CreditflowAdvantage:
         # SkyRL's own rule (its step-wise branch): a trajectory is the rows up to and including its last step
         index = np.concatenate([[0], np.cumsum(last[:-1])]).astype(np.int64) if n else np.zeros(0, np.int64)
         traj_ids = [f"{uids[row]}#{index[row]}" for row in range(n)]
+        broken = next((row for row in range(1, n - pad) if index[row] == index[row - 1] and uids[row] != uids[row - 1]),
+                      None)
+        if broken is not None:  # a trajectory's rows all answer one instance: a last step went unflagged
+            raise LayoutError(f"SkyRL batch: row {broken} continues the trajectory of row {broken - 1} (no "
+                              f"is_last_step between them) but belongs to instance {uids[broken]!r}, not "
+                              f"{uids[broken - 1]!r}")
         if step_wise and n - pad > 0 and not last[n - pad - 1]:
             raise LayoutError(f"SkyRL batch: trajectory {traj_ids[n - pad - 1]!r} has no row with is_last_step "
                               "(its outcome)")

@@ -265,6 +265,20 @@ def test_merged_step_wise_rows_are_refused_in_one_line(tiny_model_dir, tokenizer
         trainer.compute_advantages_and_returns(training_batch(trainer, trajs)[0])
 
 
+def test_an_unflagged_last_step_is_one_error(tiny_model_dir, tokenizer, dataset_file, trajs):
+    """is_last_step is the only trajectory boundary SkyRL 0.4 keeps: a missing flag between two instances' rows
+    is refused in one line instead of joining their steps into one trajectory."""
+    trainer = make_trainer(skyrl_cfg(tiny_model_dir, dataset_file, "rewardflow"), tokenizer, dataset_file)
+    data, where = training_batch(trainer, trajs)
+    flags = list(data.metadata["is_last_step"])
+    boundary = next(row for row, (k, _, _) in enumerate(where[:-1]) if where[row + 1][0] != k
+                    and trajs[k].group_id != trajs[where[row + 1][0]].group_id)
+    flags[boundary] = False
+    data.metadata["is_last_step"] = flags
+    with pytest.raises(cf_rows.LayoutError, match="no is_last_step between them"):
+        trainer.compute_advantages_and_returns(data)
+
+
 def test_without_creditflows_trainer_the_estimator_says_what_to_do(tiny_model_dir, tokenizer, dataset_file, trajs):
     stock = make_trainer(skyrl_cfg(tiny_model_dir, dataset_file, "rewardflow"), tokenizer, dataset_file,
                          cls=RayPPOTrainer)
