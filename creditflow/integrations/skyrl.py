@@ -1,13 +1,14 @@
-"""creditflow's estimators in SkyRL (skyrl-train 0.3.x): registered advantage estimators, and per-step credit
-in SkyRL's step-wise training mode (``generator.step_wise_trajectories=true``).
+"""creditflow's estimators in SkyRL (the ``skyrl`` package, 0.4): registered advantage estimators, and per-step
+credit in SkyRL's step-wise training mode (``generator.step_wise_trajectories=true``).
 
 **SkyRL's step-wise data path.** The generator emits one row per turn: the turn's prompt (the whole
 conversation so far), its response (the model's tokens, loss mask 1, then the env's reply, loss mask 0),
-the step's env reward on its last response token, ``trajectory_ids`` (``{instance_id}_{repetition_id}``)
-and ``is_last_step``. The trainer's ``compute_advantages_and_returns`` hands only the last-step rows to the
-registered estimator (``token_level_rewards``, ``response_mask``, ``index`` = the instance uids, ``config``)
-and copies each trajectory's last-step advantage to all its steps: every registered estimator, per-step ones
-included, gives a trajectory one advantage there.
+the step's env reward on its last response token, ``trajectory_ids`` and ``is_last_step``.
+``convert_to_training_input`` keeps ``metadata["uids"]`` (the instance ids) and ``metadata["is_last_step"]``, in
+the generator's order (a trajectory's steps in a row, its last one flagged). The trainer's
+``compute_advantages_and_returns`` (``skyrl.train.trainer.RayPPOTrainer``) hands only the last-step rows to the
+registered estimator, with an all-ones mask, and broadcasts each trajectory's scalar to every step's response
+mask: every registered estimator, per-step ones included, gives a trajectory one advantage there.
 
 **The route.** Importing this module registers ``rewardflow``, ``gigpo``, ``graphgpo``, ``g2po``, ``creditflow_grpo`` and
 ``creditflow_rloo`` in ``AdvantageEstimatorRegistry`` (``grpo``/``rloo`` stay SkyRL's). The registered
@@ -17,27 +18,30 @@ functions need the step rows; :class:`CreditflowAdvantage`, a mixin for ``RayPPO
 on every row (step-wise: all steps, not only the last) with the rows :func:`attached`, and puts each step's
 advantage on the tokens of its loss mask (the model's tokens: never the env's reply, the prompt or
 SkyRL's padding rows). Any other estimator runs SkyRL's method unchanged. ``python -m
-creditflow.integrations.skyrl_main`` is SkyRL's ``main_base`` with this trainer.
+creditflow.integrations.skyrl_main`` is SkyRL's ``main_base`` with this trainer and
+:class:`CreditflowAlgorithmConfig` (``trainer.algorithm.creditflow.*``).
 
-**Rows.** Group: the instance uid. Trajectory: ``trajectory_ids`` (step-wise), else each row. Step: the row's
-position among its trajectory's rows (SkyRL emits a trajectory's steps in order). Env reward: the row's
-reward sum. Outcome: the trajectory's last-step reward, as SkyRL's own GRPO reads it there (``score``;
+**Rows.** Group: the instance uid. Trajectory: step-wise, the rows up to and including the next
+``is_last_step`` (SkyRL's own rule); else each row. Step: the row's position in its trajectory. Env reward: the
+row's reward sum. Outcome: the trajectory's last-step reward, as SkyRL's own GRPO reads it there (``score``;
 ``success`` when it is above 0). State: the observation the step answers, i.e. the env's reply at the end of
 the previous step's response (its token ids), or the prompt at step 0; override
 :meth:`~CreditflowAdvantage.creditflow_states` for envs whose observation is not their state. Knobs come
-from ``trainer.algorithm.creditflow`` (``+trainer.algorithm.creditflow.gamma=0.9``); ``ddof`` defaults to
+from ``trainer.algorithm.creditflow`` (``trainer.algorithm.creditflow.gamma=0.9``); ``ddof`` defaults to
 1, SkyRL's std.
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from skyrl_train.trainer import RayPPOTrainer  # this module is the SkyRL bridge: skyrl-train is its reason to exist
-from skyrl_train.utils import ppo_utils
-from skyrl_train.utils.ppo_utils import AdvantageEstimatorRegistry
+from skyrl.backends.skyrl_train.utils import ppo_utils  # this module is the SkyRL bridge: skyrl is its reason
+from skyrl.backends.skyrl_train.utils.ppo_utils import AdvantageEstimatorRegistry
+from skyrl.train.config import AlgorithmConfig, make_config
+from skyrl.train.trainer import RayPPOTrainer
 
 from creditflow.integrations.rows import (ESTIMATORS, LayoutError, attached, columns_from_rows, estimate, row_metrics,
                                           row_order, rows_of, uids_from_columns)
@@ -45,6 +49,20 @@ from creditflow.integrations.rows import (ESTIMATORS, LayoutError, attached, col
 NO_ROWS = ("SkyRL's trainer passes estimators only the uids (and in step-wise mode only the last steps): run it "
            "through creditflow's trainer, python -m creditflow.integrations.skyrl_main or a RayPPOTrainer subclass "
            "with creditflow.integrations.skyrl.CreditflowAdvantage first (docs/skyrl.md)")
+MERGED = ("generator.merge_stepwise_output=true merges a trajectory's turns into one row, so its steps no longer "
+          "have rows of their own; creditflow's estimators need one row per step: set it to false (docs/skyrl.md)")
+
+
+@dataclass
+class CreditflowAlgorithmConfig(AlgorithmConfig):
+    """SkyRL's ``AlgorithmConfig`` with ``creditflow``: the knobs of creditflow's estimator
+    (``trainer.algorithm.creditflow.gamma=0.9``; ``creditflow credit --help`` lists them)."""
+
+    creditflow: dict = field(default_factory=dict)
+
+
+# SkyRL's config with trainer.algorithm a CreditflowAlgorithmConfig (SkyRL's make_config, for custom algorithms)
+CreditflowSkyRLTrainConfig = make_config(algorithm_cls=CreditflowAlgorithmConfig)
 
 
 def _registered(estimator: str):
@@ -96,6 +114,8 @@ class CreditflowAdvantage:
         name = str(self.cfg.trainer.algorithm.advantage_estimator)
         if name not in ESTIMATORS:
             return super().compute_advantages_and_returns(data)
+        if getattr(self.cfg.generator, "merge_stepwise_output", False):
+            raise LayoutError(MERGED)
         algorithm = self.cfg.trainer.algorithm
         rows = self.creditflow_rows(data)
         with attached(rows):
@@ -115,21 +135,28 @@ class CreditflowAdvantage:
         n = len(uids)
         pad = int(data.metadata.get("pad_size", 0) or 0)
         active = np.arange(n) < n - pad
-        traj = data.metadata.get("trajectory_ids")
-        traj_ids = ([str(t) for t in traj] if traj is not None else [f"{u}#{i}" for i, u in enumerate(uids)])
-        if len(traj_ids) != n:
-            raise LayoutError(f"SkyRL batch: {n} uids and {len(traj_ids)} trajectory_ids")
+        last = data.metadata.get("is_last_step")
+        step_wise = bool(self.cfg.generator.step_wise_trajectories)
+        if step_wise and last is None:
+            raise LayoutError("SkyRL batch: step-wise training, but its metadata has no is_last_step")
+        last = np.ones(n, dtype=bool) if not step_wise else np.asarray(list(last), dtype=bool)
+        if len(last) != n:
+            raise LayoutError(f"SkyRL batch: {n} uids and {len(last)} is_last_step flags")
+        # SkyRL's own rule (its step-wise branch): a trajectory is the rows up to and including its last step
+        index = np.concatenate([[0], np.cumsum(last[:-1])]).astype(np.int64) if n else np.zeros(0, np.int64)
+        traj_ids = [f"{uids[row]}#{index[row]}" for row in range(n)]
+        broken = next((row for row in range(1, n - pad) if index[row] == index[row - 1] and uids[row] != uids[row - 1]),
+                      None)
+        if broken is not None:  # a trajectory's rows all answer one instance: a last step went unflagged
+            raise LayoutError(f"SkyRL batch: row {broken} continues the trajectory of row {broken - 1} (no "
+                              f"is_last_step between them) but belongs to instance {uids[broken]!r}, not "
+                              f"{uids[broken - 1]!r}")
+        if step_wise and n - pad > 0 and not last[n - pad - 1]:
+            raise LayoutError(f"SkyRL batch: trajectory {traj_ids[n - pad - 1]!r} has no row with is_last_step "
+                              "(its outcome)")
         steps = row_order(traj_ids)
         rewards = data["rewards"].sum(-1).double().cpu().numpy()
-        last = data.get("is_last_step")
-        last = (np.ones(n, dtype=bool) if last is None else last.bool().cpu().numpy())
-        final: dict = {}
-        for row in range(n):
-            if active[row] and last[row]:
-                final[traj_ids[row]] = rewards[row]
-        missing = [t for t, a in zip(traj_ids, active) if a and t not in final]
-        if missing:
-            raise LayoutError(f"SkyRL batch: trajectory {missing[0]!r} has no row with is_last_step (its outcome)")
+        final = {traj_ids[row]: rewards[row] for row in range(n) if active[row] and last[row]}
         score = np.array([final.get(t, 0.0) for t in traj_ids])
         cols = {"group_ids": uids, "traj_ids": traj_ids, "step_index": steps,
                 "state_keys": self.creditflow_states(data, traj_ids, steps), "rewards": rewards,
@@ -142,14 +169,15 @@ class CreditflowAdvantage:
         not their state."""
         width = data["response_mask"].shape[1]
         sequences = data["sequences"].cpu()
-        prompt_mask = data["attention_mask"][:, :-width].bool().cpu()
+        attention = data["attention_mask"].bool().cpu()
         response_mask = data["response_mask"].bool().cpu()
         loss_mask = data["loss_mask"].bool().cpu()
         previous: dict = {}
         states = []
         for row, (traj, step) in enumerate(zip(traj_ids, steps.tolist())):
-            if step == 0 or traj not in previous:
-                states.append(_key(sequences[row, :-width][prompt_mask[row]].tolist()))
+            if step == 0 or traj not in previous:  # the row's real tokens but its response (SkyRL 0.4 lays a
+                tokens = sequences[row][attention[row]]  # row out as one left-padded block: prompt, response)
+                states.append(_key(tokens[:len(tokens) - int(response_mask[row].sum())].tolist()))
             else:
                 states.append(previous[traj])
             response = sequences[row, -width:][response_mask[row]]
@@ -163,8 +191,9 @@ class CreditflowAdvantage:
         n = len(rows) - int(data.metadata.get("pad_size", 0) or 0)
         mask = data["loss_mask"][:n].bool()
         values = data["advantages"][:n][mask]
-        last = data.get("is_last_step")
-        finals = data["rewards"][:n].sum(-1)[last[:n].bool()] if last is not None else data["rewards"][:n].sum(-1)
+        last = data.metadata.get("is_last_step") if self.cfg.generator.step_wise_trajectories else None
+        finals = (data["rewards"][:n].sum(-1)[torch.as_tensor(list(last[:n]), dtype=torch.bool)] if last is not None
+                  else data["rewards"][:n].sum(-1))
         stats = {"avg_final_rewards": float(finals.mean()) if len(finals) else 0.0,
                  "avg_response_length": data.metadata.get("avg_response_length", 0.0),
                  "avg_advantages": float(values.mean()) if len(values) else 0.0,
@@ -182,4 +211,5 @@ class CreditflowRayPPOTrainer(CreditflowAdvantage, RayPPOTrainer):
 
 register()
 
-__all__ = ["CreditflowAdvantage", "CreditflowRayPPOTrainer", "NO_ROWS", "register"]
+__all__ = ["CreditflowAdvantage", "CreditflowAlgorithmConfig", "CreditflowRayPPOTrainer", "CreditflowSkyRLTrainConfig",
+           "MERGED", "NO_ROWS", "register"]

@@ -1,21 +1,26 @@
-"""SkyRL's ``main_base`` entry point with creditflow's trainer: the same Hydra config
-(``skyrl_train/config/ppo_base_config.yaml``) and overrides, ``trainer.algorithm.advantage_estimator`` one of
-rewardflow, gigpo, graphgpo, g2po, creditflow_grpo, creditflow_rloo (docs/skyrl.md)::
+"""SkyRL's ``main_base`` entry point (``skyrl.train.entrypoints.main_base``, skyrl 0.4) with creditflow's trainer:
+the same overrides, ``trainer.algorithm.advantage_estimator`` one of rewardflow, gigpo, graphgpo, g2po,
+creditflow_grpo, creditflow_rloo, and creditflow's knobs under ``trainer.algorithm.creditflow`` (docs/skyrl.md)::
 
     python -m creditflow.integrations.skyrl_main trainer.algorithm.advantage_estimator=rewardflow \\
-        generator.step_wise_trajectories=true +trainer.algorithm.creditflow.gamma=0.9 ...
+        generator.step_wise_trajectories=true trainer.algorithm.creditflow.gamma=0.9 ...
+
+SkyRL's own ``python -m skyrl.train.entrypoints.main_base ... trainer.override_entrypoint=creditflow.integrations.skyrl_main``
+lands here too (SkyRL hands the command line to this module's :func:`main`).
 """
 
 from __future__ import annotations
 
-import hydra
-import ray
-from omegaconf import DictConfig
-from skyrl_train.entrypoints.main_base import BasePPOExp, config_dir
-from skyrl_train.utils import validate_cfg
-from skyrl_train.utils.utils import initialize_ray
+import sys
 
-from creditflow.integrations.skyrl import CreditflowRayPPOTrainer
+import ray
+from skyrl.train.entrypoints.main_base import BasePPOExp
+from skyrl.train.utils import validate_cfg
+from skyrl.train.utils.utils import initialize_ray
+
+from creditflow.integrations.skyrl import CreditflowRayPPOTrainer, CreditflowSkyRLTrainConfig
+
+OVERRIDE = "trainer.override_entrypoint="
 
 
 class CreditflowPPOExp(BasePPOExp):
@@ -29,12 +34,18 @@ class CreditflowPPOExp(BasePPOExp):
 
 
 @ray.remote(num_cpus=1)
-def creditflow_entrypoint(cfg: DictConfig) -> None:
+def creditflow_entrypoint(cfg) -> None:
     CreditflowPPOExp(cfg).run()
 
 
-@hydra.main(config_path=config_dir, config_name="ppo_base_config", version_base=None)
-def main(cfg: DictConfig) -> None:
+def config_from_args(args: list[str]):
+    """SkyRL's typed config (with ``trainer.algorithm.creditflow``) from command-line overrides; SkyRL's
+    ``trainer.override_entrypoint`` (which brought the command here) is dropped."""
+    return CreditflowSkyRLTrainConfig.from_cli_overrides([a for a in args if not a.startswith(OVERRIDE)])
+
+
+def main() -> None:
+    cfg = config_from_args(sys.argv[1:])
     validate_cfg(cfg)  # creditflow's estimators are registered (import above): their names validate
     initialize_ray(cfg)  # syncs the registry to SkyRL's registry actor
     ray.get(creditflow_entrypoint.remote(cfg))

@@ -1,12 +1,14 @@
-"""creditflow's estimators in SkyRL's step-wise training mode, with the real skyrl-train in .venv-skyrl
-(make skyrl; Python 3.12).
+"""creditflow's estimators in SkyRL's step-wise training mode, with the real skyrl 0.4 (its skyrl-train extra) in
+.venv-skyrl (make skyrl; Python 3.12).
 
-What runs: SkyRL's Hydra config and validate_cfg, its PromptDataset and dataloader (the trainer builds them),
-its RayPPOTrainer (creditflow's subclass) with SkyRL's postprocess_generator_output, convert_to_training_input
-(with pad_batch) and compute_advantages_and_returns. What does not: generation (an inference engine: vLLM
-or SGLang on GPUs) and the policy/critic/ref workers (FSDP/Megatron on GPUs). The generator's step-wise
+What runs: SkyRL's typed config (SkyRLTrainConfig.from_cli_overrides, with creditflow's algorithm section) and
+validate_cfg, its PromptDataset and dataloader (the trainer builds them), its RayPPOTrainer (creditflow's
+subclass) with SkyRL's postprocess_generator_output, convert_to_training_input (with
+pad_training_input_batch) and compute_advantages_and_returns. What does not: generation (an inference
+engine: vLLM on GPUs) and the policy/critic/ref workers (FSDP/Megatron on GPUs). The generator's step-wise
 output is built here from creditflow trajectories in the layout SkyRL's SkyRLGymGenerator emits, and the
-policy worker group, which pad_batch asks only for its data-parallel size, is an object giving that size."""
+worker dispatch, which convert_to_training_input asks only for its data-parallel size (get_lcm_dp_size), is an
+object giving that size."""
 
 import copy
 import json
@@ -15,15 +17,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-skyrl_train = pytest.importorskip("skyrl_train")  # only in .venv-skyrl (make skyrl); elsewhere skipped
+pytest.importorskip("skyrl.train.trainer")  # only in .venv-skyrl (make skyrl); elsewhere skipped
 
 import torch  # noqa: E402
-from hydra import compose, initialize_config_dir  # noqa: E402
-from skyrl_train.entrypoints.main_base import config_dir  # noqa: E402
-from skyrl_train.generators.base import TrajectoryID  # noqa: E402
-from skyrl_train.trainer import RayPPOTrainer  # noqa: E402
-from skyrl_train.utils import validate_cfg  # noqa: E402
-from skyrl_train.utils.ppo_utils import AdvantageEstimatorRegistry  # noqa: E402
+from skyrl.backends.skyrl_train.utils.ppo_utils import AdvantageEstimatorRegistry  # noqa: E402
+from skyrl.train.generators.base import TrajectoryID  # noqa: E402
+from skyrl.train.trainer import RayPPOTrainer  # noqa: E402
+from skyrl.train.utils import validate_cfg  # noqa: E402
 from tests.integrations.testlib import ENV, MODEL, expected, turn_tokens  # noqa: E402
 
 from benchmarks.credit_speed import sokoban_batch  # noqa: E402
@@ -51,15 +51,18 @@ def dataset_file(tmp_path_factory, trajs):
 
 
 def skyrl_cfg(model_dir, dataset_file, estimator="rewardflow", step_wise=True, **extra):
+    from creditflow.integrations.skyrl_main import config_from_args
+
     overrides = [f"trainer.algorithm.advantage_estimator={estimator}",
                  f"generator.step_wise_trajectories={str(step_wise).lower()}",
                  f"trainer.policy.model.path={model_dir}", f"data.train_data=['{dataset_file}']",
                  "trainer.train_batch_size=4", "trainer.policy_mini_batch_size=4", "trainer.critic_mini_batch_size=4",
                  f"generator.n_samples_per_prompt={ROLLOUTS}", "trainer.placement.colocate_all=false",
-                 "generator.batched=false", "trainer.logger=console", "trainer.eval_interval=-1"]
+                 "generator.batched=false", "trainer.logger=console", "trainer.eval_interval=-1",
+                 # no vLLM engines to scrape metrics from (the scraper asks Ray), no dataloader processes
+                 "generator.inference_engine.enable_ray_prometheus_stats=false", "data.dataloader.num_workers=0"]
     overrides += [f"{k}={v}" for k, v in extra.items()]
-    with initialize_config_dir(config_dir=config_dir, version_base=None):
-        return compose(config_name="ppo_base_config", overrides=overrides)
+    return config_from_args(overrides)
 
 
 @pytest.fixture(scope="module")
@@ -89,14 +92,14 @@ def as_skyrl_sees_them(trajs):
 
 
 def make_trainer(cfg, tokenizer, dataset_file, cls=cf_skyrl.CreditflowRayPPOTrainer, dp_size=8):
-    from skyrl_train.dataset import PromptDataset
+    from skyrl.train.dataset import PromptDataset
 
     dataset = PromptDataset(datasets=[str(dataset_file)], tokenizer=tokenizer,
                             max_prompt_length=cfg.trainer.max_prompt_length, num_workers=1)
     trainer = cls(cfg=cfg, tracker=None, tokenizer=tokenizer, train_dataset=dataset, inference_engine_client=None,
                   generator=None)
-    # the policy worker group (FSDP on GPUs): pad_batch reads its data-parallel size alone
-    trainer.policy_model = SimpleNamespace(actor_infos=[SimpleNamespace(rank=SimpleNamespace(dp_size=dp_size))])
+    # the worker dispatch (FSDP workers on GPUs): convert_to_training_input reads its data-parallel size alone
+    trainer.dispatch = SimpleNamespace(get_lcm_dp_size=lambda: dp_size)
     return trainer
 
 
@@ -141,7 +144,7 @@ def generator_output(trajs, step_wise=True, seed=0):
 def training_batch(trainer, trajs, step_wise=True):
     """SkyRL's own steps from the generator's output to the batch compute_advantages_and_returns takes."""
     out, uids, where = generator_output(trajs, step_wise)
-    out = trainer.postprocess_generator_output(out, uids)
+    out, uids = trainer.postprocess_generator_output(out, uids)
     data = trainer.convert_to_training_input(out, uids)
     data["values"] = None  # fwd_logprobs_values_reward's output without a critic
     return data, where
@@ -160,14 +163,14 @@ def test_importing_creditflow_registers_the_estimators_in_skyrls_registry():
     fn = AdvantageEstimatorRegistry.get("rewardflow")
     assert fn is cf_skyrl.creditflow_rewardflow_advantage
     assert cloudpickle.loads(cloudpickle.dumps(fn)) is fn  # SkyRL's registry actor gets it by reference
-    assert AdvantageEstimatorRegistry.get("grpo").__module__ == "skyrl_train.utils.ppo_utils"
+    assert AdvantageEstimatorRegistry.get("grpo").__module__ == "skyrl.backends.skyrl_train.utils.ppo_utils"
     cf_skyrl.register()  # idempotent
     assert AdvantageEstimatorRegistry.get("rewardflow") is fn
 
 
 def test_skyrls_validate_cfg_accepts_the_names(tiny_model_dir, dataset_file):
     for name in cf_rows.ESTIMATORS:
-        validate_cfg(skyrl_cfg(tiny_model_dir, dataset_file, name, **{"+trainer.algorithm.creditflow.ddof": 0}))
+        validate_cfg(skyrl_cfg(tiny_model_dir, dataset_file, name, **{"trainer.algorithm.creditflow.ddof": 0}))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -182,11 +185,11 @@ def token_advantages(data, where, trajs):
     got = np.full(offsets[-1], np.nan)
     for row, (k, step, mask) in enumerate(where):
         m = np.array(mask)
-        width = len(m)
-        values = adv[row, :width][m == MODEL]
+        start = adv.shape[1] - len(m)  # SkyRL 0.4 right-aligns a response in the response slice
+        values = adv[row, start:][m == MODEL]
         assert (values == values[0]).all()
-        assert not adv[row, :width][m == ENV].any()  # the env's reply: none
-        assert not adv[row, width:].any()  # right padding: none
+        assert not adv[row, start:][m == ENV].any()  # the env's reply: none
+        assert not adv[row, :start].any()  # the slice's positions before the response (prompt, padding): none
         got[offsets[k] + step] = values[0]
     assert not np.isnan(got).any()
     return got
@@ -214,7 +217,7 @@ def test_no_step_trains_with_zero_advantage_unless_its_estimator_says_so(tiny_mo
     trainer = make_trainer(skyrl_cfg(tiny_model_dir, dataset_file, name), tokenizer, dataset_file)
     data, where = training_batch(trainer, trajs)
     data = trainer.compute_advantages_and_returns(data)
-    per_row = [data["advantages"][row][torch.tensor(mask + [0] * (data["loss_mask"].shape[1] - len(mask))).bool()]
+    per_row = [data["advantages"][row][torch.tensor([0] * (data["loss_mask"].shape[1] - len(mask)) + mask).bool()]
                for row, (_, _, mask) in enumerate(where)]
     zero = np.array([bool((v == 0).all()) for v in per_row])
     graded = as_skyrl_sees_them(trajs)
@@ -224,34 +227,56 @@ def test_no_step_trains_with_zero_advantage_unless_its_estimator_says_so(tiny_mo
     assert rows.any() and not zero[rows].any()  # a group with both outcomes: every step of every trajectory
 
 
-def test_stock_skyrl_step_wise_copies_the_last_steps_token_row(tiny_model_dir, tokenizer, dataset_file, trajs):
-    """What SkyRL 0.3.1 does with any estimator in step-wise mode (why creditflow's trainer overrides it): the
-    estimator sees the last steps alone, and every earlier step gets its trajectory's last-step advantage
-    row token by token, so an earlier step's tokens past the last step's response length train with advantage
-    0. creditflow's GRPO, with SkyRL's outcome and std convention, gives the same advantage on every model
+def test_stock_skyrl_step_wise_gives_every_step_its_last_steps_advantage(tiny_model_dir, tokenizer, dataset_file,
+                                                                         trajs):
+    """What SkyRL 0.4 does with any estimator in step-wise mode: the estimator sees the last steps alone, and
+    every step gets its trajectory's last-step scalar on its own response mask (the 0.3.1 copy of the last
+    step's token row, which left an earlier step's tokens past the last step's length at 0, is gone: SkyRL PR
+    #1507). So a per-step estimator gets one advantage per trajectory there (why creditflow's trainer takes
+    over). creditflow's GRPO, with SkyRL's outcome and std convention, gives the same advantage on every model
     token of every step."""
     stock = make_trainer(skyrl_cfg(tiny_model_dir, dataset_file, "grpo"), tokenizer, dataset_file, cls=RayPPOTrainer)
     theirs = stock.compute_advantages_and_returns(training_batch(stock, trajs)[0])
     trainer = make_trainer(skyrl_cfg(tiny_model_dir, dataset_file, "creditflow_grpo",
-                                     **{"+trainer.algorithm.creditflow.reward_source": "score",
-                                        "+trainer.algorithm.creditflow.eps": 1e-6}), tokenizer, dataset_file)
+                                     **{"trainer.algorithm.creditflow.reward_source": "score",
+                                        "trainer.algorithm.creditflow.eps": 1e-6}), tokenizer, dataset_file)
     data, where = training_batch(trainer, trajs)
     ours = trainer.compute_advantages_and_returns(data)
     last_row = {k: row for row, (k, _, _) in enumerate(where)}  # each trajectory's last step
-    zeros_theirs = zeros_ours = 0
     for row, (k, _, mask) in enumerate(where):
         loss = ours["loss_mask"][row].bool()
-        mine = ours["advantages"][row][loss]
         final = theirs["advantages"][last_row[k]][ours["loss_mask"][last_row[k]].bool()][0]
-        np.testing.assert_allclose(mine.numpy(), np.full(len(mine), final.item()), rtol=1e-5, atol=1e-6)
-        if final != 0:
-            zeros_theirs += int((theirs["advantages"][row][loss] == 0).sum())
-            zeros_ours += int((mine == 0).sum())
-    assert zeros_theirs > 0 and zeros_ours == 0
+        np.testing.assert_allclose(theirs["advantages"][row][loss].numpy(), np.full(int(loss.sum()), final.item()),
+                                   rtol=1e-6, atol=1e-7)  # SkyRL's: the last step's scalar on every step
+        np.testing.assert_allclose(ours["advantages"][row][loss].numpy(), np.full(int(loss.sum()), final.item()),
+                                   rtol=1e-5, atol=1e-6)
     # and SkyRL's grpo through creditflow's trainer class is SkyRL's own
     same = make_trainer(skyrl_cfg(tiny_model_dir, dataset_file, "grpo"), tokenizer, dataset_file)
     again = same.compute_advantages_and_returns(training_batch(same, trajs)[0])
     assert torch.equal(again["advantages"], theirs["advantages"])
+
+
+def test_merged_step_wise_rows_are_refused_in_one_line(tiny_model_dir, tokenizer, dataset_file, trajs):
+    """generator.merge_stepwise_output=true (SkyRL 0.4) merges a trajectory's turns into one row: creditflow's
+    estimators say why they cannot run on it."""
+    cfg = skyrl_cfg(tiny_model_dir, dataset_file, "rewardflow", **{"generator.merge_stepwise_output": "true"})
+    trainer = make_trainer(cfg, tokenizer, dataset_file)
+    with pytest.raises(cf_rows.LayoutError, match="merge_stepwise_output"):
+        trainer.compute_advantages_and_returns(training_batch(trainer, trajs)[0])
+
+
+def test_an_unflagged_last_step_is_one_error(tiny_model_dir, tokenizer, dataset_file, trajs):
+    """is_last_step is the only trajectory boundary SkyRL 0.4 keeps: a missing flag between two instances' rows
+    is refused in one line instead of joining their steps into one trajectory."""
+    trainer = make_trainer(skyrl_cfg(tiny_model_dir, dataset_file, "rewardflow"), tokenizer, dataset_file)
+    data, where = training_batch(trainer, trajs)
+    flags = list(data.metadata["is_last_step"])
+    boundary = next(row for row, (k, _, _) in enumerate(where[:-1]) if where[row + 1][0] != k
+                    and trajs[k].group_id != trajs[where[row + 1][0]].group_id)
+    flags[boundary] = False
+    data.metadata["is_last_step"] = flags
+    with pytest.raises(cf_rows.LayoutError, match="no is_last_step between them"):
+        trainer.compute_advantages_and_returns(data)
 
 
 def test_without_creditflows_trainer_the_estimator_says_what_to_do(tiny_model_dir, tokenizer, dataset_file, trajs):
@@ -265,7 +290,7 @@ def test_one_row_per_trajectory_reduces_to_skyrls_grpo(tiny_model_dir, tokenizer
     """generator.step_wise_trajectories=false: one row per trajectory (its turns concatenated, the env's
     replies masked); creditflow_grpo with SkyRL's outcome and std convention is SkyRL's grpo, on the model's
     tokens."""
-    knobs = {"+trainer.algorithm.creditflow.reward_source": "score", "+trainer.algorithm.creditflow.eps": 1e-6}
+    knobs = {"trainer.algorithm.creditflow.reward_source": "score", "trainer.algorithm.creditflow.eps": 1e-6}
     ours = make_trainer(skyrl_cfg(tiny_model_dir, dataset_file, "creditflow_grpo", step_wise=False, **knobs),
                         tokenizer, dataset_file)
     data, where = training_batch(ours, trajs, step_wise=False)
@@ -293,3 +318,6 @@ def test_skyrl_main_builds_skyrls_experiment_with_creditflows_trainer(tiny_model
                               exp.colocate_pg)
     assert isinstance(trainer, cf_skyrl.CreditflowRayPPOTrainer) and isinstance(trainer, RayPPOTrainer)
     assert len(exp.train_dataset) == 4
+    assert cfg.trainer.algorithm.creditflow == {} and skyrl_main.config_from_args(
+        ["trainer.override_entrypoint=creditflow.integrations.skyrl_main",
+         "trainer.algorithm.creditflow.gamma=0.5"]).trainer.algorithm.creditflow == {"gamma": 0.5}

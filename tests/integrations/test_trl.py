@@ -18,8 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("trl", minversion="1.16.0")  # .venv-skyrl has TRL 0.29 (skyrl-train's pin): skipped there
-if importlib.util.find_spec("verl") is not None:  # .venv-verl has its own TRL/transformers: run in the main env only
+pytest.importorskip("trl", minversion="1.16.0")
+# .venv-verl and .venv-skyrl have TRL 1.16 too, with their own transformers: run in the main env only
+if importlib.util.find_spec("verl") is not None or importlib.util.find_spec("skyrl") is not None:
     pytest.skip("the TRL integration is tested in the main environment", allow_module_level=True)
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")

@@ -11,10 +11,27 @@ adapter module imports its package where the env is built, so listing adapters n
 
 from __future__ import annotations
 
+import importlib.metadata
+
+VERIFIERS_03 = "creditflow.envs.adapters.verifiers_env:VerifiersEnv"  # verifiers 0.3.x: MultiTurnEnv, Rubric
+VERIFIERS_04 = "creditflow.envs.adapters.verifiers_v1_env:VerifiersV1Env"  # verifiers 0.4: verifiers.v1
+
+
+def verifiers_adapter() -> str:
+    """The ``verifiers:`` adapter for the installed release (read from its metadata, without importing it):
+    0.4 and later get the ``verifiers.v1`` adapter, anything else (0.3.x, or none: its error says what to
+    install) the 0.3 one."""
+    try:
+        release = tuple(int(part) for part in importlib.metadata.version("verifiers").split(".")[:2])
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return VERIFIERS_03
+    return VERIFIERS_04 if release >= (0, 4) else VERIFIERS_03
+
+
 ADAPTERS: dict[str, str] = {
     "gymnasium": "creditflow.envs.adapters.gymnasium_env:GymnasiumEnv",
     "skyrl": "creditflow.envs.adapters.skyrl_env:SkyRLEnv",
-    "verifiers": "creditflow.envs.adapters.verifiers_env:VerifiersEnv",
+    "verifiers": verifiers_adapter(),
     "trl": "creditflow.envs.adapters.trl_env:TRLEnv",
 }
 
