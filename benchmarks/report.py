@@ -935,7 +935,8 @@ def page(check: Check, context: dict) -> tuple[str, dict]:
 AUDIT_SETTINGS = ["sokoban6", "sokoban7", "household"]  # table order; a setting shows once its summary exists
 AUDIT_METRICS = {"spearman": "Spearman", "sign": "sign agreement", "auc": "AUC", "within_spearman": "Spearman within",
                  "within_sign": "sign within", "within_auc": "AUC within"}
-AUDIT_CLAIMS = {"accuracy": [("", CREDIT_CLAIM)], "race": [("", CREDIT_CLAIM), ("CRPS", CRPS_CLAIM)]}
+AUDIT_CLAIMS = {"accuracy": [("", CREDIT_CLAIM), *GRAPH_CLAIMS],
+                "race": [("", CREDIT_CLAIM), ("CRPS", CRPS_CLAIM), *GRAPH_CLAIMS]}
 
 
 @dataclass
