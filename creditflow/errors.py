@@ -8,6 +8,17 @@ class UserError(Exception):
     """Bad input from the user: unknown name, bad option, malformed file, missing path."""
 
 
+def noted(exc: UserError, note: str) -> UserError:
+    """``exc`` with ``note`` added to its line, of the same type where that type takes a message (an API caller's
+    ``except ValueError`` still catches it)."""
+    message = f"{exc}; {note}"
+    try:
+        again = type(exc)(message)
+    except Exception:
+        return UserError(message)
+    return again if str(again) == message else UserError(message)
+
+
 class Interrupted(Exception):
     """A run stopped by Ctrl-C or SIGTERM. ``saved``: what is on disk now; ``resume``: the command that
     continues it, ``None`` when nothing can be continued, or :data:`RERUN` for "the same command again"."""

@@ -63,3 +63,150 @@ def test_a_manifest_of_the_wrong_shape_is_damage_and_resume_takes_the_previous_c
     assert found.path.name == "step_000001" and found.step == 1
     assert "step_000002: manifest.json is unreadable or not a checkpoint manifest" in found.note()
     assert checkpoint_step(newest) == 2  # the step is then read from trainer_state.pt
+
+
+# --------------------------------------------------------------------------------------------------
+# class 1: a user's env that misbehaves after the first reset. Every value it returns is checked on every step:
+# a broken rule is one line naming the env, the task, the step and the rule (the one `envs check` prints), exit 2,
+# and the run is removed (or kept resumable from its checkpoint).
+# --------------------------------------------------------------------------------------------------
+
+import os  # noqa: E402
+import re  # noqa: E402
+
+from creditflow.cli import main  # noqa: E402
+from creditflow.envs.check import check_env  # noqa: E402
+from creditflow.train.metrics import read_metrics  # noqa: E402
+from tests.envs import plugin_envs as p  # noqa: E402
+
+ENV = "tests.envs.plugin_envs:Misbehaves"
+RULES = {  # what the line says the env did (as `envs check` says it)
+    "raises": "step() raised RuntimeError: the database connection dropped",
+    "four-tuple": "step() must return (observation, reward, terminated, truncated, info), got a tuple of 4 value(s)",
+    "list state_key": "info['state_key'] must be a string, got [",
+    "nan reward": "step() returned a reward nan, not a finite number",
+    "inf reward": "step() returned a reward inf, not a finite number",
+    "no won": "info has no 'won' key",
+    "bytes observation": "step() returned an observation of type bytes, not a string",
+    "info not a dict": "info is list, not a dict",
+    "reward text": "step() returned a reward '0.0', not a finite number",
+    "reset raises": "raised RuntimeError: the database connection dropped",
+}
+
+
+@pytest.mark.parametrize("fault", p.Misbehaves.FAULTS)
+def test_envs_check_prints_the_rule_a_run_names(fault):
+    p.Misbehaves.resets = 0
+    checks = {c.name: c for c in check_env(lambda: p.Misbehaves(fault, episode=1, step=0 if fault == "reset raises"
+                                                                     else 1))}
+    got = checks["reset/step values and info keys"]
+    assert got.status == "fail" and RULES[fault] in got.detail, got
+
+
+FAST = ["generation.max_new_tokens=4", "tensorboard=false"]
+COMMANDS = {  # each plays at least 7 episodes (the env's first-reset checks count as episodes 1 and 2)
+    "train": ["train", "--env", ENV, "--model", "{tiny}", "--out", "{out}", "rl.steps=2", "rollout.tasks_per_step=1",
+              "rollout.group_size=2", "rl.eval_episodes=1", *FAST],
+    "sft": ["sft", "--env", ENV, "--model", "{tiny}", "--out", "{out}", "sft.demos=4", "sft.epochs=1", *FAST],
+    "eval": ["eval", "--env", ENV, "--model", "{tiny}", "--episodes", "6", "--out", "{out}/trajs.jsonl",
+             "generation.max_new_tokens=4"],
+    "rro collect": ["rro", "collect", "--env", ENV, "--model", "{tiny}", "--out", "{out}", "--tasks", "2",
+                    "--candidates", "2", "--mc-rollouts", "2", *FAST],
+}
+WHERE = {"step 1": (1, 1), "a later step": (1, 3), "a later episode": (7, 1)}  # (episode, step)
+STEP_FAULTS = [f for f in p.Misbehaves.FAULTS if f != "reset raises"]
+CASES = [(command, where, STEP_FAULTS[(i * 3 + j) % len(STEP_FAULTS)])  # every fault at least once
+         for i, command in enumerate(COMMANDS) for j, where in enumerate(WHERE)]
+
+
+def _run(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    return exc.value.code, err
+
+
+@pytest.mark.parametrize("command, where, fault", CASES, ids=[f"{c}-{w}-{f}" for c, w, f in CASES])
+def test_an_env_that_breaks_a_rule_mid_run_is_one_line_and_leaves_nothing(command, where, fault, tiny_model_dir,
+                                                                          tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    episode, step = WHERE[where]
+    out = tmp_path / "runs" / "x"
+    argv = [a.format(tiny=tiny_model_dir, out=out) for a in COMMANDS[command]]
+    argv += [f"env.kwargs.fault={fault}", f"env.kwargs.episode={episode}", f"env.kwargs.step={step}"]
+    p.Misbehaves.resets = 0
+    code, err = _run(argv, capsys)
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert code == 2 and len(errors) == 1 and "Traceback" not in err, err
+    line = errors[0]
+    assert re.search(rf"error: env '{ENV}': task {ENV}/\d+, step {step} \(action .*\): ", line), line
+    assert RULES[fault] in line and f"(creditflow envs check {ENV} runs every check)" in line, line
+    assert p.Misbehaves.resets >= episode
+    if "finished task(s) are kept in" in line:  # rro collect after a saved task: the same command continues
+        assert command == "rro collect" and (out / "preferences" / "tasks.jsonl").read_text().count("\n") >= 1
+    else:
+        assert not (tmp_path / "runs").exists(), os.listdir(tmp_path / "runs")  # a failed start leaves nothing
+
+
+def test_a_reset_that_raises_in_a_later_episode_names_it(tiny_model_dir, tmp_path, capsys):
+    p.Misbehaves.resets = 0
+    code, err = _run(["eval", "--env", ENV, "--model", str(tiny_model_dir), "--episodes", "4",
+                      "generation.max_new_tokens=4", "env.kwargs.fault=reset raises", "env.kwargs.episode=3",
+                      "env.kwargs.step=0"], capsys)
+    assert code == 2 and "Traceback" not in err, err
+    assert re.search(rf"error: env '{ENV}': task {ENV}/\d+, reset: reset\(seed=\d+\) raised RuntimeError: the "
+                     "database connection dropped", err), err
+
+
+TRAIN = ["train", "--env", ENV, "--out", "{out}", "rollout.tasks_per_step=1", "rollout.group_size=2",
+         "rl.eval_episodes=1", "rl.eval_every=0", *FAST]
+
+
+def test_after_a_failed_start_the_same_command_runs(tiny_model_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = [a.format(out=out) for a in TRAIN] + ["--model", str(tiny_model_dir), "rl.steps=1"]
+    p.Misbehaves.resets = 0
+    code, err = _run(argv + ["env.kwargs.fault=no won", "env.kwargs.episode=5"], capsys)
+    assert code == 2 and "info has no 'won' key" in err and not out.exists(), err
+    p.Misbehaves.resets = 0
+    code, err = _run(argv + ["env.kwargs.fault=no won", "env.kwargs.episode=1000"], capsys)  # the env fixed
+    assert code == 0, err
+    assert [r["step"] for r in read_metrics(out / "metrics.jsonl")] == [0, 1]
+
+
+def test_a_fault_after_a_checkpoint_keeps_the_run_resumable(tiny_model_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = [a.format(out=out) for a in TRAIN] + ["--model", str(tiny_model_dir), "rl.steps=3", "rl.save_every=1"]
+    p.Misbehaves.resets = 0  # two first-reset checks, the step-0 eval, two rollouts of step 1: step 2 breaks
+    code, err = _run(argv + ["env.kwargs.fault=nan reward", "env.kwargs.episode=6"], capsys)
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert code == 2 and len(errors) == 1, err
+    assert errors[0].endswith(f"; the run is kept at {out}/checkpoints/step_000001: after the fix, continue with "
+                              f"creditflow train --resume {out}"), errors[0]
+    p.Misbehaves.resets = 0
+    code, err = _run(["train", "--resume", str(out), "env.kwargs.episode=1000"], capsys)
+    assert code == 0, err
+    assert [r["step"] for r in read_metrics(out / "metrics.jsonl")] == [0, 1, 2, 3]
+
+
+def test_sft_finds_an_expert_without_won_before_it_builds_anything(tmp_path, capsys, monkeypatch):
+    """Without --model, SFT builds the tiny policy: the env's fault is found first, and is the only line."""
+    import creditflow.recipes.common as common
+
+    def never(*args, **kwargs):
+        raise AssertionError("the tiny policy was built before the env was known good")
+
+    monkeypatch.setattr(common, "build_tiny_policy", never)
+    p.Misbehaves.resets = 0
+    code, err = _run(["sft", "--env", ENV, "--out", str(tmp_path / "run"), "sft.demos=3", "env.kwargs.fault=no won",
+                      "env.kwargs.step=3"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "step 3 (action 'right'): info has no 'won' key" in err, err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_losing_expert_is_said_before_any_work(tmp_path, capsys):
+    code, err = _run(["sft", "--env", "tests.envs.plugin_envs:LosingExpert", "--out", str(tmp_path / "run"),
+                      "sft.demos=2"], capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert "the expert reached the goal in none of the 2 demo episodes (sft.demos, seeds 500000..500001" in err
+    assert not (tmp_path / "run").exists()
