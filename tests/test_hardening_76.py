@@ -210,3 +210,105 @@ def test_a_losing_expert_is_said_before_any_work(tmp_path, capsys):
     assert code == 2 and err.count("\n") == 1, err
     assert "the expert reached the goal in none of the 2 demo episodes (sft.demos, seeds 500000..500001" in err
     assert not (tmp_path / "run").exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# class 2: a named option's value is text, taken literally; key=value overrides keep their typed parsing; a key
+# given twice in YAML is an error naming both lines
+# --------------------------------------------------------------------------------------------------
+
+import creditflow.cli as cli  # noqa: E402
+from creditflow import api  # noqa: E402
+from creditflow.config import build_config  # noqa: E402
+from creditflow.errors import UserError  # noqa: E402
+
+
+class Captured(Exception):
+    def __init__(self, cfg):
+        self.cfg = cfg
+
+
+def _capture(monkeypatch):
+    """Every command's entry point raises :class:`Captured` with the config the command built."""
+    import creditflow.recipes.demo as demo
+
+    def keep(config=None, *, overrides=(), **_):
+        raise Captured(api.load_config(config, overrides))
+
+    monkeypatch.setattr(cli.api, "train", keep)
+    monkeypatch.setattr(cli.api, "sft", keep)
+    monkeypatch.setattr(cli.api, "rro", lambda cfg: (_ for _ in ()).throw(Captured(cfg)))
+    monkeypatch.setattr(cli.api, "evaluate", lambda cfg, **_: (_ for _ in ()).throw(Captured(cfg)))
+    monkeypatch.setattr(cli, "run_collect", lambda cfg: (_ for _ in ()).throw(Captured(cfg)))
+    monkeypatch.setattr(cli, "run_dpo_training", lambda cfg: (_ for _ in ()).throw(Captured(cfg)))
+    monkeypatch.setattr(demo, "run_train", lambda cfg: (_ for _ in ()).throw(Captured(cfg)))
+
+
+OPTIONS = {  # option -> the setting it names, per command that has it
+    "--out": ("out_dir", ["train", "sft", "rro collect", "rro train", "rro run", "demo"]),
+    "--model": ("policy.model", ["train", "sft", "eval", "rro collect", "rro train", "rro run"]),
+    "--env": ("env.name", ["train", "sft", "eval", "rro collect", "rro train", "rro run", "demo"]),
+    "--data": ("rro.data_dir", ["rro collect", "rro train"]),
+    "--base-url": ("policy.base_url", ["eval", "rro collect"]),
+    "--model-name": ("policy.model_name", ["eval", "rro collect"]),
+    "--ray-address": ("rro.ray_address", ["rro collect", "rro run"]),
+}
+TEXTS = ["runs/my run #2", "2024", "a: b", "[x, y]", "gymnasium:", "null", "true", "{k: 1}", "1e-5"]
+OPTION_CASES = [(command, option, text) for option, (_, commands) in OPTIONS.items() for command in commands
+                for text in TEXTS]
+
+
+@pytest.mark.parametrize("command, option, text", OPTION_CASES)
+def test_a_named_options_value_is_taken_literally(command, option, text, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    _capture(monkeypatch)
+    key = OPTIONS[option][0]
+    argv = [*command.split(), option, text]
+    if command == "eval" and option != "--model":
+        argv += ["--model", "m"]
+    with pytest.raises(Captured) as got:
+        main(argv)
+    value = got.value.cfg
+    for part in key.split("."):
+        value = getattr(value, part)
+    assert value == text and isinstance(value, str)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_key_value_overrides_keep_their_typed_parsing():
+    cfg = build_config(None, ["rl.steps=7", "env.kwargs={size: 6, describe_positions: true}", "rl.lr=1e-5"])
+    assert cfg.rl.steps == 7 and cfg.env.kwargs == {"size": 6, "describe_positions": True} and cfg.rl.lr == 1e-5
+
+
+@pytest.mark.parametrize("text, lines", [
+    ("rl:\n  eval_every: 1\n  steps: 2\n  eval_every: 7\n", (2, 4)),
+    ("seed: 1\nrl:\n  steps: 2\nseed: 3\n", (1, 4)),
+    ("rl: {eval_every: 1, eval_every: 7}\n", (1, 1)),
+    ("env:\n  kwargs:\n    size: 5\n    size: 6\n", (3, 4)),
+])
+def test_a_key_given_twice_in_a_yaml_config_names_the_key_and_both_lines(text, lines, tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text(text)
+    key = "seed" if "seed: 3" in text else "size" if "size" in text else "eval_every"
+    with pytest.raises(UserError, match=rf"run.yaml:{lines[1]}: key '{key}' given twice \(lines {lines[0]} and "
+                                        rf"{lines[1]}\); give each setting once"):
+        build_config(path)
+
+
+def test_a_key_given_twice_in_an_override_is_an_error():
+    with pytest.raises(UserError, match=r"override 'rl=\{eval_every: 1, eval_every: 7\}': key 'eval_every' given "
+                                        r"twice"):
+        build_config(None, ["rl={eval_every: 1, eval_every: 7}"])
+
+
+@pytest.mark.parametrize("item", ["=5", "rl.=5", "rl..lr=5", " =3", ".seed=1"])
+def test_an_empty_override_key_says_so(item):
+    with pytest.raises(UserError, match=r"the key before '=' must be a dotted setting name such as rl.lr"):
+        build_config(None, [item])
+
+
+@pytest.mark.parametrize("data, where", [({"rl": [1, 2]}, "rl"), ({"env": []}, "env"), ({"policy": {"lora": [1]}},
+                                         "policy.lora"), ({"rl": "fast"}, "rl")])
+def test_a_list_where_a_section_goes_says_so(data, where):
+    with pytest.raises(UserError, match=rf"config: {where}: must be a section of key: value settings \(got "):
+        build_config(None, base=data)
