@@ -312,3 +312,64 @@ def test_an_empty_override_key_says_so(item):
 def test_a_list_where_a_section_goes_says_so(data, where):
     with pytest.raises(UserError, match=rf"config: {where}: must be a section of key: value settings \(got "):
         build_config(None, base=data)
+
+
+# --------------------------------------------------------------------------------------------------
+# class 3: the API's errors are the types it promises: argument types first (TypeError naming the argument and what
+# it takes), then values (a ValueError subclass naming the argument); UserError stays the base the CLI catches
+# --------------------------------------------------------------------------------------------------
+
+import creditflow  # noqa: E402
+from creditflow.errors import UserTypeError  # noqa: E402
+
+API_TYPE_CASES = [
+    ("overrides a dict", lambda: creditflow.train(overrides={"rl.steps": 1}),
+     r"overrides must be a list or tuple of 'key=value' strings, got \{'rl.steps': 1\} \(dict\)"),
+    ("overrides a string", lambda: creditflow.train(overrides="rl.steps=1"),
+     r"overrides must be a list or tuple .* got 'rl.steps=1' \(str\) \(pass \['rl.steps=1'\]\)"),
+    ("overrides of ints", lambda: creditflow.train(overrides=[5]), r"overrides\[0\] must be a 'key=value' string, got 5"),
+    ("resume True", lambda: creditflow.train(resume=True), r"resume must be the run directory to continue \(a str or "
+                                                           r"os.PathLike\) or None, got True \(bool\)"),
+    ("resume a number", lambda: creditflow.train(resume=3), r"resume must be"),
+    ("sft overrides a dict", lambda: creditflow.sft(overrides={"a": 1}), "overrides must be a list"),
+    ("rro overrides ints", lambda: creditflow.rro(overrides=(1,)), r"overrides\[0\] must be"),
+    ("config a number", lambda: creditflow.sft(42), "config must be a RunConfig"),
+    ("config list of ints", lambda: creditflow.sft([1]), r"config\[0\] must be a 'key=value' string"),
+    ("env a number", lambda: creditflow.train(env=42),
+     r"env must be a name, an env class, a factory or an env object \(with reset and step\), got 42 \(int\)"),
+    ("evaluate model True", lambda: creditflow.evaluate(model=True), "model must be a model directory"),
+    ("evaluate episodes text", lambda: creditflow.evaluate(model="m", episodes="3"), "episodes must be a positive"),
+    ("evaluate episodes True", lambda: creditflow.evaluate(model="m", episodes=True), "episodes must be a positive"),
+    ("evaluate split a number", lambda: creditflow.evaluate(model="m", split=1), "split must be 'validation' or"),
+    ("evaluate overrides a str", lambda: creditflow.evaluate(model="m", overrides="a=1"), "overrides must be a list"),
+    ("load_config overrides a dict", lambda: api.load_config(None, {"a": 1}), "overrides must be a list"),
+]
+
+
+@pytest.mark.parametrize("call, pattern", [c[1:] for c in API_TYPE_CASES], ids=[c[0] for c in API_TYPE_CASES])
+def test_an_argument_of_the_wrong_type_is_a_type_error_naming_it(call, pattern, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TypeError, match=pattern) as exc:
+        call()
+    assert isinstance(exc.value, UserError) and "\n" not in str(exc.value)
+    assert not list(tmp_path.iterdir())
+
+
+API_VALUE_CASES = [
+    ("unknown setting", lambda: creditflow.train(["rl.nonsense=1"]), "rl.nonsense: unknown option"),
+    ("resume nowhere", lambda: creditflow.train(resume="no/such/run"), "no such directory"),
+    ("episodes 0", lambda: creditflow.evaluate(model="m", episodes=0), "episodes must be a positive integer, got 0"),
+    ("unknown split", lambda: creditflow.evaluate(model="m", split="train"), "split must be 'validation' or 'test'"),
+    ("unknown env", lambda: creditflow.sft(env="no_such_env"), "unknown env 'no_such_env'"),
+    ("model that is no model", lambda: creditflow.evaluate(model="no/such/model"), "no/such/model"),
+    ("a bad credit knob", lambda: creditflow.train(["rl.algo=rewardflow", "rl.credit.gamma=abc"]), "knob gamma"),
+]
+
+
+@pytest.mark.parametrize("call, pattern", [c[1:] for c in API_VALUE_CASES], ids=[c[0] for c in API_VALUE_CASES])
+def test_a_bad_value_is_a_value_error_naming_it(call, pattern, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=pattern) as exc:
+        call()
+    assert isinstance(exc.value, UserError) and not isinstance(exc.value, UserTypeError)
+    assert not list(tmp_path.iterdir())
