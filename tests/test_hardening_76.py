@@ -83,7 +83,9 @@ ENV = "tests.envs.plugin_envs:Misbehaves"
 RULES = {  # what the line says the env did (as `envs check` says it)
     "raises": "step() raised RuntimeError: the database connection dropped",
     "four-tuple": "step() must return (observation, reward, terminated, truncated, info), got a tuple of 4 value(s)",
-    "list state_key": "info['state_key'] must be a string, got [",
+    "list state_key": "info['state_key'] must be a string (not starting with NUL, which creditflow's own graph "
+                      "nodes do), got [",
+    "nul state_key": "info['state_key'] must be a string (not starting with NUL",
     "nan reward": "step() returned a reward nan, not a finite number",
     "inf reward": "step() returned a reward inf, not a finite number",
     "no won": "info has no 'won' key",
@@ -373,3 +375,71 @@ def test_a_bad_value_is_a_value_error_naming_it(call, pattern, tmp_path, monkeyp
         call()
     assert isinstance(exc.value, UserError) and not isinstance(exc.value, UserTypeError)
     assert not list(tmp_path.iterdir())
+
+
+# --------------------------------------------------------------------------------------------------
+# class 5: what round 2's probes still found
+# --------------------------------------------------------------------------------------------------
+
+STEP = {"state": "A", "action": "a", "reward": 0}
+LAST = {"state": "B", "action": "b", "reward": 1}
+FAILED = {"task_id": "t", "steps": [{"state": "A", "action": "c", "reward": 0}], "success": False}
+
+
+def _line(**changes):
+    step = {**STEP, **changes.pop("step", {})}
+    return json.dumps({"task_id": "t", "steps": [step, LAST], "success": True, **changes})
+
+
+HOSTILE = {  # file text -> what the one line says
+    "a 5000-digit integer reward": ('{"task_id": "t", "steps": [{"state": "A", "action": "a", "reward": 1' + "0" * 4999
+                                    + '}], "success": true}\n', "x.jsonl:1: field 'reward': a number of 5000 digits"),
+    "an unknown field nested 200,000 deep": (
+        '{"task_id": "t", "steps": [{"state": "A", "action": "a"}], "success": true, "extra": ' + "[" * 200_000
+        + "]" * 200_000 + "}\n", "x.jsonl:1: JSON nested too deeply to read"),
+    "an unknown step field nested 200,000 deep": (
+        '{"task_id": "t", "steps": [{"state": "A", "action": "a", "extra": ' + '{"a": ' * 200_000 + "1"
+        + "}" * 200_000 + '}], "success": true}\n', "x.jsonl:1: JSON nested too deeply to read"),
+    "a list-valued next_state": (_line(step={"next_state": ["B"]}) + "\n" + json.dumps(FAILED) + "\n",
+                                 "x.jsonl:1: steps[0]: field 'next_state' must be str, got list"),
+    "a list-valued step info": (_line(step={"info": [1, 2]}) + "\n" + json.dumps(FAILED) + "\n",
+                                "x.jsonl:1: steps[0]: field 'info' must be dict, got list"),
+    "a list-valued last step info": (json.dumps({"task_id": "t", "steps": [STEP, {**LAST, "info": ["x"]}],
+                                                 "success": True}) + "\n",
+                                     "x.jsonl:1: steps[1]: field 'info' must be dict, got list"),
+    "an int next_state among str ones": (_line(step={"next_state": 5}) + "\n" + json.dumps(FAILED) + "\n",
+                                         "x.jsonl:1: steps[0]: field 'next_state' must be str, got int"),
+    "a failed rollout ending in the success node": (
+        _line() + "\n" + json.dumps({**FAILED, "final_state": "\u0000success"}) + "\n",
+        "x.jsonl:2: field 'final_state' is '\\x00success': a state key must not start with the NUL character"),
+    "a state key of the dead-end node": (_line(step={"state": "\u0000end:0"}) + "\n",
+                                         "x.jsonl:1: steps[0]: field 'state' is '\\x00end:0': a state key must not"),
+    "done that is text": (_line(step={"done": "yes"}) + "\n", "steps[0]: field 'done' must be bool, got str"),
+}
+TOOLS = [["credit", "-e", "rewardflow"], ["credit", "-e", "gigpo"], ["credit", "-e", "grpo"], ["graph"]]
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=lambda t: " ".join(t))
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_values_inside_valid_json_are_one_line(case, tool, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    text, needle = HOSTILE[case]
+    (tmp_path / "x.jsonl").write_text(text)
+    out = tmp_path / "sub" / ("g.dot" if tool == ["graph"] else "o.jsonl")
+    code, err = _run([*tool, "--in", "x.jsonl", "--out", str(out)], capsys)
+    if tool[-1] == "grpo" and "a state key must not" in needle:  # GRPO reads no state key: nothing to refuse
+        assert code == 0, err
+        return
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err, err
+    assert needle in err, err
+    assert not (tmp_path / "sub").exists()
+
+
+def test_an_overflow_that_a_knob_causes_names_the_knob_and_its_value(tmp_path, capsys):
+    (tmp_path / "x.jsonl").write_text(_line() + "\n" + json.dumps(FAILED) + "\n")
+    code, err = _run(["credit", "-e", "rewardflow", "alpha_traj=1.7e308", "alpha_action=1.7e308", "--in",
+                      str(tmp_path / "x.jsonl"), "--out", str(tmp_path / "o.jsonl")], capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert ("cannot give it finite credit: its credit overflows float64 with knob(s) alpha_action=1.7e+308, "
+            "alpha_traj=1.7e+308") in err and "bring them nearer their defaults (alpha_action=1.0, alpha_traj=1.0)" \
+        in err, err

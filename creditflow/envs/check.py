@@ -51,7 +51,8 @@ _INFO_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "action_valid": (_is_bool, "true or false"),
     "won": (_is_bool, "true or false"),
     "score": (_is_number, "a finite number"),
-    "state_key": (lambda v: isinstance(v, str), "a string"),
+    "state_key": (lambda v: isinstance(v, str) and not v.startswith("\x00"),
+                  "a string (not starting with NUL, which creditflow's own graph nodes do)"),
 }
 
 

@@ -172,7 +172,7 @@ class Misbehaves(WalkEnv):
 
     resets = 0
     FAULTS = ("raises", "four-tuple", "list state_key", "nan reward", "inf reward", "no won", "bytes observation",
-              "reset raises", "info not a dict", "reward text")
+              "reset raises", "info not a dict", "reward text", "nul state_key")
 
     def __init__(self, fault: str = "raises", episode: int = 1, step: int = 1, max_steps: int = 6):
         super().__init__(max_steps=max_steps)
@@ -207,6 +207,8 @@ class Misbehaves(WalkEnv):
             return obs.encode(), reward, terminated, truncated, info
         if fault == "info not a dict":
             return obs, reward, terminated, truncated, list(info.items())
+        if fault == "nul state_key":
+            return obs, reward, terminated, truncated, {**info, "state_key": "\x00success"}
         if fault == "reward text":
             return obs, str(reward), terminated, truncated, info
         raise ValueError(f"unknown fault {fault!r}")
