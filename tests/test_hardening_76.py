@@ -443,3 +443,47 @@ def test_an_overflow_that_a_knob_causes_names_the_knob_and_its_value(tmp_path, c
     assert ("cannot give it finite credit: its credit overflows float64 with knob(s) alpha_action=1.7e+308, "
             "alpha_traj=1.7e+308") in err and "bring them nearer their defaults (alpha_action=1.0, alpha_traj=1.0)" \
         in err, err
+
+
+
+import errno  # noqa: E402
+
+
+def _full(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device", "runs/x/tiny_model/model.safetensors")
+
+
+@pytest.mark.parametrize("where", ["config.yaml", "the tiny policy", "SFT's save"])
+def test_sft_on_a_full_disk_leaves_nothing_and_says_one_line(where, tmp_path, capsys, monkeypatch):
+    import creditflow.recipes.common as common
+    import creditflow.recipes.train as train
+
+    monkeypatch.chdir(tmp_path)
+    if where == "config.yaml":
+        monkeypatch.setattr(common, "dump_config", _full)
+    elif where == "the tiny policy":
+        monkeypatch.setattr(common, "build_tiny_policy", _full)
+    else:
+        monkeypatch.setattr(train, "run_sft", lambda *a, **k: (_ for _ in ()).throw(RuntimeError(
+            "[enforce fail at inline_container.cc:672] . PytorchStreamWriter failed writing file data/0: file write "
+            "failed\nsecond line")))
+    code, err = _run(["sft", "--out", "runs/deep/x", "sft.demos=2", "sft.epochs=1", "policy.tiny_hidden_size=32",
+                      "policy.tiny_layers=1"], capsys)
+    lines = [line for line in err.splitlines() if line.strip()]  # progress lines of the work done, then the error
+    errors = [line for line in lines if line.startswith("error: ")]
+    assert code == 2 and len(errors) == 1 and lines[-1] == errors[0] and "Traceback" not in err, err
+    assert "second line" not in err
+    assert "no space left" in errors[0] or "most likely on a full disk" in errors[0] or "cannot write" in errors[0]
+    assert not (tmp_path / "runs").exists(), list((tmp_path / "runs").rglob("*"))
+
+
+def test_a_user_error_in_an_existing_out_dir_removes_only_what_the_run_added(tiny_model_dir, tmp_path, capsys):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    p.Misbehaves.resets = 0
+    code, err = _run(["train", "--env", ENV, "--model", str(tiny_model_dir), "--out", str(out), "rl.steps=1",
+                      "rollout.tasks_per_step=1", "rollout.group_size=2", "rl.eval_episodes=1", *FAST,
+                      "env.kwargs.fault=raises", "env.kwargs.episode=4"], capsys)
+    assert code == 2 and "step() raised RuntimeError" in err, err
+    assert sorted(x.name for x in out.iterdir()) == ["notes.txt"]  # metrics.jsonl, config.yaml gone: it runs again
