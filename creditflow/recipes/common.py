@@ -185,8 +185,8 @@ def new_run_dir(cfg: RunConfig, world: World = World(), keep=None) -> Iterator[P
     created = first_missing(out)  # out, or the first of its parents that does not exist yet
     config = out / "config.yaml"
     before = config.read_bytes() if config.is_file() else None
-    entries = set(os.listdir(out)) if created is None else set()
     try:
+        entries = set(os.listdir(out)) if created is None else set()  # what a failed start must leave
         out.mkdir(parents=True, exist_ok=True)
         dump_config(cfg, config)
     except OSError as exc:
