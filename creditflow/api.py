@@ -12,7 +12,9 @@ overrides, or the path of a YAML file; ``overrides`` (``"key=value"`` strings) a
 an env name (built-in, plug-in, ``<adapter>:<spec>`` or ``module:Class``), an env class, a factory (a callable
 whose keyword arguments are the env's options), or an env object. The ``creditflow`` commands call these same
 functions. User errors are :class:`~creditflow.errors.UserError` (one line, as the CLI prints them), an
-interrupted run an :class:`~creditflow.errors.Interrupted` saying what was saved.
+interrupted run an :class:`~creditflow.errors.Interrupted` saying what was saved. Every function checks the
+types of its arguments first: one of the wrong type is a ``TypeError`` (:class:`~creditflow.errors.UserTypeError`)
+naming the argument and what it takes; a bad value is a ``ValueError`` (every ``UserError`` is one) naming it.
 
 How one env becomes the many a run needs (B x G rollout slots, held-out envs, CRPS and RRO restores, Ray
 workers): every env is made by a zero-argument factory (:class:`creditflow.envs.EnvFactory`) called once per
@@ -36,7 +38,7 @@ from creditflow import envs
 from creditflow.auditing import AuditResult, AuditSettings
 from creditflow.auditing import audit as run_audit
 from creditflow.config import RunConfig, build_config
-from creditflow.errors import Interrupted, UserError
+from creditflow.errors import Interrupted, UserError, UserTypeError
 from creditflow.recipes.eval import evaluate_policy
 from creditflow.recipes.rro import run_rro
 from creditflow.recipes.train import config_for_resume, run_sft_stage, run_train
@@ -76,9 +78,43 @@ class EvalResult:
     trajectories: list[Trajectory] = field(default_factory=list)
 
 
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return f"{text[:57] + '...' if len(text) > 60 else text} ({type(value).__name__})"
+
+
+def _check_config(config: Any) -> None:
+    if not isinstance(config, (RunConfig, dict, list, tuple, str, os.PathLike)) and config is not None:
+        raise UserTypeError(f"config must be a RunConfig, a dict, a list of 'key=value' strings, a YAML path (str or "
+                            f"os.PathLike) or None, got {_shown(config)}")
+    if isinstance(config, (list, tuple)):
+        _check_items(config, "config")
+
+
+def _check_overrides(overrides: Any) -> list[str]:
+    """``overrides`` as a list; anything but a list or tuple of ``key=value`` strings is a :class:`UserTypeError`."""
+    if not isinstance(overrides, (list, tuple)):
+        hint = f" (pass [{overrides!r}])" if isinstance(overrides, str) else ""
+        raise UserTypeError(f"overrides must be a list or tuple of 'key=value' strings, got {_shown(overrides)}{hint}")
+    _check_items(overrides, "overrides")
+    return list(overrides)
+
+
+def _check_items(items, name: str) -> None:
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            raise UserTypeError(f"{name}[{i}] must be a 'key=value' string, got {_shown(item)}")
+
+
+def _check_path(value: Any, name: str, what: str) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (str, os.PathLike))):
+        raise UserTypeError(f"{name} must be {what} (a str or os.PathLike) or None, got {_shown(value)}")
+
+
 def load_config(config: ConfigLike = None, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
     """``config`` (see :data:`ConfigLike`) with ``overrides`` applied, validated."""
-    overrides = list(overrides)
+    _check_config(config)
+    overrides = _check_overrides(overrides)
     if isinstance(config, RunConfig):
         return build_config(None, overrides, base=config.model_dump())
     if isinstance(config, dict):
@@ -89,8 +125,8 @@ def load_config(config: ConfigLike = None, overrides: list[str] | tuple[str, ...
         return build_config(config, overrides)
     if config is None:
         return build_config(None, overrides)
-    raise UserError(f"config must be a RunConfig, a dict, a list of key=value strings or a YAML path, got "
-                    f"{type(config).__name__}")
+    raise UserTypeError(f"config must be a RunConfig, a dict, a list of key=value strings or a YAML path, got "
+                        f"{type(config).__name__}")
 
 
 def _is_env_object(env: object) -> bool:
@@ -118,8 +154,14 @@ def env_name(env: EnvLike) -> str | None:
         name = f"{module}:{getattr(env, '__qualname__', None) or type(env).__qualname__}"
         envs.register(name, env)
         return name
-    raise UserError(f"env must be a name, an env class, a factory or an env object (with reset and step), got "
-                    f"{type(env).__name__}")
+    raise UserTypeError(f"env must be a name, an env class, a factory or an env object (with reset and step), got "
+                        f"{_shown(env)}")
+
+
+def _check_env(env: Any) -> None:
+    if not (env is None or isinstance(env, str) or callable(env) or _is_env_object(env)):
+        raise UserTypeError(f"env must be a name, an env class, a factory or an env object (with reset and step), "
+                            f"got {_shown(env)}")
 
 
 def with_env(cfg: RunConfig, env: EnvLike) -> RunConfig:
@@ -142,6 +184,10 @@ def train(config: ConfigLike = None, *, env: EnvLike = None, overrides: list[str
 
     ``resume``: continue the run in that directory exactly; ``config`` may then only be ``key=value``
     overrides (recorded in its ``config.yaml``), and ``env`` only the env the run was made with."""
+    _check_config(config)
+    overrides = _check_overrides(overrides)
+    _check_path(resume, "resume", "the run directory to continue")
+    _check_env(env)
     if resume is not None:
         if config is not None and not isinstance(config, (list, tuple)):
             raise UserError("resume: a resumed run keeps its own config.yaml; give changes as key=value overrides")
@@ -160,6 +206,9 @@ def train(config: ConfigLike = None, *, env: EnvLike = None, overrides: list[str
 def sft(config: ConfigLike = None, *, env: EnvLike = None, overrides: list[str] | tuple[str, ...] = ()) -> RunResult:
     """Supervised fine-tuning on the env's expert demonstrations (``creditflow sft``) -> ``out_dir/sft_model``;
     the env needs an expert (``expert_actions()``)."""
+    _check_config(config)
+    _check_overrides(overrides)
+    _check_env(env)
     cfg = with_env(load_config(config, overrides), env)
     model, metrics = run_sft_stage(cfg)
     return RunResult(Path(cfg.out_dir), model, dict(metrics))
@@ -172,12 +221,22 @@ def evaluate(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.
     tasks of a held-out ``split`` (``validation``, what choices are made on, or ``test``, for reported numbers;
     docs/environments.md "Evaluation splits"), greedy by default. ``model``: a model directory, a checkpoint or a
     run directory (its newest checkpoint); default ``policy.model``."""
+    _check_config(config)
+    _check_env(env)
+    _check_path(model, "model", "a model directory, checkpoint or run directory")
+    if isinstance(episodes, bool) or not isinstance(episodes, int):
+        raise UserTypeError(f"episodes must be a positive integer (int), got {_shown(episodes)}")
+    if not isinstance(split, str):
+        raise UserTypeError(f"split must be 'validation' or 'test' (str), got {_shown(split)}")
+    _check_overrides(overrides)
+    if episodes < 1:
+        raise UserError(f"evaluate: episodes must be a positive integer, got {episodes!r}")
+    if split not in ("validation", "test"):
+        raise UserError(f"evaluate: split must be 'validation' or 'test', got {split!r}")
     cfg = with_env(load_config(config, overrides), env)
     model = model if model is not None else cfg.policy.model
     if model is None:
         raise UserError("evaluate: give model=DIR (a model directory, checkpoint or run directory)")
-    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
-        raise UserError(f"evaluate: episodes must be a positive integer, got {episodes!r}")
     try:
         metrics, trajectories = evaluate_policy(cfg, model, episodes, split=split)
     except KeyboardInterrupt:
@@ -188,6 +247,9 @@ def evaluate(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.
 def rro(config: ConfigLike = None, *, env: EnvLike = None, overrides: list[str] | tuple[str, ...] = ()) -> RunResult:
     """The whole RRO pipeline (``creditflow rro run``): π_SFT (``policy.model``, or SFT-ed on the env's expert)
     -> process-supervised preference collection -> DPO -> held-out evaluation of π_SFT and π_DPO."""
+    _check_config(config)
+    _check_overrides(overrides)
+    _check_env(env)
     cfg = with_env(load_config(config, overrides), env)
     summary = run_rro(cfg)
     return RunResult(Path(cfg.out_dir), Path(summary["dpo_model"]), _numbers(summary))

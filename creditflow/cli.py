@@ -38,7 +38,7 @@ from rich.console import Console
 from rich.table import Table
 
 from creditflow import api, credit, envs
-from creditflow.config import build_config
+from creditflow.config import build_config, setting
 from creditflow.configdoc import commented_yaml
 from creditflow.envs import adapters
 from creditflow.envs.check import check_env
@@ -150,7 +150,7 @@ def envs_check_command(
     """Check an env against the protocol: reset/step values and info keys, determinism under a seed,
     snapshot/restore or verified replay, state_key stable across replay, invalid and non-text actions, and the
     expert (expert_actions) reaching won. Prints a table; exit code 1 when a check fails."""
-    cfg = build_config(None, [f"env.name={name}", *(f"env.kwargs.{item}" for item in options or [])])
+    cfg = build_config(None, [setting("env.name", name), *(f"env.kwargs.{item}" for item in options or [])])
     factory = envs.factory(cfg.env.name, **cfg.env.kwargs)
     checks = check_env(factory, list(range(seeds)), success_threshold=success_threshold)
     where = envs.source(name)
@@ -194,7 +194,7 @@ def train_command(
     for key, value in (("env.name", env), ("rl.algo", algo), ("policy.model", model), ("out_dir", out),
                        ("curriculum.name", curriculum)):
         if value is not None:
-            extra.insert(0, f"{key}={value}")
+            extra.insert(0, setting(key, value))
     if resume is not None and config is not None:
         raise UserError("--config conflicts with --resume: a resumed run keeps its own config.yaml "
                         "(give changes as key=value; they are recorded there)")
@@ -218,7 +218,7 @@ def sft_command(
     extra = list(overrides or [])
     for key, value in (("env.name", env), ("policy.model", model), ("out_dir", out)):
         if value is not None:
-            extra.insert(0, f"{key}={value}")
+            extra.insert(0, setting(key, value))
     api.sft(config, overrides=extra)
 
 
@@ -265,8 +265,8 @@ def eval_command(
     model = model or (model_name if backend == "openai" else None)
     if model is None:
         raise UserError("eval: give --model DIR (with --backend openai, a local copy of the served model)")
-    extra = [f"{k}={v}" for k, v in _backend_settings(backend, base_url, model_name).items() if v is not None]
-    cfg = build_config(None, [f"env.name={env}", f"policy.model={model}", *extra, *(overrides or [])])
+    extra = [setting(k, v) for k, v in _backend_settings(backend, base_url, model_name).items() if v is not None]
+    cfg = build_config(None, [setting("env.name", env), setting("policy.model", model), *extra, *(overrides or [])])
     if out is not None:
         _check_output_file(out, "--out")
     result = api.evaluate(cfg, model=model, episodes=episodes, split=split)
@@ -490,7 +490,7 @@ def _rro_config(overrides, config, pairs: dict):
     extra = list(overrides or [])
     for key, value in pairs.items():
         if value is not None:
-            extra.insert(0, f"{key}={value}")
+            extra.insert(0, setting(key, value))
     return build_config(config, extra)
 
 

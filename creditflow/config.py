@@ -462,9 +462,66 @@ class RunConfig(_Section):
     (``config.yaml`` always holds the settings in force now)."""
 
 
-def _parse_value(text: str) -> Any:
+class Setting(str):
+    """A ``key=value`` override whose value is taken as it is, never YAML-parsed: what a named command-line
+    option (``--out "runs/my run #2"``, ``--out 2024``, ``--env gymnasium:``) sets. ``setting(key, value)`` makes
+    one; it is a ``str`` (``"key=value"``) wherever overrides are passed around."""
+
+    value: Any
+
+    def __new__(cls, key: str, value: Any) -> "Setting":
+        item = super().__new__(cls, f"{key}={value}")
+        item.value = value
+        return item
+
+    def __getnewargs__(self):  # copies and pickles keep the value
+        key = str.partition(self, "=")[0]
+        return (key, self.value)
+
+
+def setting(key: str, value: Any) -> Setting:
+    """The override ``key=value`` with ``value`` taken literally (see :class:`Setting`)."""
+    return Setting(key, value)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader that refuses a key given twice in one mapping (YAML says keys are unique; PyYAML would
+    keep the last one silently)."""
+
+
+def _no_duplicate_keys(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            first = seen.setdefault(key, key_node)
+        except TypeError:  # an unhashable key: PyYAML's own error follows
+            continue
+        if first is not key_node:
+            raise DuplicateKeyError(key, first.start_mark, key_node.start_mark)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicate_keys)
+
+
+class DuplicateKeyError(yaml.YAMLError):
+    def __init__(self, key: Any, first: yaml.Mark, second: yaml.Mark):
+        self.key, self.first, self.second = key, first, second
+        super().__init__(f"key {key!r} given twice")
+
+
+def yaml_load(text: str) -> Any:
+    """``yaml.safe_load`` that refuses duplicate keys (:class:`DuplicateKeyError`)."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)
+
+
+def _parse_value(text: str, item: str = "") -> Any:
     try:
-        return yaml.safe_load(text)
+        return yaml_load(text)
+    except DuplicateKeyError as exc:
+        raise UserError(f"override {item!r}: key {exc.key!r} given twice (columns {exc.first.column + 1} and "
+                        f"{exc.second.column + 1} of the value)") from None
     except yaml.YAMLError:
         return text
 
@@ -508,7 +565,10 @@ def load_yaml(path: str | Path) -> dict:
     p = Path(path)
     text = read_text_file(p, "config file")
     try:
-        data = yaml.safe_load(text)
+        data = yaml_load(text)
+    except DuplicateKeyError as exc:
+        raise UserError(f"{p}:{exc.second.line + 1}: key {exc.key!r} given twice (lines {exc.first.line + 1} and "
+                        f"{exc.second.line + 1}); give each setting once") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{p}:{mark.line + 1}" if mark is not None else str(p)
@@ -531,10 +591,16 @@ def build_config(config_file: str | Path | None = None, overrides: list[str] | t
     if config_file:
         data.update(load_yaml(config_file))
     for item in overrides:
+        if isinstance(item, Setting):  # a named option's value: literal
+            set_dotted(data, str.partition(item, "=")[0], item.value)
+            continue
         if "=" not in item:
             raise UserError(f"override {item!r} must look like key=value (e.g. rl.lr=1e-5)")
         key, _, raw = item.partition("=")
-        set_dotted(data, key.strip(), _parse_value(raw))
+        if not key.strip() or not all(part.strip() for part in key.strip().split(".")):
+            raise UserError(f"override {item!r}: the key before '=' must be a dotted setting name such as rl.lr "
+                            f"(no empty part)")
+        set_dotted(data, key.strip(), _parse_value(raw, item))
     return validate_config(data, where or (str(config_file) if config_file else "config"))
 
 
@@ -549,6 +615,9 @@ def validate_config(data: dict, where: str = "config") -> RunConfig:
             msg = "unknown option"
         elif err["type"] == "value_error":  # a validator's own message, without pydantic's prefix
             msg = str(err["ctx"]["error"])
+        elif err["type"] in ("model_type", "model_attributes_type", "dict_type"):  # a list where a section goes
+            msg = "must be a section of key: value settings" if err["type"] != "dict_type" else \
+                "must be a mapping of key: value"
         got = err.get("input")
         shown = "" if err["type"] == "extra_forbidden" or isinstance(got, dict) else f" (got {got!r})"
         raise UserError(f"{where}: {loc}: {msg}{shown}") from None

@@ -4,8 +4,24 @@ with exit code 2, an :class:`Interrupted` run (what was saved, how to continue) 
 from __future__ import annotations
 
 
-class UserError(Exception):
-    """Bad input from the user: unknown name, bad option, malformed file, missing path."""
+class UserError(ValueError):
+    """Bad input from the user: unknown name, bad option, malformed file, missing path. A ``ValueError``, so a
+    program calling the Python API catches it as one; an argument of the wrong type is a :class:`UserTypeError`."""
+
+
+class UserTypeError(UserError, TypeError):
+    """An argument of the wrong type (a Python API call): a ``TypeError`` naming the argument and what it takes."""
+
+
+def noted(exc: UserError, note: str) -> UserError:
+    """``exc`` with ``note`` added to its line, of the same type where that type takes a message (an API caller's
+    ``except ValueError`` still catches it)."""
+    message = f"{exc}; {note}"
+    try:
+        again = type(exc)(message)
+    except Exception:
+        return UserError(message)
+    return again if str(again) == message else UserError(message)
 
 
 class Interrupted(Exception):

@@ -16,6 +16,7 @@ import bisect
 import json
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Iterator, NamedTuple
@@ -67,9 +68,10 @@ def iter_json_lines(path: str | os.PathLike, error: type[Exception],
     """Yield ``("file:line", value)`` per non-blank line; problems raise ``error(prefix + "file[:line]: ...")``."""
     for where, text in _texts(Path(path), error, prefix):
         try:
-            yield where, json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise error(f"{prefix}{where}: invalid JSON ({exc.msg}, column {exc.colno})") from None
+            value = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise error(f"{prefix}{where}: {_unreadable(exc, text)}") from None
+        yield where, value
 
 
 def iter_json_texts(path: str | os.PathLike, error: type[Exception], array_key: str, prefix: str = "",
@@ -94,6 +96,25 @@ def iter_json_texts(path: str | os.PathLike, error: type[Exception], array_key: 
         yield pending
 
 
+_DIGITS = re.compile(r"value has (\d+) digits")
+
+
+def _unreadable(exc: BaseException, text: str = "") -> str:
+    """Why a line's JSON cannot be read, in words: invalid JSON (where), an integer too long for Python to read
+    (valid JSON), or nesting deeper than the reader goes (valid JSON too)."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"invalid JSON ({exc.msg}, column {exc.colno})"
+    if isinstance(exc, RecursionError):
+        return "JSON nested too deeply to read (arrays or objects inside one another beyond Python's recursion limit)"
+    digits = _DIGITS.search(str(exc))
+    if digits:
+        field = re.search(r'"((?:[^"\\]|\\.)*)"\s*:\s*-?\d{%d}' % (sys.get_int_max_str_digits() + 1), text)
+        named = f"field {field.group(1)!r}: " if field else ""
+        return (f"{named}a number of {digits.group(1)} digits, more than can be read ({sys.get_int_max_str_digits()}); "
+                f"a number must fit a float")
+    return f"cannot read the JSON ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+
+
 def json_line(raw: bytes, array_key: str, where: str, error: type[Exception], prefix: str = "",
               spans_for: frozenset[str] = frozenset()) -> JsonLine:
     """One :class:`JsonLine` from a line's bytes (its line ending and a leading byte-order mark are kept
@@ -105,8 +126,8 @@ def json_line(raw: bytes, array_key: str, where: str, error: type[Exception], pr
     text = _utf8(content, False, f"{prefix}{where}", error)
     try:
         value, ends, members = _decode_line(text, array_key, spans_for)
-    except json.JSONDecodeError as exc:
-        raise error(f"{prefix}{where}: invalid JSON ({exc.msg}, column {exc.colno})") from None
+    except (ValueError, RecursionError) as exc:
+        raise error(f"{prefix}{where}: {_unreadable(exc, text)}") from None
     if ends is not None and len(content) != len(text):  # str indices -> UTF-8 byte offsets, in one pass
         flat = byte_offsets(text, content, ends + [i for ms in members.values() for m in ms for i in m[1:]])
         ends, at = flat[:len(ends)], len(ends)
@@ -154,7 +175,7 @@ def _decode_line(text: str, array_key: str, spans_for: frozenset[str]) -> tuple[
     meets anything unusual, ``json.loads`` decides (and raises its usual error for invalid JSON)."""
     try:
         return _walk_object(text, array_key, spans_for)
-    except (ValueError, IndexError, StopIteration):
+    except (ValueError, IndexError, StopIteration, RecursionError):
         return json.loads(text), None, {}
 
 

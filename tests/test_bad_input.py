@@ -486,6 +486,8 @@ DAMAGES = {  # what happens to the newest checkpoint (step 2), and the reason th
     "weights rewritten in place": (lambda c: (c / "model.safetensors").write_bytes(
         bytes(b ^ 1 for b in (c / "model.safetensors").read_bytes())), "model.safetensors does not match its SHA-256"),
     "manifest garbage": (lambda c: (c / "manifest.json").write_text("{"), "manifest.json is unreadable"),
+    "manifest of the wrong shape": (lambda c: (c / "manifest.json").write_text(json.dumps(  # issue 76, class 4
+        {**json.loads((c / "manifest.json").read_text()), "files": []})), "manifest.json is unreadable or not a"),
 }
 
 

@@ -166,10 +166,11 @@ def test_a_manifest_names_every_change_to_a_checkpoint(tmp_path):
     ckpt = tmp_path / "step_000004"
     ckpt.mkdir()
     (ckpt / "optimizer.pt").write_bytes(b"o" * 100)
+    (ckpt / "trainer_state.pt").write_bytes(b"t" * 10)  # a manifest must list the files every checkpoint has
     (ckpt / "sub").mkdir()
     (ckpt / "sub" / "extra.bin").write_bytes(b"x" * 10)
     manifest = write_manifest(ckpt, 4)
-    assert manifest["step"] == 4 and set(manifest["files"]) == {"optimizer.pt", "sub/extra.bin"}
+    assert manifest["step"] == 4 and set(manifest["files"]) == {"optimizer.pt", "trainer_state.pt", "sub/extra.bin"}
     assert checkpoint_problem(ckpt) is None and checkpoint_step(ckpt) == 4
     (ckpt / "optimizer.pt").write_bytes(b"p" * 100)
     assert checkpoint_problem(ckpt) == "optimizer.pt does not match its SHA-256 in manifest.json"

@@ -213,7 +213,8 @@ def _check_step_types(trajs: list, steps: list, where) -> None:
     if not all(issubclass(t, Step) for t in set(map(type, steps))):
         i, j = next((i, j) for i, t in enumerate(trajs) for j, s in enumerate(t.steps) if not isinstance(s, Step))
         raise BatchTypeError(f"{where(i)}: steps[{j}] must be a creditflow Step, got {_shown(trajs[i].steps[j])}")
-    for name, ok, expects in (("reward", _is_number_type, "a number"), ("valid", _BOOLS.__contains__, "True or False")):
+    for name, ok, expects in (("reward", _is_number_type, "a number"), ("valid", _BOOLS.__contains__, "True or False"),
+                              ("next_state", lambda t: t.__hash__ is not None, "a state key (str) or None")):
         if all(map(ok, set(map(type, map(operator.attrgetter(name), steps))))):
             continue
         i, j = next((i, j) for i, t in enumerate(trajs) for j, s in enumerate(t.steps)
@@ -287,6 +288,8 @@ def _dict_columns(records: list) -> StepBatch:
     if not _types_within(map(type, steps), {dict}):
         raise _Unchecked
     _column(steps, "response", {str}, "")
+    for key, allowed in (("info", {dict}), ("done", {bool}), ("executed", {str})):  # only checked, as from_dict does
+        _column(steps, key, allowed, None)
     return StepBatch(
         group_ids=[g or t for g, t in zip(group_raw, task_ids)],
         success=np.array(_column(records, "success", {bool}, False), dtype=bool),
@@ -295,7 +298,7 @@ def _dict_columns(records: list) -> StepBatch:
         final_observation=[_final_observation_of(lst, m) for lst, m in zip(steps_lists, meta)],
         lengths=np.fromiter(map(len, steps_lists), dtype=np.int64, count=len(records)),
         state=_column(steps, "state", {str}),
-        next_state=list(map(dict.get, steps, itertools.repeat("next_state"))),
+        next_state=_column(steps, "next_state", {str}, None),
         reward=np.array(_column(steps, "reward", _NUMBER, 0.0), dtype=np.float64),
         valid=np.array(_column(steps, "valid", {bool}, True), dtype=bool),
         observation=_column(steps, "observation", {str}, ""),

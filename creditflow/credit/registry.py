@@ -175,19 +175,21 @@ def run_kernel(name: str, batch: StepBatch, knobs: Knobs) -> Credit:
         with np.errstate(over="raise", invalid="ignore", divide="ignore"):
             credit = kernel(batch, knobs)
     except FloatingPointError:
-        raise CreditError(_not_finite(name, batch)) from None
+        raise CreditError(_not_finite(name, batch, knobs=knobs)) from None
     for field, column in credit.columns().items():
         bad = ~np.isfinite(column)
         if bad.any():
             row = int(np.argmax(bad))
-            raise CreditError(_not_finite(name, batch, (field, row, float(column[row]))))
+            raise CreditError(_not_finite(name, batch, (field, row, float(column[row])), knobs))
     return credit
 
 
-def _not_finite(name: str, batch: StepBatch, found: tuple[str, int, float] | None = None) -> str:
+def _not_finite(name: str, batch: StepBatch, found: tuple[str, int, float] | None = None,
+                knobs: Knobs | None = None) -> str:
     """Why estimator ``name`` has no finite credit for ``batch``: names the trajectory (the one with the
     non-finite ``found = (field, row, value)``, else the one holding the largest magnitude) and what in its
-    group is too large for float64."""
+    group is too large for float64, or, where its values are moderate, the knobs set away from their defaults
+    (with their values) that scale the credit beyond it."""
     with np.errstate(over="ignore", invalid="ignore"):
         returns = np.abs(batch.total_rewards())
         rewards = np.zeros(batch.n_traj)
@@ -210,7 +212,24 @@ def _not_finite(name: str, batch: StepBatch, found: tuple[str, int, float] | Non
                "estimator's means and variances overflow float64 above about 1e154")
     else:
         why = f"the largest reward, return or score of its group {name_g!r} is {largest:.3g}"
+        changed = _changed_numbers(knobs)
+        if changed:
+            return (f"{batch.where(traj)}: estimator {name!r} cannot give it finite credit: {what} with knob(s) "
+                    f"{', '.join(f'{k}={v:g}' for k, v in changed.items())} ({why}); bring them nearer their "
+                    f"defaults ({', '.join(f'{k}={type(knobs).model_fields[k].default!r}' for k in changed)})")
     return f"{batch.where(traj)}: estimator {name!r} cannot give it finite credit: {what} ({why}; rescale them)"
+
+
+def _changed_numbers(knobs: Knobs | None) -> dict[str, float]:
+    """The numeric knobs set away from their defaults (what can scale credit beyond float64)."""
+    if knobs is None:
+        return {}
+    out = {}
+    for key, info in type(knobs).model_fields.items():
+        value = getattr(knobs, key, None)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value != info.default:
+            out[key] = value
+    return out
 
 
 def knob_model(name: str) -> type[Knobs]:

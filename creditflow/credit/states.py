@@ -46,6 +46,10 @@ class StateFnError(UserError):
     """Unknown state function, or the embedding model is not available."""
 
 
+class StateKeyError(UserError):
+    """A state key creditflow reserves for its own nodes."""
+
+
 @dataclass
 class StepStates:
     lengths: list[int]  # steps per trajectory
@@ -61,6 +65,7 @@ def step_states(data: StepBatch | Sequence[Trajectory], state_fn: str = "state_k
     if state_fn not in STATE_FNS:
         raise StateFnError(f"state_fn must be one of {', '.join(STATE_FNS)}, got {state_fn!r}")
     batch = data if isinstance(data, StepBatch) else batch_from_trajectories(data)
+    _check_reserved(batch)
     won = batch.success.tolist() if success is None else list(success)
     lengths = batch.lengths.tolist()
     ends = list(itertools.accumulate(lengths))
@@ -99,6 +104,32 @@ def step_states(data: StepBatch | Sequence[Trajectory], state_fn: str = "state_k
     elif state_fn == "embedding":
         pre, post, display = _cluster_group_states(batch.group_ids, lengths, pre, post, similarity, embedder)
     return StepStates(lengths, pre, post, after, display)
+
+
+def _reserved_rows(keys: list) -> list[int]:
+    """Rows whose key is a string starting with NUL (one pass in C when no key holds a NUL at all)."""
+    try:
+        if "\x00" not in "".join(k for k in keys if k is not None):
+            return []
+    except TypeError:  # keys that are not strings (score_arrays takes any hashable key)
+        pass
+    return [i for i, k in enumerate(keys) if isinstance(k, str) and k.startswith("\x00")]
+
+
+def _check_reserved(batch: StepBatch) -> None:
+    """No state key of the input starts with NUL: creditflow's own nodes (the shared success node, a failed
+    rollout's dead end) do, so a failed rollout whose ``final_state`` is ``"\\u0000success"`` would reach the
+    success node. One line naming the trajectory and the field."""
+    for field_name, keys, per_step in (("final_state", batch.final_state, False), ("state", batch.state, True),
+                                       ("next_state", batch.next_state, True)):
+        rows = _reserved_rows(list(keys))
+        if not rows:
+            continue
+        row = rows[0]
+        traj = int(np.searchsorted(batch.traj_first, row, side="right") - 1) if per_step else row
+        where = f"{batch.where(traj)}: " + (f"steps[{row - int(batch.traj_first[traj])}]: " if per_step else "")
+        raise StateKeyError(f"{where}field {field_name!r} is {keys[row]!r}: a state key must not start with the NUL "
+                            "character, which creditflow's own graph nodes (success, dead ends) start with")
 
 
 def _missing_final(index: int, won: bool) -> str:

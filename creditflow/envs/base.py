@@ -17,6 +17,7 @@ to a state by :func:`replay`, which re-applies a stored action prefix and verifi
 from __future__ import annotations
 
 import copy
+import functools
 import random
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -66,8 +67,21 @@ class BaseTextEnv:
     """Convenience base class: step counting, truncation and info defaults.
 
     Subclasses implement ``_reset(seed, options) -> (obs, info)`` and ``_step(action) -> (obs, reward,
-    terminated, info)``; this class adds ``truncated`` at ``max_steps`` and fills missing info keys.
+    terminated, info)``; this class adds ``truncated`` at ``max_steps`` and fills missing info keys. ``step()``
+    before the first ``reset()`` (or ``restore()``) and after the episode ended is an :class:`EnvError`.
     """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        restore = cls.__dict__.get("restore")
+        if callable(restore):  # a restored env has an episode under way, as after reset()
+            @functools.wraps(restore)
+            def started_restore(self, *args, **kw):
+                result = restore(self, *args, **kw)
+                self._started = True
+                return result
+
+            cls.restore = started_restore
 
     name: str = "base"
     max_steps: int = 15
@@ -80,6 +94,7 @@ class BaseTextEnv:
         self.steps_taken = 0
         self.seed: int | None = None
         self._done = False
+        self._started = False
 
     # -- subclass hooks -------------------------------------------------------------------------
     def _reset(self, seed: int | None, options: dict | None) -> tuple[str, dict]:
@@ -93,10 +108,13 @@ class BaseTextEnv:
         self.steps_taken = 0
         self.seed = seed
         self._done = False
+        self._started = True
         obs, info = self._reset(seed, options)
         return obs, self._fill(info)
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        if not getattr(self, "_started", True):  # (a subclass that skips __init__ is not checked)
+            raise EnvError(f"{self.name}: step() called before reset(); call reset(seed=...) first")
         if self._done:
             raise EnvError(f"{self.name}: step() called after the episode ended; call reset()")
         obs, reward, terminated, info = self._step(action)

@@ -51,7 +51,8 @@ _INFO_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "action_valid": (_is_bool, "true or false"),
     "won": (_is_bool, "true or false"),
     "score": (_is_number, "a finite number"),
-    "state_key": (lambda v: isinstance(v, str), "a string"),
+    "state_key": (lambda v: isinstance(v, str) and not v.startswith("\x00"),
+                  "a string (not starting with NUL, which creditflow's own graph nodes do)"),
 }
 
 
@@ -73,9 +74,16 @@ def _short(value: Any, n: int = 40) -> str:
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
+def _shape(result: Any) -> str:
+    """A returned value that is not the tuple asked for: a tuple by its length, else its repr."""
+    if isinstance(result, (tuple, list)):
+        return f"a {type(result).__name__} of {len(result)} value(s): {_short(result)}"
+    return _short(result)
+
+
 def _reset_problem(result: Any) -> str | None:
     if not (isinstance(result, tuple) and len(result) == 2):
-        return f"reset() must return (observation, info), got {_short(result)}"
+        return f"reset() must return (observation, info), got {_shape(result)}"
     if not isinstance(result[0], str):
         return f"reset() returned an observation of type {type(result[0]).__name__}, not a string"
     return None
@@ -83,7 +91,7 @@ def _reset_problem(result: Any) -> str | None:
 
 def _step_problem(result: Any) -> str | None:
     if not (isinstance(result, tuple) and len(result) == 5):
-        return f"step() must return (observation, reward, terminated, truncated, info), got {_short(result)}"
+        return f"step() must return (observation, reward, terminated, truncated, info), got {_shape(result)}"
     obs, reward, terminated, truncated, _ = result
     if not isinstance(obs, str):
         return f"step() returned an observation of type {type(obs).__name__}, not a string"
@@ -92,6 +100,19 @@ def _step_problem(result: Any) -> str | None:
     if not (_is_bool(terminated) and _is_bool(truncated)):
         return f"step() must return terminated and truncated as true/false, got {_short(terminated)}, {_short(truncated)}"
     return None
+
+
+def reset_problem(result: Any) -> str | None:
+    """What is wrong with a value ``reset()`` (or ``restore()``) returned: its shape, its observation, an info key
+    missing or of the wrong type; None when it keeps the protocol. The rule as ``envs check`` prints it."""
+    return _reset_problem(result) or info_problem(result[1])
+
+
+def step_problem(result: Any) -> str | None:
+    """What is wrong with a value ``step()`` returned: the 5-tuple, a text observation, a finite reward, bool flags,
+    and every info key of the right type (a text ``state_key``, so it is hashable); None when it keeps the
+    protocol. The rule as ``envs check`` prints it."""
+    return _step_problem(result) or info_problem(result[4])
 
 
 def first_reset_problem(env: Any, seed: int = 0) -> str | None:
@@ -106,6 +127,11 @@ def first_reset_problem(env: Any, seed: int = 0) -> str | None:
         problem = info_problem(result[1])
         problem = problem and f"first reset: {problem}"
     return problem
+
+
+def last_line(exc: BaseException) -> str:
+    """``Type: message`` of an exception, its last line only."""
+    return _last_line(exc)
 
 
 def _last_line(exc: BaseException) -> str:
@@ -142,7 +168,7 @@ class _Probe:
             result = env.reset(seed=seed)
         except Exception as exc:
             raise _Failed(f"reset(seed={seed}) raised {_last_line(exc)}") from None
-        problem = _reset_problem(result) or info_problem(result[1])
+        problem = reset_problem(result)
         if problem:
             raise _Failed(f"seed {seed}, reset: {problem}")
         return result
@@ -151,8 +177,8 @@ class _Probe:
         try:
             result = env.step(action)
         except Exception as exc:
-            raise _Failed(f"seed {seed}, step {t} ({_short(action)}) raised {_last_line(exc)}") from None
-        problem = _step_problem(result) or info_problem(result[4])
+            raise _Failed(f"seed {seed}, step {t} ({_short(action)}): step() raised {_last_line(exc)}") from None
+        problem = step_problem(result)
         if problem:
             raise _Failed(f"seed {seed}, step {t} ({_short(action)}): {problem}")
         return result

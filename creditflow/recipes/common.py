@@ -15,6 +15,7 @@ from rich.console import Console
 from creditflow import credit, envs
 from creditflow.config import RunConfig, dump_config
 from creditflow.envs.check import first_reset_problem
+from creditflow.envs.checked import CheckedFactory
 from creditflow.errors import UserError
 from creditflow.policy import lora
 from creditflow.policy.backends import openai as openai_backend
@@ -29,6 +30,7 @@ from creditflow.recipes.progress import RunProgress, WatchedEngine
 from creditflow.rollout.engine import RolloutEngine
 from creditflow.rollout.expert import expert_corpus
 from creditflow.rollout.trajectory import SuccessRule
+from creditflow.spill import disk_full_line
 from creditflow.train import distributed
 from creditflow.train.distributed import World
 
@@ -109,10 +111,11 @@ def rank_progress(progress: RunProgress, world: World) -> RunProgress:
     return progress if world.main else RunProgress(Console(stderr=True, quiet=True))
 
 
-def env_factory(cfg: RunConfig, split: str = "train") -> envs.EnvFactory:
+def env_factory(cfg: RunConfig, split: str = "train") -> envs.EnvFactory | CheckedFactory:
     """Zero-argument, picklable factory for train or held-out (``split="test"``) envs (:class:`envs.EnvFactory`);
     validates the options now, and for an env that is not built in (a plug-in, ``module:Class``, an object
-    given to the Python API) the first reset too (:func:`check_user_env`)."""
+    given to the Python API) the first reset too (:func:`check_user_env`). Such an env's factory is a
+    :class:`~creditflow.envs.checked.CheckedFactory`: every value its envs return during the run is checked."""
     kwargs = dict(cfg.env.kwargs)
     if split == "test":
         kwargs.update(cfg.env.eval_kwargs)
@@ -127,10 +130,13 @@ def env_factory(cfg: RunConfig, split: str = "train") -> envs.EnvFactory:
         if split == "test" and cfg.env.eval_kwargs:
             raise envs.EnvError(f"held-out envs (env.kwargs + env.eval_kwargs): {exc}") from None
         raise
+    if not envs.is_builtin(cfg.env.name):
+        return CheckedFactory(factory, cfg.env.name, env_label(cfg))
     return factory
 
 
-def _env_label(cfg: RunConfig) -> str:
+def env_label(cfg: RunConfig) -> str:
+    """How messages name the run's env: ``env 'x'``, with where it comes from when that is not its name."""
     where = envs.source(cfg.env.name)
     return f"env {cfg.env.name!r}" + ("" if where in ("built-in", cfg.env.name) else f" ({where})")
 
@@ -141,9 +147,9 @@ def check_user_env(cfg: RunConfig, env) -> None:
     (the env's ``max_steps`` or ``rollout.max_steps``). ``creditflow envs check`` runs every check."""
     problem = first_reset_problem(env)
     if problem is not None:
-        raise envs.EnvError(f"{_env_label(cfg)}: {problem} (creditflow envs check {cfg.env.name} runs every check)")
+        raise envs.EnvError(f"{env_label(cfg)}: {problem} (creditflow envs check {cfg.env.name} runs every check)")
     if cfg.rollout.max_steps is None and turn_limit(cfg, env) is None:
-        raise envs.EnvError(f"{_env_label(cfg)} has no max_steps (a positive integer): episodes need a turn limit; "
+        raise envs.EnvError(f"{env_label(cfg)} has no max_steps (a positive integer): episodes need a turn limit; "
                             f"set max_steps on the env or give rollout.max_steps")
 
 
@@ -159,39 +165,61 @@ def require_expert(cfg: RunConfig, factory, need: str) -> None:
     """One line, before any work, when a stage that needs expert demonstrations (``need`` says which and what
     to do instead) runs on an env without ``expert_actions()``."""
     if not callable(getattr(factory(), "expert_actions", None)):
-        raise UserError(f"{_env_label(cfg)} has no expert (an expert_actions() method): {need}")
+        raise UserError(f"{env_label(cfg)} has no expert (an expert_actions() method): {need}")
 
 
 @contextlib.contextmanager
-def new_run_dir(cfg: RunConfig, world: World = World()) -> Iterator[Path]:
+def new_run_dir(cfg: RunConfig, world: World = World(), keep=None) -> Iterator[Path]:
     """Create ``out_dir`` and write ``config.yaml`` for a fresh run. A user error inside the block undoes
-    that: the directory goes if this run created it, else ``config.yaml`` is put back as it was; an
-    interrupt keeps what was written (the tiny model, π_SFT) for the next attempt. Under N processes rank 0
-    does this; the others only get the path."""
+    that: the directory goes if this run created it (with the parent directories it created for it), else what
+    this run added there goes and ``config.yaml`` is put back as it was, so the same command runs again; an
+    interrupt keeps what was written (the tiny model, π_SFT) for the next attempt. ``keep()`` true at the
+    error (a checkpoint was written: the run is resumable) keeps everything. Under N processes rank 0 does
+    this; the others only get the path."""
     out = Path(cfg.out_dir)
     if not world.main:
         yield out
         return
     if out.exists() and not out.is_dir():
         raise UserError(f"out_dir {str(out)!r} is a file, not a directory")
-    created = not out.exists()
+    created = first_missing(out)  # out, or the first of its parents that does not exist yet
     config = out / "config.yaml"
     before = config.read_bytes() if config.is_file() else None
     try:
+        entries = set(os.listdir(out)) if created is None else set()  # what a failed start must leave
         out.mkdir(parents=True, exist_ok=True)
         dump_config(cfg, config)
     except OSError as exc:
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
         raise UserError(f"out_dir {str(out)!r}: cannot write there ({exc.strerror or exc})") from None
     try:
         yield out
-    except UserError:
-        if created:
-            shutil.rmtree(out, ignore_errors=True)
-        elif before is None:
-            config.unlink(missing_ok=True)
+    except Exception as exc:  # a user error, or a full disk: nothing of this run is left
+        if not isinstance(exc, UserError) and disk_full_line(exc) is None or keep is not None and keep():
+            raise
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
         else:
-            config.write_bytes(before)
+            for name in set(os.listdir(out)) - entries:
+                path = out / name
+                shutil.rmtree(path, ignore_errors=True) if path.is_dir() and not path.is_symlink() else \
+                    path.unlink(missing_ok=True)
+            if before is None:
+                config.unlink(missing_ok=True)
+            else:
+                config.write_bytes(before)
         raise
+
+
+def first_missing(path: Path) -> Path | None:
+    """The outermost directory that creating ``path`` (with its parents) would create; None when it exists."""
+    missing = None
+    for p in (path, *path.parents):
+        if os.path.lexists(p):
+            break
+        missing = p
+    return missing
 
 
 def prompt_builder(cfg: RunConfig, env) -> PromptBuilder:

@@ -13,7 +13,7 @@ import copy
 import time
 from pathlib import Path
 
-from creditflow.config import build_config, set_dotted
+from creditflow.config import build_config, set_dotted, setting
 from creditflow.recipes.report import write_report
 from creditflow.recipes.train import run_train
 
@@ -64,9 +64,9 @@ def run_demo(overrides: list[str], env: str | None = None, out_dir: str | None =
              config_file: str | None = None) -> Path:
     extra = list(QUICK if quick else []) + list(overrides)
     if env:
-        extra.insert(0, f"env.name={env}")
+        extra.insert(0, setting("env.name", env))
     if out_dir:
-        extra.insert(0, f"out_dir={out_dir}")
+        extra.insert(0, setting("out_dir", out_dir))
     env_name = build_config(config_file, extra, base=copy.deepcopy(DEMO_DEFAULTS), where="demo config").env.name
     base = copy.deepcopy(DEMO_DEFAULTS)
     for dotted, value in DEMO_ENV_SETTINGS.get(env_name, {}).items():

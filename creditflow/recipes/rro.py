@@ -20,7 +20,7 @@ from typing import Callable
 
 from creditflow.atomic import publish_dir, temporary_dir, write_atomic
 from creditflow.config import RunConfig
-from creditflow.errors import RERUN, Interrupted, UserError
+from creditflow.errors import RERUN, Interrupted, UserError, noted
 from creditflow.policy.model import load_policy, load_tokenizer
 from creditflow.process.collect import PreferenceCollector
 from creditflow.process.preferences import PreferenceWriter, check_collection, chosen_valid, read_preferences
@@ -107,15 +107,32 @@ def _collect_model(cfg: RunConfig) -> Path:
 
 def run_collect(cfg: RunConfig, log: Callable[[str], None] | None = None, model_path: Path | None = None,
                 progress: RunProgress | None = None) -> dict:
-    """Collect preference data with ``cfg.rro`` (resumes a partial collection in the same directory)."""
+    """Collect preference data with ``cfg.rro`` (resumes a partial collection in the same directory). A user error
+    (an env that breaks the protocol mid-run) before the first task is saved leaves nothing of this command; after
+    it, the saved tasks stay and the same command continues them."""
     progress = progress or RunProgress()
     log = log or progress.log
     train_factory = _check_collect(cfg, model_path)
-    with common.new_run_dir(cfg) as out:
-        if model_path is None:
-            model_path = (served_model_dir(cfg, out) if cfg.policy.backend == "openai"
-                          else sft_model_path(cfg, out, train_factory, log, progress))
-    writer = PreferenceWriter(data_dir(cfg), collection_settings(cfg, model_path))
+    made_data = common.first_missing(data_dir(cfg))  # created by this command: removed after a failed start
+    writers: list[PreferenceWriter] = []
+    try:
+        with common.new_run_dir(cfg, keep=lambda: bool(writers and writers[0].records)) as out:
+            if model_path is None:
+                model_path = (served_model_dir(cfg, out) if cfg.policy.backend == "openai"
+                              else sft_model_path(cfg, out, train_factory, log, progress))
+            writers.append(PreferenceWriter(data_dir(cfg), collection_settings(cfg, model_path)))
+            return _collect(cfg, writers[0], model_path, train_factory, log, progress)
+    except UserError as exc:
+        if not (writers and writers[0].records):
+            if made_data is not None:
+                shutil.rmtree(made_data, ignore_errors=True)
+            raise
+        raise noted(exc, f"the {len(writers[0].records)} finished task(s) are kept in {writers[0].dir}: after the "
+                         "fix, the same command continues them") from None
+
+
+def _collect(cfg: RunConfig, writer: PreferenceWriter, model_path: Path, train_factory, log: Callable[[str], None],
+             progress: RunProgress) -> dict:
     seeds = [cfg.rro.seed_offset + i for i in range(cfg.rro.tasks)]
     if writer.resumed:
         log(f"resuming the collection in {writer.dir}: {len(writer.records)} task(s) already done")

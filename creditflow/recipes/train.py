@@ -22,7 +22,7 @@ from typing import Callable
 from creditflow.atomic import clear_temporaries, publish_dir, temporary_dir, write_atomic
 from creditflow.config import RunConfig, build_config, changed_settings, dump_config
 from creditflow.curriculum.hooks import build_hooks
-from creditflow.errors import Interrupted, UserError
+from creditflow.errors import Interrupted, UserError, noted
 from creditflow.policy import lora
 from creditflow.policy.model import is_adapter_dir, load_policy, tiny_model_built
 from creditflow.recipes import common
@@ -44,11 +44,16 @@ def sft_policy(cfg: RunConfig, out: Path, train_factory, log: Callable[[str], No
     processes TRL trains data parallel (each process a share of every batch) and rank 0 saves."""
     progress = progress or RunProgress()
     notes: list[str] = []  # said once the demonstrations pass the length check (else the error is the one line)
-    model, tok = common.load_or_build_policy(cfg, out, train_factory, log=notes.append, progress=progress,
-                                             world=world)
     env = train_factory()
     seeds = [cfg.sft.seed_offset + i for i in range(cfg.sft.demos)]
-    demos = expert_trajectories(train_factory, seeds, common.success_rule(cfg))
+    demos = expert_trajectories(train_factory, seeds, common.success_rule(cfg))  # the env's faults before any work
+    if not demos:
+        raise UserError(f"{common.env_label(cfg)}: the expert reached the goal in none of the {len(seeds)} demo "
+                        f"episodes (sft.demos, seeds {seeds[0]}..{seeds[-1]}; success is info['won']"
+                        + (f" or score >= {cfg.env.success_threshold:g}" if cfg.env.success_threshold is not None
+                           else "") + "): SFT would have no demonstration")
+    model, tok = common.load_or_build_policy(cfg, out, train_factory, log=notes.append, progress=progress,
+                                             world=world)
     examples = demo_examples(demos, common.prompt_builder(cfg, env))
     dropped = check_max_length(prompt_lengths(examples, tok), cfg.sft.max_length)
     for note in notes:
@@ -191,8 +196,8 @@ def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[s
             if world.main:
                 dump_config(cfg, out / "config.yaml")  # the settings in force now, with what this resume changed
             log(f"resumed from {ckpt} at step {trainer.step}{_changes(cfg, trainer.step)}")
-        else:
-            with common.new_run_dir(cfg, world):
+        else:  # until the first checkpoint, a user error leaves nothing of this run (the same command runs again)
+            with common.new_run_dir(cfg, world, keep=lambda: newest_checkpoint(out) is not None):
                 if resume:
                     log(f"no checkpoint in {out} yet: the run starts again from step 0")
                 model, tok, model_path = _starting_policy(cfg, out, train_factory, log, progress, world,
@@ -201,7 +206,9 @@ def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[s
                     model = lora.wrap(model, cfg.policy.lora, base_dir=model_path)
                 trainer = _trainer(cfg, out, model, tok, model_path, train_factory, eval_factory, hooks, None,
                                    progress, resume=False, world=world, resume_step=-1 if resume else None)
-        last = _fit(cfg, trainer, progress, log)
+                last = _fit(cfg, trainer, progress, log, out)
+        if found is not None:
+            last = _fit(cfg, trainer, progress, log, out)
     except KeyboardInterrupt:
         raise _interrupted(out, trainer, cfg) from None
     finally:
@@ -278,8 +285,20 @@ def _trainer(cfg: RunConfig, out: Path, model, tok, model_path: Path, train_fact
                      world=world)
 
 
-def _fit(cfg: RunConfig, trainer: RLTrainer, progress: RunProgress, log: Callable[[str], None]) -> dict:
-    """``trainer.fit()`` under a bar of RL steps (one line per step when stderr is not a terminal)."""
+def _fit(cfg: RunConfig, trainer: RLTrainer, progress: RunProgress, log: Callable[[str], None], out: Path) -> dict:
+    """``trainer.fit()`` under a bar of RL steps (one line per step when stderr is not a terminal). A user error
+    (an env that breaks the protocol mid-run) after a checkpoint says that the run continues from it."""
+    try:
+        return _fit_steps(cfg, trainer, progress, log)
+    except UserError as exc:
+        ckpt = newest_checkpoint(out)
+        if ckpt is None:
+            raise
+        raise noted(exc, f"the run is kept at {ckpt}: after the fix, continue with creditflow train --resume "
+                         f"{shlex.quote(str(out))}") from None
+
+
+def _fit_steps(cfg: RunConfig, trainer: RLTrainer, progress: RunProgress, log: Callable[[str], None]) -> dict:
     rl = cfg.rl
     log(f"RL: {rl.algo} on {cfg.env.name}, steps {trainer.step + 1}..{rl.steps} ({cfg.rollout.tasks_per_step} tasks x "
         f"{cfg.rollout.group_size} rollouts each); held-out eval on {rl.eval_episodes} tasks"

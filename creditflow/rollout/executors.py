@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Callable, Protocol
 
 from creditflow.envs.base import ReplayMismatch, has_snapshot, replay
+from creditflow.envs.checked import CheckedEnv
 from creditflow.errors import UserError
 from creditflow.rollout.trajectory import StartState
 
@@ -46,7 +47,10 @@ def start_env(env, state: StartState) -> tuple[str, dict]:
     Raises ``ReplayMismatch`` when the replay diverges or the episode ends before the path is used up."""
     if state.actions and state.snapshot is not None and has_snapshot(env):
         env.reset(seed=state.seed)
-        return env.restore(state.snapshot)
+        result = env.restore(state.snapshot)
+        if isinstance(env, CheckedEnv):  # its steps count on from the restored one
+            env.at_step(state.t)
+        return result
     if state.actions:
         res = replay(env, state.seed, state.actions, state.observations or None)
         if res.done:
@@ -129,7 +133,13 @@ class RayEnvExecutor:
         refs = {w: getattr(self.workers[w], method).remote([jobs[i] for i in idx]) for w, idx in by_worker.items()}
         out: list = [None] * len(jobs)
         for w, idx in by_worker.items():
-            for i, res in zip(idx, self._ray.get(refs[w])):
+            try:
+                results = self._ray.get(refs[w])
+            except self._ray.exceptions.RayTaskError as exc:  # a user error on a worker: its one line
+                if isinstance(getattr(exc, "cause", None), UserError):
+                    raise exc.cause from None
+                raise
+            for i, res in zip(idx, results):
                 out[i] = res
         return out
 

@@ -232,7 +232,7 @@ class Trajectory:
             if not isinstance(raw, dict):
                 raise TrajectoryFormatError(f"{sp}: expected an object")
             kw: dict[str, Any] = {
-                "state": _req(raw, "state", str, sp + ": "),
+                "state": _state_key(_req(raw, "state", str, sp + ": "), "state", sp + ": "),
                 "observation": _opt(raw, "observation", str, sp + ": ", ""),
                 "action": _req(raw, "action", str, sp + ": "),
                 "response": _opt(raw, "response", str, sp + ": ", ""),
@@ -241,19 +241,47 @@ class Trajectory:
             }
             for name in ("done", "next_state", "executed", "info", *TOKEN_FIELDS, *CREDIT_FIELDS):
                 if name in raw and name in step_names:
-                    kw[name] = raw[name]
+                    kw[name] = _checked_extra(raw[name], name, sp + ": ")
+            if kw.get("next_state") is not None:
+                _state_key(kw["next_state"], "next_state", sp + ": ")
             steps.append(Step(**kw))
         traj = cls(
             task_id=task_id,
             steps=steps,
             group_id=_opt(data, "group_id", str, pre, "") or task_id,
             traj_id=_opt(data, "traj_id", str, pre, ""),
-            final_state=_opt(data, "final_state", str, pre, ""),
+            final_state=_state_key(_opt(data, "final_state", str, pre, ""), "final_state", pre),
             success=_opt(data, "success", bool, pre, False),
             score=_float(_opt(data, "score", (int, float), pre, 0.0), "score", pre),
             meta=_opt(data, "meta", dict, pre, {}),
         )
         return traj
+
+
+def _state_key(value: str, key: str, pre: str) -> str:
+    """A state key of the input: never one starting with NUL, which creditflow's own graph nodes (the shared
+    success node, a failed rollout's dead end) start with (``creditflow.credit.states``)."""
+    if value.startswith("\x00"):
+        raise TrajectoryFormatError(f"{pre}field {key!r} is {value[:40]!r}: a state key must not start with the NUL "
+                                    "character, which creditflow's own graph nodes (success, dead ends) start with")
+    return value
+
+
+_EXTRA_TYPES = {"done": (bool, "bool"), "next_state": (str, "str"), "executed": (str, "str"), "info": (dict, "dict"),
+                "prompt_ids": (list, "list"), "response_ids": (list, "list"), "logprobs": (list, "list"),
+                "process_reward": ((int, float), "number"), "step_reward": ((int, float), "number"),
+                "advantage": ((int, float), "number")}
+
+
+def _checked_extra(value: Any, key: str, pre: str) -> Any:
+    """An optional step field of the type the schema gives it (None: not recorded); anything else (a list for
+    ``next_state`` or ``info``, a number for a state key) is a one-line error naming it."""
+    if value is None:
+        return None
+    typ, want = _EXTRA_TYPES[key]
+    if not isinstance(value, typ) or (want == "number" and isinstance(value, bool)):
+        raise TrajectoryFormatError(f"{pre}field '{key}' must be {want}, got {type(value).__name__}")
+    return value
 
 
 def _float(value: int | float, key: str, pre: str) -> float:

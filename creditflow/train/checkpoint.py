@@ -27,8 +27,10 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, field_validator
 
 from creditflow.atomic import crash_point, publish_dir, temporary_dir, write_atomic
 from creditflow.errors import UserError
@@ -36,8 +38,44 @@ from creditflow.policy.model import safetensors_header
 from creditflow.train.distributed import barrier
 
 MANIFEST = "manifest.json"
-MANIFEST_FORMAT = "creditflow-checkpoint/1"
+MANIFEST_FORMAT = "creditflow-checkpoint/1"  # Manifest.format
 _STEP_DIR = re.compile(r"step_(\d+)")
+
+
+class _FileFacts(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    bytes: StrictInt = Field(ge=0)
+    sha256: StrictStr = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+class Manifest(BaseModel):
+    """The schema of ``manifest.json``: anything else (a missing key, ``"files": []``, a size that is no
+    integer, a file name that leaves the checkpoint) is a damaged checkpoint."""
+
+    model_config = ConfigDict(extra="forbid")
+    format: Literal["creditflow-checkpoint/1"]
+    step: StrictInt = Field(ge=0)
+    files: dict[StrictStr, _FileFacts]
+
+    @field_validator("files")
+    @classmethod
+    def _every_checkpoint_file(cls, files: dict) -> dict:
+        missing = [name for name in ("trainer_state.pt", "optimizer.pt") if name not in files]
+        if missing:
+            raise ValueError(f"lists no {', '.join(missing)}")
+        for name in files:
+            if not name or Path(name).is_absolute() or ".." in Path(name).parts or name == MANIFEST:
+                raise ValueError(f"names {name!r}, which is not a file of the checkpoint")
+        return files
+
+
+def read_manifest(path: Path) -> Manifest | None:
+    """The manifest of the checkpoint directory ``path`` when it reads and has the schema, else None."""
+    try:
+        manifest = Manifest.model_validate_json((Path(path) / MANIFEST).read_bytes())
+    except (OSError, ValueError, ValidationError):  # ValidationError: any mismatch with the schema
+        return None
+    return manifest
 
 
 def checkpoint_root(out_dir: str | Path) -> Path:
@@ -118,20 +156,17 @@ def checkpoint_problem(path: str | Path) -> str | None:
         return "missing"
     if not (p / MANIFEST).exists():
         return _legacy_problem(p)
-    try:
-        manifest = json.loads((p / MANIFEST).read_text(encoding="utf-8"))
-        files = manifest["files"]
-        int(manifest["step"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return f"{MANIFEST} is unreadable"
-    for name, facts in files.items():
+    manifest = read_manifest(p)
+    if manifest is None:
+        return f"{MANIFEST} is unreadable or not a checkpoint manifest"
+    for name, facts in manifest.files.items():
         f = p / name
         if not f.is_file():
             return f"{name} is missing"
         size = f.stat().st_size
-        if size != facts.get("bytes"):
-            return f"{name} has {size} bytes, its manifest says {facts.get('bytes')}"
-        if _sha256(f) != facts.get("sha256"):
+        if size != facts.bytes:
+            return f"{name} has {size} bytes, its manifest says {facts.bytes}"
+        if _sha256(f) != facts.sha256:
             return f"{name} does not match its SHA-256 in {MANIFEST}"
     return None
 
@@ -257,12 +292,9 @@ def policy_in(path: str | Path) -> Path:
 
 def checkpoint_step(path: Path) -> int:
     """The training step a checkpoint was saved at."""
-    manifest = Path(path) / MANIFEST
-    if manifest.exists():
-        try:
-            return int(json.loads(manifest.read_text(encoding="utf-8"))["step"])
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
+    manifest = read_manifest(Path(path))
+    if manifest is not None:
+        return manifest.step
     return _loop_state(path)["step"]
 
 

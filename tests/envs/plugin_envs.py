@@ -163,3 +163,52 @@ class SpecEnv(WalkEnv):
     def __init__(self, spec: str, length: int = 3):
         super().__init__(length=length)
         self.spec = spec
+
+
+class Misbehaves(WalkEnv):
+    """Keeps the protocol until the ``episode``-th reset in this process (counted over every instance: the run's
+    own first-reset checks count too), then breaks the rule ``fault`` at step ``step`` of that episode and every
+    later one (``step=0``: at the reset itself). Tests set ``Misbehaves.resets = 0`` first."""
+
+    resets = 0
+    FAULTS = ("raises", "four-tuple", "list state_key", "nan reward", "inf reward", "no won", "bytes observation",
+              "reset raises", "info not a dict", "reward text", "nul state_key")
+
+    def __init__(self, fault: str = "raises", episode: int = 1, step: int = 1, max_steps: int = 6):
+        super().__init__(max_steps=max_steps)
+        self.fault, self.episode, self.at = fault, episode, step
+        self.broken = False
+
+    def reset(self, *, seed=None, options=None):
+        Misbehaves.resets += 1
+        self.broken = Misbehaves.resets >= self.episode
+        if self.broken and self.at == 0:
+            raise RuntimeError("the database connection dropped")
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        if not self.broken or self.steps != self.at:
+            return obs, reward, terminated, truncated, info
+        fault = self.fault
+        if fault == "raises":
+            raise RuntimeError("the database connection dropped")
+        if fault == "four-tuple":
+            return obs, reward, terminated or truncated, info
+        if fault == "list state_key":
+            return obs, reward, terminated, truncated, {**info, "state_key": [self.pos, self.goal]}
+        if fault == "nan reward":
+            return obs, float("nan"), terminated, truncated, info
+        if fault == "inf reward":
+            return obs, float("inf"), terminated, truncated, info
+        if fault == "no won":
+            return obs, reward, terminated, truncated, {k: v for k, v in info.items() if k != "won"}
+        if fault == "bytes observation":
+            return obs.encode(), reward, terminated, truncated, info
+        if fault == "info not a dict":
+            return obs, reward, terminated, truncated, list(info.items())
+        if fault == "nul state_key":
+            return obs, reward, terminated, truncated, {**info, "state_key": "\x00success"}
+        if fault == "reward text":
+            return obs, str(reward), terminated, truncated, info
+        raise ValueError(f"unknown fault {fault!r}")

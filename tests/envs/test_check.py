@@ -36,7 +36,7 @@ def test_the_builtin_envs_pass(name, creditflow_cache, monkeypatch):
     (p.UnstableKey, "state_key", "replaying the same actions gives another state_key at step 0"),
     (p.ExecutesInvalid, "invalid actions", "an action starting with '<invalid>' (what the engine sends for an "
                                            "unparseable response) must be action_valid=False"),
-    (p.CrashesOnNonText, "invalid actions", "seed 0, step 0 (None) raised AttributeError"),
+    (p.CrashesOnNonText, "invalid actions", "seed 0, step 0 (None): step() raised AttributeError"),
     (p.LosingExpert, "expert", "the expert's plan reaches won on 0 of 3 seed(s): SFT would have no demonstration"),
 ])
 def test_a_broken_rule_fails_its_check_and_says_what(cls, check, needle):

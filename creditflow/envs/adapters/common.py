@@ -254,12 +254,15 @@ class AdapterEnv(BaseTextEnv):
         self.steps_taken = 0
         self.seed = seed
         self._done = False
+        self._started = True
         self._score = 0.0
         self._return = 0.0
         self._observation = self._begin(seed, options)
         return self._observation, self._info()
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        if not getattr(self, "_started", True):
+            raise EnvError(f"{self.name}: step() called before reset(); call reset(seed=...) first")
         if self._done:
             raise EnvError(f"{self.name}: step() called after the episode ended; call reset()")
         out = None
