@@ -17,7 +17,7 @@ from creditflow.config import RunConfig, dump_config
 from creditflow.envs.check import first_reset_problem
 from creditflow.envs.checked import CheckedFactory
 from creditflow.errors import UserError
-from creditflow.policy import lora
+from creditflow.policy import inference, lora
 from creditflow.policy.backends import openai as openai_backend
 from creditflow.policy.backends import vllm as vllm_backend
 from creditflow.policy.backends.base import Backend, SamplingParams
@@ -220,6 +220,39 @@ def first_missing(path: Path) -> Path | None:
             break
         missing = p
     return missing
+
+
+def with_model_settings(cfg: RunConfig, model_dir: str | Path | None, log=print) -> RunConfig:
+    """``cfg`` with the inference settings saved with the model in ``model_dir`` (``policy/inference.py``: its
+    template, history layout and window) in place of the defaults. A setting the command gave explicitly wins,
+    with one line when it differs from the model's."""
+    found = inference.load(model_dir) if model_dir else None
+    if not found:
+        return cfg
+    saved, where = found
+    updates: dict[str, dict] = {}
+    for key, value in saved.items():
+        section_name, name = key.split(".")
+        section = getattr(cfg, section_name)
+        current = getattr(section, name)
+        if name in section.model_fields_set:
+            if current != value:
+                log(f"note: {key}={current} as given; the model in {model_dir} was trained with {key}={value} "
+                    f"({where.name}), which it may need")
+        elif current != value:
+            updates.setdefault(section_name, {})[name] = value
+    if not updates:
+        return cfg
+    data = cfg.model_dump()
+    for section_name, values in updates.items():
+        data[section_name].update(values)
+    new = RunConfig.model_validate(data)
+    for section_name in type(cfg).model_fields:  # what the command set stays "set" (dump_config, resume)
+        explicit = getattr(cfg, section_name)
+        if hasattr(explicit, "model_fields_set"):
+            getattr(new, section_name).model_fields_set.intersection_update(explicit.model_fields_set)
+    new.model_fields_set.intersection_update(cfg.model_fields_set)
+    return new
 
 
 def prompt_builder(cfg: RunConfig, env) -> PromptBuilder:

@@ -25,6 +25,8 @@ def evaluate_policy(cfg: RunConfig, model_path: str | Path, episodes: int,
     """
     model_path = policy_in(model_path)
     common.check_run(cfg, model=model_path)
+    progress = progress or RunProgress()
+    cfg = common.with_model_settings(cfg, model_path, progress.log)  # the prompt layout it was trained with
     common.check_backend(cfg)
     seed_everything(cfg.seed)
     factory = common.env_factory(cfg, "test")
@@ -35,7 +37,7 @@ def evaluate_policy(cfg: RunConfig, model_path: str | Path, episodes: int,
         model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.weights_dtype)
     backend = common.make_backend(cfg, model, tok, model_path)
     try:
-        engine = common.make_engine(cfg, model, tok, factory, backend=backend, progress=progress or RunProgress(),
+        engine = common.make_engine(cfg, model, tok, factory, backend=backend, progress=progress,
                                     watch=f"eval {Path(model_path).name}")
         engine.keep_bar = True
         return evaluate(engine, seeds, common.sampling_params(cfg, tok, evaluation=True), cfg.env.name)

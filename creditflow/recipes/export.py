@@ -14,6 +14,7 @@ from typing import get_args
 from creditflow.atomic import atomic_dir
 from creditflow.config import PolicyConfig
 from creditflow.errors import UserError
+from creditflow.policy import inference
 from creditflow.policy.model import check_model_dir, load_policy
 from creditflow.train.checkpoint import policy_in
 
@@ -40,6 +41,9 @@ def export_policy(source: str | Path, out: str | Path, dtype: str = "auto") -> P
         with atomic_dir(target) as tmp:
             model.save_pretrained(tmp)
             tok.save_pretrained(tmp)
+            found = inference.load(source)  # the prompt layout travels on (a checkpoint's: its run's)
+            if found:
+                inference.save(tmp, settings=found[0])
     except OSError as exc:
         raise UserError(f"--out {str(target)!r}: cannot write ({exc.strerror or exc})") from None
     return target

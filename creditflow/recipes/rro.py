@@ -21,6 +21,7 @@ from typing import Callable
 from creditflow.atomic import publish_dir, temporary_dir, write_atomic
 from creditflow.config import RunConfig
 from creditflow.errors import RERUN, Interrupted, UserError, noted
+from creditflow.policy import inference
 from creditflow.policy.model import load_policy, load_tokenizer
 from creditflow.process.collect import PreferenceCollector
 from creditflow.process.preferences import PreferenceWriter, check_collection, chosen_valid, read_preferences
@@ -120,6 +121,7 @@ def run_collect(cfg: RunConfig, log: Callable[[str], None] | None = None, model_
             if model_path is None:
                 model_path = (served_model_dir(cfg, out) if cfg.policy.backend == "openai"
                               else sft_model_path(cfg, out, train_factory, log, progress))
+            cfg = common.with_model_settings(cfg, model_path, log)  # the prompt layout π was trained with
             writers.append(PreferenceWriter(data_dir(cfg), collection_settings(cfg, model_path)))
             return _collect(cfg, writers[0], model_path, train_factory, log, progress)
     except UserError as exc:
@@ -199,6 +201,7 @@ def run_dpo_training(cfg: RunConfig, log: Callable[[str], None] | None = None,
                             "action; nothing is left to train on")
     model_path = _dpo_start(cfg, model_path)
     common.check_run(cfg, model=model_path)
+    cfg = common.with_model_settings(cfg, model_path, log)
     world = common.start_world(cfg)
     if not world.main:
         progress = common.rank_progress(progress, world)
@@ -229,6 +232,7 @@ def run_dpo_training(cfg: RunConfig, log: Callable[[str], None] | None = None,
     metrics["dpo/pairs_dropped"] = dropped
     if world.main:  # the metrics first: a complete dpo_model/ is the sign that DPO is done
         write_atomic(out / "dpo_metrics.json", json.dumps(metrics, indent=2))
+        inference.save(tmp, cfg)
         publish_dir(tmp, target)
     distributed.barrier(world)
     log(f"DPO done: loss {metrics['dpo/train_loss']:.4f} over {metrics['dpo/steps']} steps -> {target}")

@@ -23,7 +23,7 @@ from creditflow.atomic import clear_temporaries, publish_dir, temporary_dir, wri
 from creditflow.config import RunConfig, build_config, changed_settings, dump_config
 from creditflow.curriculum.hooks import build_hooks
 from creditflow.errors import Interrupted, UserError, noted
-from creditflow.policy import lora
+from creditflow.policy import inference, lora
 from creditflow.policy.model import is_adapter_dir, load_policy, tiny_model_built
 from creditflow.recipes import common
 from creditflow.recipes.progress import RunProgress
@@ -78,6 +78,7 @@ def sft_policy(cfg: RunConfig, out: Path, train_factory, log: Callable[[str], No
             shutil.rmtree(out / "sft_tmp", ignore_errors=True)  # TRL's scratch dir (nothing is saved there)
     if world.main:  # the metrics first: a complete sft_model/ is the sign that SFT is done
         write_atomic(out / "sft_metrics.json", json.dumps(metrics, indent=2))
+        inference.save(tmp, cfg)  # the prompt layout π_SFT was trained with travels with it
         publish_dir(tmp, target)
     distributed.barrier(world)  # sft_model is there for every process
     return model, tok, metrics
@@ -148,6 +149,8 @@ def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[s
     log = log or progress.log
     # everything that can be checked, before any work (SFT and model building take minutes)
     common.check_run(cfg, knobs=True)
+    if not resume and cfg.policy.model:  # the prompt layout the given model was trained with (policy/inference.py)
+        cfg = common.with_model_settings(cfg, cfg.policy.model, log)
     common.check_backend(cfg, trains=True)
     common.check_data_parallel(cfg)
     train_factory = common.env_factory(cfg, "train")

@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, Validat
 
 from creditflow.atomic import crash_point, publish_dir, temporary_dir, write_atomic
 from creditflow.errors import UserError
+from creditflow.policy import inference
 from creditflow.policy.model import safetensors_header
 from creditflow.train.distributed import barrier
 
@@ -103,6 +104,7 @@ def save_checkpoint(trainer, keep: int = 2) -> Path:
         trainer.model.save_pretrained(tmp)
         crash_point("checkpoint.model")
         trainer.tok.save_pretrained(tmp)
+        inference.save(tmp, trainer.cfg)  # the prompt layout the policy is trained with (eval, export read it)
         crash_point("checkpoint.tokenizer")
         torch.save(trainer.optimizer.state_dict(), tmp / "optimizer.pt")
         crash_point("checkpoint.optimizer")

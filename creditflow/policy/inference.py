@@ -1,0 +1,63 @@
+"""What a policy needs at inference besides its weights and tokenizer, saved with the model.
+
+A policy learns the prompt layout it was trained on: the template (``policy.template``), the multi-turn
+layout (``rollout.history``) and the history window (``rollout.history_length``). The tokenizer's chat template
+already travels in ``tokenizer_config.json`` and the action parser is the same for every policy; these three do
+not, so every model directory creditflow writes (``sft_model``, each checkpoint, RRO's DPO model, ``export``)
+holds them in ``creditflow_inference.json``, and every command that loads a model uses them unless the command
+sets one explicitly (then one line says the two differ). A checkpoint written before the file existed reads
+them from its run's ``config.yaml``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from creditflow.atomic import write_atomic
+from creditflow.errors import UserError
+
+FILE = "creditflow_inference.json"
+KEYS: tuple[tuple[str, str], ...] = (("policy", "template"), ("rollout", "history"), ("rollout", "history_length"))
+
+
+def settings_of(cfg) -> dict[str, Any]:
+    """The inference settings of a run config, as ``{"policy.template": ..., ...}``."""
+    return {f"{section}.{name}": getattr(getattr(cfg, section), name) for section, name in KEYS}
+
+
+def save(model_dir: str | Path, cfg=None, settings: dict[str, Any] | None = None) -> None:
+    """Write the settings of ``cfg`` (or ``settings``) into ``model_dir`` (atomically)."""
+    values = settings if settings is not None else settings_of(cfg)
+    write_atomic(Path(model_dir) / FILE, json.dumps({"inference": values}, indent=2) + "\n")
+
+
+def load(model_dir: str | Path) -> tuple[dict[str, Any], Path] | None:
+    """``(settings, where they were read)`` of a model directory: its ``creditflow_inference.json``, else, for a
+    checkpoint ``RUN/checkpoints/step_N``, the run's ``config.yaml``; None when neither exists (a model from
+    elsewhere: the command's own settings apply). A file that is no such JSON is a one-line UserError."""
+    model_dir = Path(model_dir)
+    path = model_dir / FILE
+    if path.is_file():
+        try:
+            values = json.loads(path.read_text(encoding="utf-8"))["inference"]
+            if not isinstance(values, dict):
+                raise TypeError
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+            raise UserError(f"{path}: not a creditflow inference file (a JSON object with an 'inference' "
+                            "mapping); delete it to use the command's own settings") from None
+        known = {f"{s}.{n}" for s, n in KEYS}
+        return {k: v for k, v in values.items() if k in known}, path
+    run_config = model_dir.parent.parent / "config.yaml"
+    if model_dir.parent.name == "checkpoints" and run_config.is_file():
+        try:
+            data = yaml.safe_load(run_config.read_text(encoding="utf-8")) or {}
+        except (yaml.YAMLError, UnicodeDecodeError):
+            return None
+        values = {f"{s}.{n}": data[s][n] for s, n in KEYS
+                  if isinstance(data.get(s), dict) and n in data[s]}
+        return (values, run_config) if values else None
+    return None
