@@ -37,7 +37,7 @@ from typing import Any, Callable, Union
 from creditflow import envs
 from creditflow.auditing import AuditResult, AuditSettings
 from creditflow.auditing import audit as run_audit
-from creditflow.config import RunConfig, build_config
+from creditflow.config import RunConfig, build_config, setting
 from creditflow.errors import Interrupted, UserError, UserTypeError
 from creditflow.recipes.eval import evaluate_policy
 from creditflow.recipes.rro import run_rro
@@ -111,6 +111,25 @@ def _check_path(value: Any, name: str, what: str) -> None:
         raise UserTypeError(f"{name} must be {what} (a str or os.PathLike) or None, got {_shown(value)}")
 
 
+def _named(overrides: list[str], **options: Any) -> list[str]:
+    """The options a CLI command names (``model=``, ``out=``, ``algo=``, ``curriculum=``) as settings in front of
+    ``overrides``: taken literally, as the CLI takes its options' values, and validated with the config."""
+    what = {"model": ("policy.model", "a local model directory", True), "out": ("out_dir", "the run directory", True),
+            "algo": ("rl.algo", "a credit estimator name", False),
+            "curriculum": ("curriculum.name", "a curriculum name (none, crps, expreplay)", False)}
+    named = []
+    for name, value in options.items():
+        key, text, path = what[name]
+        if value is None:
+            continue
+        if path:
+            _check_path(value, name, text)
+        elif not isinstance(value, str):
+            raise UserTypeError(f"{name} must be {text} (str) or None, got {_shown(value)}")
+        named.append(setting(key, os.fspath(value)))
+    return [*named, *overrides]
+
+
 def load_config(config: ConfigLike = None, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
     """``config`` (see :data:`ConfigLike`) with ``overrides`` applied, validated."""
     _check_config(config)
@@ -177,15 +196,18 @@ def with_env(cfg: RunConfig, env: EnvLike) -> RunConfig:
     return cfg
 
 
-def train(config: ConfigLike = None, *, env: EnvLike = None, overrides: list[str] | tuple[str, ...] = (),
-          resume: str | os.PathLike | None = None) -> RunResult:
+def train(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.PathLike | None = None,
+          out: str | os.PathLike | None = None, algo: str | None = None, curriculum: str | None = None,
+          overrides: list[str] | tuple[str, ...] = (), resume: str | os.PathLike | None = None) -> RunResult:
     """Multi-turn group RL with ``rl.algo``'s credit estimator (``creditflow train``); starts from
     ``policy.model`` or, without one, from a tiny policy SFT-ed on the env's expert.
 
+    ``model``, ``out``, ``algo`` and ``curriculum`` are ``creditflow train``'s options (``policy.model``,
+    ``out_dir``, ``rl.algo``, ``curriculum.name``), taken and checked as the command takes them.
     ``resume``: continue the run in that directory exactly; ``config`` may then only be ``key=value``
     overrides (recorded in its ``config.yaml``), and ``env`` only the env the run was made with."""
     _check_config(config)
-    overrides = _check_overrides(overrides)
+    overrides = _named(_check_overrides(overrides), model=model, out=out, algo=algo, curriculum=curriculum)
     _check_path(resume, "resume", "the run directory to continue")
     _check_env(env)
     if resume is not None:
@@ -203,11 +225,13 @@ def train(config: ConfigLike = None, *, env: EnvLike = None, overrides: list[str
     return RunResult(Path(run_dir), model, dict(last))
 
 
-def sft(config: ConfigLike = None, *, env: EnvLike = None, overrides: list[str] | tuple[str, ...] = ()) -> RunResult:
+def sft(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.PathLike | None = None,
+        out: str | os.PathLike | None = None, overrides: list[str] | tuple[str, ...] = ()) -> RunResult:
     """Supervised fine-tuning on the env's expert demonstrations (``creditflow sft``) -> ``out_dir/sft_model``;
-    the env needs an expert (``expert_actions()``)."""
+    the env needs an expert (``expert_actions()``). ``model`` and ``out``: the command's ``--model`` (the policy to
+    fine-tune; default the tiny one) and ``--out``."""
     _check_config(config)
-    _check_overrides(overrides)
+    overrides = _named(_check_overrides(overrides), model=model, out=out)
     _check_env(env)
     cfg = with_env(load_config(config, overrides), env)
     model, metrics = run_sft_stage(cfg)
@@ -244,11 +268,13 @@ def evaluate(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.
     return EvalResult(Path(model), metrics, trajectories)
 
 
-def rro(config: ConfigLike = None, *, env: EnvLike = None, overrides: list[str] | tuple[str, ...] = ()) -> RunResult:
+def rro(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.PathLike | None = None,
+        out: str | os.PathLike | None = None, overrides: list[str] | tuple[str, ...] = ()) -> RunResult:
     """The whole RRO pipeline (``creditflow rro run``): π_SFT (``policy.model``, or SFT-ed on the env's expert)
-    -> process-supervised preference collection -> DPO -> held-out evaluation of π_SFT and π_DPO."""
+    -> process-supervised preference collection -> DPO -> held-out evaluation of π_SFT and π_DPO. ``model`` and
+    ``out``: the command's ``--model`` (π_SFT) and ``--out``."""
     _check_config(config)
-    _check_overrides(overrides)
+    overrides = _named(_check_overrides(overrides), model=model, out=out)
     _check_env(env)
     cfg = with_env(load_config(config, overrides), env)
     summary = run_rro(cfg)

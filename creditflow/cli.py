@@ -190,15 +190,12 @@ def train_command(
                                              help="Start-state curriculum (curriculum.name): none, crps, expreplay."),
 ) -> None:
     """Multi-turn group RL (PPO-clip + KL) with the chosen credit estimator (policy.lora=true: LoRA adapters only)."""
-    extra = list(overrides or [])
-    for key, value in (("env.name", env), ("rl.algo", algo), ("policy.model", model), ("out_dir", out),
-                       ("curriculum.name", curriculum)):
-        if value is not None:
-            extra.insert(0, setting(key, value))
+    extra = [setting("env.name", env)] if env is not None else []
     if resume is not None and config is not None:
         raise UserError("--config conflicts with --resume: a resumed run keeps its own config.yaml "
                         "(give changes as key=value; they are recorded there)")
-    result = api.train(config, overrides=extra, resume=resume)
+    result = api.train(config, model=model, out=out, algo=algo, curriculum=curriculum,
+                       overrides=[*extra, *(overrides or [])], resume=resume)
     if distributed.current().main:
         last = result.metrics
         typer.echo(f"done: step {last.get('step', 0)}, eval success {last.get('eval/success_rate', float('nan')):.3f} "
@@ -215,11 +212,8 @@ def sft_command(
 ) -> None:
     """Supervised fine-tuning on the env's expert trajectories (loss on response tokens only; policy.lora=true: a LoRA
     adapter, merged into the saved model)."""
-    extra = list(overrides or [])
-    for key, value in (("env.name", env), ("policy.model", model), ("out_dir", out)):
-        if value is not None:
-            extra.insert(0, setting(key, value))
-    api.sft(config, overrides=extra)
+    extra = [setting("env.name", env)] if env is not None else []
+    api.sft(config, model=model, out=out, overrides=[*extra, *(overrides or [])])
 
 
 @app.command("config")

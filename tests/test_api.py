@@ -130,6 +130,8 @@ def test_the_cli_calls_the_api(monkeypatch, tmp_path, capsys):
         assert exc.value.code == 0
     assert [c[0] for c in calls] == ["train", "sft", "evaluate"]
     assert calls[0][2]["overrides"] == ["env.name=sql", "rl.steps=3"] and calls[0][2]["resume"] is None
+    assert {k: calls[0][2][k] for k in ("model", "out", "algo", "curriculum")} == dict.fromkeys(
+        ("model", "out", "algo", "curriculum"))
     assert calls[2][1].env.name == "sql"
     assert calls[2][2] == {"model": str(tmp_path), "episodes": 3, "split": "validation"}
     out = capsys.readouterr().out
@@ -168,3 +170,26 @@ def test_each_env_form_reaches_ray_workers(registry):
             remote.close()
     finally:
         ray.shutdown()
+
+
+def test_the_api_takes_what_the_cli_takes(tmp_path, tiny_model_dir, capsys):
+    """Issue 74 part 4: every option of ``creditflow train`` is a keyword of ``creditflow.train``, checked the same
+    way with the same text."""
+    result = api.train(env="sokoban", model=tiny_model_dir, out=tmp_path / "run", algo="graphgpo",
+                       overrides=[*TINY, "rl.steps=1"])
+    saved = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
+    assert (saved["rl"]["algo"], saved["policy"]["model"], saved["out_dir"]) == (
+        "graphgpo", str(tiny_model_dir), str(tmp_path / "run"))
+    assert result.run_dir == tmp_path / "run" and result.metrics["step"] == 1
+    with pytest.raises(UserError) as from_python:
+        api.train(env="sokoban", model=tiny_model_dir, out=tmp_path / "x", algo="nope", overrides=TINY)
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--env", "sokoban", "--model", str(tiny_model_dir), "--out", str(tmp_path / "x"),
+              "--algo", "nope", *TINY])
+    assert exc.value.code == 2 and str(from_python.value) in capsys.readouterr().err
+    with pytest.raises(TypeError, match="model must be a local model directory"):
+        api.train(model=5)
+    with pytest.raises(TypeError, match="algo must be a credit estimator name"):
+        api.train(algo=["grpo"])
+    with pytest.raises(TypeError, match="out must be the run directory"):
+        api.sft(out=True)

@@ -234,8 +234,9 @@ def _capture(monkeypatch):
     """Every command's entry point raises :class:`Captured` with the config the command built."""
     import creditflow.recipes.demo as demo
 
-    def keep(config=None, *, overrides=(), **_):
-        raise Captured(api.load_config(config, overrides))
+    def keep(config=None, *, overrides=(), **kwargs):  # the named options as the API takes them (_named)
+        named = {k: kwargs[k] for k in ("model", "out", "algo", "curriculum") if k in kwargs}
+        raise Captured(api.load_config(config, api._named(list(overrides), **named)))
 
     monkeypatch.setattr(cli.api, "train", keep)
     monkeypatch.setattr(cli.api, "sft", keep)
