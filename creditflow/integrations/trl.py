@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import inspect
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Sequence
 
@@ -60,6 +61,9 @@ if Version(trl.__version__) < Version(MIN_TRL):
     raise ImportError(f"creditflow.integrations.trl needs TRL >= {MIN_TRL} (the GRPOTrainer it extends); "
                       f"found {trl.__version__}")
 ROLLOUT_FIELDS = ("state_keys", "success", "valid")  # what a rollout_func may return for creditflow
+# a deprecation raised inside TRL's own step (transformers 5 renamed the method TRL calls), three times a step;
+# nothing a user of this trainer can act on
+_TRL_DEPRECATIONS = r"`is_gradient_checkpointing` is deprecated"
 # environment methods creditflow reads, which TRL would otherwise offer the model as tools (every public method is)
 CREDIT_METHODS = ("state_key", "success")
 _OBSERVED = object()  # an environment without a state key: its turns' states are their observation texts
@@ -193,6 +197,8 @@ class CreditGRPOTrainer(GRPOTrainer):
         self._cf_gen = None
         self._cf_snapshots: list[list] | None = None
         self._cf_rewards = None
+        self._cf_warned_observation = False
+        warnings.filterwarnings("ignore", message=_TRL_DEPRECATIONS, category=FutureWarning)
         super().__init__(*args, **kwargs)
         check_options(self.args)
         self._hide_credit_methods()
@@ -297,6 +303,7 @@ class CreditGRPOTrainer(GRPOTrainer):
                                          "(docs/trl.md)")
             else:  # no state key from the environment or the rollout_func: the observation text
                 keys = observations
+                self._warn_observation_states()
             valid = (None if field_valid is None
                      else [bool(v) for v in _per_turn(field_valid[i], len(spans), "validity flag", where,
                                                       "rollout_func's 'valid'")])
@@ -308,6 +315,17 @@ class CreditGRPOTrainer(GRPOTrainer):
                 success = bool(value() if callable(value) else value)
             out.append(Rollout(spans=spans, state_keys=keys, observations=observations, success=success, valid=valid))
         return out
+
+    def _warn_observation_states(self) -> None:
+        """Once per trainer: an estimator that groups states gets the observation text as the state (docs/trl.md)."""
+        if self._cf_warned_observation or "state" not in estimator_needs(self.credit_estimator):
+            return
+        self._cf_warned_observation = True
+        source = ("the rollout_func returned no 'state_keys'" if self.rollout_func is not None
+                  else "the environment has no state_key() and no state_key_fn was given")
+        warnings.warn(f"{self.credit_estimator}: {source}, so turns are grouped by their observation text; "
+                      "give each turn a state key for state groups that mean the same state (docs/trl.md)",
+                      UserWarning, stacklevel=2)
 
     def _group_size(self) -> int:
         """Rollouts per group: TRL's ``num_generations`` (``num_generations_eval`` in evaluation)."""

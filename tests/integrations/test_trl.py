@@ -13,6 +13,7 @@ import os
 import socket
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -512,3 +513,32 @@ def test_rollout_func_fields_missing_is_one_error(tmp_path, tiny_model_dir, fiel
     with pytest.raises(TRLCreditError) as err:
         rollout_batch(trainer)
     assert needle in str(err.value) and "rollout 0 (group 0)" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_rollout_func_without_state_keys_warns_once_and_trl_deprecations_stay_quiet(tmp_path, tiny_model_dir):
+    """Issue 74 part 6: a state-grouping estimator on observation texts says so once; TRL's own deprecation of
+    ``is_gradient_checkpointing`` (three times a step) is not shown."""
+    inner = walk_rollout_func()
+
+    def no_keys(prompts, trainer):
+        out = inner(prompts, trainer)
+        del out["state_keys"]
+        return out
+
+    trainer = rollout_trainer(tiny_model_dir, tmp_path, rollout=no_keys,
+                              reward=lambda completions, **kw: [0.0] * len(completions))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        rollout_batch(trainer)
+        rollout_batch(trainer)
+    ours = [w for w in seen if "grouped by their observation text" in str(w.message)]
+    assert len(ours) == 1 and "rewardflow: the rollout_func returned no 'state_keys'" in str(ours[0].message)
+    with warnings.catch_warnings(record=True) as seen:  # the filters in force: the trainer's comes first
+        rollout_batch(trainer)
+    assert not [w for w in seen if "is_gradient_checkpointing" in str(w.message)]
+    quiet = rollout_trainer(tiny_model_dir, tmp_path / "grpo", rollout=no_keys, estimator="grpo",
+                            reward=lambda completions, **kw: [0.0] * len(completions))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        rollout_batch(quiet)
+    assert not [w for w in seen if "observation text" in str(w.message)]  # GRPO reads no state
