@@ -32,10 +32,11 @@ from pydantic import Field
 
 from creditflow.credit.batch import StepBatch
 from creditflow.credit.gigpo import discounted_returns, outcome_step_rewards
+from creditflow.credit.graphgpo import StateGraphKnobs
 from creditflow.credit.groupnorm import grouped_normalize
-from creditflow.credit.registry import Credit, Knobs, register_estimator
+from creditflow.credit.registry import Credit, register_estimator
 from creditflow.credit.returns import ReturnSource, batch_returns
-from creditflow.credit.states import StateFn, intern_nodes, step_states
+from creditflow.credit.states import intern_nodes, step_states
 
 Standardize = Literal["edges", "steps"]
 
@@ -72,7 +73,7 @@ def edge_advantages(delta, pre, post, node_group, n_nodes: int, *, standardize: 
     return grouped_normalize(edge_delta, edge_group, eps=eps, ddof=ddof)[edge], edge
 
 
-class G2POKnobs(Knobs):
+class G2POKnobs(StateGraphKnobs):
     """Knobs of ``g2po`` (docs/methods.md, "GraphGPO and G2PO", says why each default)."""
 
     gamma: float = Field(1.0, ge=0, le=1)
@@ -81,16 +82,8 @@ class G2POKnobs(Knobs):
     """Statistics of the global standardisation: over the graph's distinct edges (edge-centric) or its steps."""
     alpha_traj: float = Field(0.0, ge=0)
     """Weight of an added GRPO term over the group's returns; 0: the edge advantage alone."""
-    eps: float = Field(1e-6, gt=0)
-    """eps added to the std of the standardisation."""
-    ddof: int = Field(1, ge=0, le=1)
-    """Std of the standardisation: 1 = sample std (torch.std), 0 = population std."""
     reward_source: ReturnSource = "return"
     """r_t: return = the env rewards; score or success = that outcome on the last step, 0 before it."""
-    state_fn: StateFn = "state_key"
-    """State identity of the graph's nodes: state_key (exact state), observation, enriched or embedding."""
-    similarity: float = Field(0.9, ge=-1, le=1)
-    """Cosine similarity that merges states for state_fn=embedding."""
 
 
 @register_estimator("g2po", knobs=G2POKnobs, needs={"state"})

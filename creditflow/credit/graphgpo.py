@@ -116,7 +116,21 @@ def build_goal_graph(batch: StepBatch, *, state_fn: str = "state_key", similarit
                      has_goal, reached, st.display)
 
 
-class GraphGPOKnobs(Knobs):
+class StateGraphKnobs(Knobs):
+    """What the two graph estimators of one shape (``graphgpo``, ``g2po``) share: the state identity of their
+    nodes and their standardisation."""
+
+    eps: float = Field(1e-6, gt=0)
+    """eps added to the std of the standardisations."""
+    ddof: int = Field(1, ge=0, le=1)
+    """Std of the standardisations: 1 = sample std (torch.std, verl-agent), 0 = population std."""
+    state_fn: StateFn = "state_key"
+    """State identity of the graph's nodes: state_key (exact state), observation, enriched or embedding."""
+    similarity: float = Field(0.9, ge=-1, le=1)
+    """Cosine similarity that merges states for state_fn=embedding."""
+
+
+class GraphGPOKnobs(StateGraphKnobs):
     """Knobs of ``graphgpo`` (defaults: the GraphGPO reproduction's reference recipe, docs/methods.md)."""
 
     omega: float = Field(0.1, gt=0, lt=1)
@@ -127,16 +141,8 @@ class GraphGPOKnobs(Knobs):
     """Weight of the episode-level advantage A_E."""
     beta_graph: float = Field(1.0, ge=0)
     """Weight of the graph advantage A_G."""
-    eps: float = Field(1e-6, gt=0)
-    """eps added to the std of both standardisations."""
-    ddof: int = Field(1, ge=0, le=1)
-    """Std of both standardisations: 1 = sample std (torch.std, verl-agent), 0 = population std."""
     reward_source: ReturnSource = "return"
     """Episode return of A_E: return (summed env reward, verl-agent), score or success (0/1)."""
-    state_fn: StateFn = "state_key"
-    """State identity of the graph's nodes: state_key (exact state), observation, enriched or embedding."""
-    similarity: float = Field(0.9, ge=-1, le=1)
-    """Cosine similarity that merges states for state_fn=embedding."""
     success_threshold: float | None = None
     """Success terminal = won, or score >= this when set (graded envs); none: won only."""
 
