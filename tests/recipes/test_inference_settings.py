@@ -36,7 +36,7 @@ def test_the_model_settings_apply_unless_given(tmp_path):
         common.with_model_settings(build_config(None, []), model)
 
 
-def test_a_run_with_a_compact_template_is_evaluated_and_exported_with_it(tmp_path, tiny_model_dir):
+def test_a_run_with_a_compact_template_is_evaluated_and_exported_with_it(tmp_path, tiny_model_dir, monkeypatch):
     cfg = build_config(None, [f"out_dir={tmp_path / 'run'}", f"policy.model={tiny_model_dir}", "rl.steps=1",
                               "rl.save_every=1", "policy.template=compact", "rollout.history_length=1", *SMALL])
     out, _, _ = run_train(cfg, log=lambda *_: None)
@@ -51,15 +51,12 @@ def test_a_run_with_a_compact_template_is_evaluated_and_exported_with_it(tmp_pat
         seen.append((cfg.policy.template, cfg.rollout.history_length))
         return original(cfg, env)
 
-    common.prompt_builder = spy
-    try:
-        metrics, _ = evaluate_policy(build_config(None, ["env.name=sokoban"]), out, 1)  # the run dir: its checkpoint
-        assert seen[-1] == ("compact", 1) and "eval/success_rate" in metrics
-        (ckpt / inference.FILE).unlink()  # a checkpoint from before the file: its run's config.yaml says
-        evaluate_policy(build_config(None, ["env.name=sokoban"]), ckpt, 1)
-        assert seen[-1] == ("compact", 1)
-    finally:
-        common.prompt_builder = original
+    monkeypatch.setattr(common, "prompt_builder", spy)
+    metrics, _ = evaluate_policy(build_config(None, ["env.name=sokoban"]), out, 1)  # the run dir: its checkpoint
+    assert seen[-1] == ("compact", 1) and "eval/success_rate" in metrics
+    (ckpt / inference.FILE).unlink()  # a checkpoint from before the file: its run's config.yaml says
+    evaluate_policy(build_config(None, ["env.name=sokoban"]), ckpt, 1)
+    assert seen[-1] == ("compact", 1)
     exported = export_policy(ckpt, tmp_path / "exported")
     assert json.loads((exported / inference.FILE).read_text())["inference"]["policy.template"] == "compact"
 
