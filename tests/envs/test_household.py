@@ -124,6 +124,31 @@ def test_snapshot_matches_replay(cache):
     assert obs2 == obs and info2["state_key"] == info["state_key"]
 
 
+def test_snapshot_shares_the_static_game_only(cache):
+    """The restore shares TextWorld's compiled Game (never changed in play) instead of deep-copying it, and
+    copies everything that play changes: a restored copy played to the end leaves the snapshot and the
+    original game where they were."""
+    from creditflow.envs.household import _game_states
+
+    env = make("household", cache_dir=cache)
+    env.reset(seed=2)
+    plan = env.expert_actions()
+    env.step(plan[0])
+    snap = env.snapshot()
+    game = env._state["game"]
+    assert snap["state"]["game"] is game and snap["state"]["_game_progression"] is not env._state["_game_progression"]
+    for state in _game_states(snap["env"]).values():
+        assert state["game"] is game
+    other = make("household", cache_dir=cache)
+    other.restore(snap)
+    for action in plan[1:]:
+        *_, info = other.step(action)
+    assert info["won"]
+    assert not env._state["won"] and env.expert_actions() == plan[1:]  # the original did not move
+    env.restore(snap)
+    assert not env._state["won"] and env.expert_actions() == plan[1:]  # nor did the snapshot
+
+
 def test_option_errors(cache):
     with pytest.raises(EnvError, match="unknown difficulty"):
         make("household", difficulty="legendary")
