@@ -257,6 +257,35 @@ def test_expert_continues_from_any_page(env):
     assert term and env.expert_actions() == []
 
 
+def test_expert_continues_its_own_path(env):
+    """On the expert's path the plan continues it instead of starting over: from its item page with an option
+    missing, from a sub page of its item, from another item of its query; each ends in the same purchase."""
+    env.reset(seed=3)
+    full = env.expert_actions()
+    assert full[0].startswith("search[") and full[-1] == "click[buy now]"
+    snap = env.snapshot()
+    env.step(full[0])
+    assert env.expert_actions() == full[1:]  # its results page: open the match
+    env.step(full[1])
+    assert env.expert_actions() == full[2:]  # its item page: the options, then buy
+    env.step("click[reviews]")
+    assert env.expert_actions() == ["click[< prev]", *full[2:]]
+    env.restore(snap)
+    env.step(full[0])
+    others = [a for a in env._info()["admissible_actions"] if a not in full and a.startswith("click[b0")]
+    env.step(others[0])  # another product of the same query
+    plan = env.expert_actions()
+    assert plan[:2] == ["click[< prev]", full[1]] and plan[2:] == full[2:]
+    for action in plan:
+        *_, term, trunc, info = env.step(action)
+        assert info["action_valid"]
+    ref = make("webshop")
+    ref.reset(seed=3)
+    for action in full:
+        *_, ref_info = ref.step(action)
+    assert term and info["score"] == ref_info["score"] and info["purchased_asin"] == ref_info["purchased_asin"]
+
+
 # -- snapshot, replay, determinism, pickling -------------------------------------------------------------
 
 

@@ -64,21 +64,41 @@ def best_match(results: tuple[int, ...], catalog: Catalog, query: str, limit: fl
 
 
 def expert_plan(state: pages.PageState, instruction: str, catalog: Catalog) -> list[str]:
-    """Actions from ``state`` to a purchase (empty once bought)."""
+    """Actions from ``state`` to a purchase (empty once bought).
+
+    The scripted shopper's path is: search its query, open its best match, click the options the instruction
+    asks for, buy. From a state on that path the plan continues it (another results page of the query: page
+    to the match; a sub page of the match: back to it; its item page: the options still missing, then buy);
+    from any other state it goes back to search and starts over. So the plan's first action is the expert's
+    policy in every state, as the audit's ε-expert needs (docs/audit.md)."""
     if state.page == "done":
         return []
-    plan = [] if state.page == "search" else [f"click[{pages.BACK_TO_SEARCH.lower()}]"]
+    back = f"click[{pages.BACK_TO_SEARCH.lower()}]"
+    prev = f"click[{pages.PREV_PAGE.lower()}]"
     query = search_query(instruction)
-    plan.append(f"search[{query}]")
+    restart = ([] if state.page == "search" else [back]) + [f"search[{query}]"]
     results = catalog.search(query)
     if not results:
-        return plan
+        return restart
     item = best_match(results, catalog, query, price_limit(instruction))
     product = catalog.products[item]
-    plan.append(f"click[{product['asin'].lower()}]")
+    buttons = pages.option_buttons(product)
+    wanted = []
     for name, values in product["options"].items():
         value = choose_option(instruction, name, values)
-        if value is not None and pages.option_buttons(product).get(value) == name:
-            plan.append(f"click[{value}]")
-    plan.append(f"click[{pages.END_BUTTON.lower()}]")
-    return plan
+        if value is not None and buttons.get(value) == name:
+            wanted.append((name, value))
+    on_query = state.query == " ".join(query.lower().split())
+    if state.item == item and state.page in ("item", "description", "features", "reviews"):
+        chosen = state.chosen()
+        return ([prev] if state.page != "item" else []) + [f"click[{v}]" for n, v in wanted if chosen.get(n) != v] \
+            + [f"click[{pages.END_BUTTON.lower()}]"]
+    buy = [f"click[{v}]" for _, v in wanted] + [f"click[{pages.END_BUTTON.lower()}]"]
+    open_item = [f"click[{product['asin'].lower()}]"]
+    if on_query and state.page in ("results", "item"):  # another item of the query: back to its results
+        target = results.index(item) // pages.PRODUCT_WINDOW + 1
+        here = state.results_page
+        moves = [prev] if state.page == "item" else []
+        step = f"click[{pages.NEXT_PAGE.lower()}]" if target > here else prev
+        return moves + [step] * abs(target - here) + open_item + buy
+    return restart + open_item + buy
