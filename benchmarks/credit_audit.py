@@ -14,8 +14,13 @@ pool were set before its first run and not changed):
 - ``sokoban7``: Sokoban 7×7, 2 boxes, 20 steps, plans of at least 4 (the ``hard`` setting of
   ``benchmarks/credit_learning.py``);
 - ``household``: TextWorld pick-and-place, medium (coverage, accuracy, RRO pairs; no race);
-- ``webshop`` and ``sql`` are not run: their free-text steps (WebShop's search, every SQL query) offer no
-  admissible actions for the audit's policies (see docs/audit.md).
+- ``webshop``: the generated catalog (coverage, accuracy, RRO pairs; no race: its policy is not tabular over a
+  fixed action set). The search page is free text: there the ε-expert chooses among 4 queries sampled from the
+  committed WebShop π_SFT (``benchmarks/results/webshop_sft_E4b/sft_model``, its compact template, H = 0) plus
+  the expert's own query (``creditflow.recipes.audit.PolicyMenu``). ε = 0.25 / 0.5 / 0.75, by the same rule
+  as Sokoban's: groups mix outcomes at each (success 0.56 / 0.29 / 0.05, mixed groups 0.1-0.6 on 2 seeds of
+  10 tasks; at ε = 0.1 no group mixes, the expert wins a task always or never);
+- ``sql`` is not run: every step is a free-text query, and no SQL π_SFT is committed to propose menus.
 
 Every (part, policy or arm) keeps its per-seed results in ``benchmarks/results/credit_audit_<setting>_runs/``
 (``accuracy_<policy>.json``, ``race_<arm>.json``, ``rro_<policy>.json``), written after each seed, so a
@@ -62,7 +67,36 @@ SETTINGS = {
     "household": {"title": "household (TextWorld), medium", "env": "household",
                   "options": {"difficulty": "medium", "num_games": 400},
                   "parts": ["coverage", "accuracy", "rro"], "audit": {"m": 8, "rro_truth_m": 32}},
+    "webshop": {"title": "WebShop, generated catalog", "env": "webshop", "options": {},
+                "parts": ["coverage", "accuracy", "rro"], "audit": {"epsilons": (0.25, 0.5, 0.75)},
+                "menu": {"model": "benchmarks/results/webshop_sft_E4b/sft_model", "size": 4,
+                         "overrides": ["generation.max_new_tokens=48"]}},
 }
+
+
+def make_sim(spec: dict) -> Sim:
+    """The setting's Sim; with a ``menu`` spec, free-text states choose among the model's sampled actions."""
+    factory = envs.factory(spec["env"], **spec["options"])
+    menu = None
+    if "menu" in spec:
+        from creditflow.config import build_config
+        from creditflow.recipes.audit import policy_menu
+
+        m = spec["menu"]
+        cfg = build_config(None, [f"env.name={spec['env']}", *m["overrides"]])
+        menu = policy_menu(cfg, ROOT / m["model"], factory, m["size"], log=lambda *_: None)
+    return Sim(factory, menu=menu)
+
+
+def menu_record(spec: dict) -> dict | None:
+    """What the summary says of the menu model: path, sha256 of its weights, sampled actions per state."""
+    if "menu" not in spec:
+        return None
+    import hashlib
+
+    m = spec["menu"]
+    weights = ROOT / m["model"] / "model.safetensors"
+    return {**m, "sha256": hashlib.sha256(weights.read_bytes()).hexdigest()}
 
 
 def label_file(label: str) -> str:
@@ -92,7 +126,7 @@ def run_setting(name: str, parts: list[str], do_commit: bool) -> Path:
     spec = SETTINGS[name]
     settings = AuditSettings(**spec["audit"])
     runs = RESULTS / f"credit_audit_{name}_runs"
-    sim = Sim(envs.factory(spec["env"], **spec["options"]))
+    sim = make_sim(spec)
     pols = policies(settings)
     arm_names = [a.name for a in arms()]
     t_setting = time.perf_counter()
@@ -147,6 +181,8 @@ def summarize(name: str, settings: AuditSettings, seconds: float) -> Path:
            "parts": spec["parts"], "settings": asdict(settings),
            "machine": old.get("machine") or machine_info(), "accuracy": {}, "race": {}, "rro": {},
            "records": f"benchmarks/results/credit_audit_{name}_runs/"}
+    if "menu" in spec:
+        out["menu"] = menu_record(spec)
     for f in sorted(runs.glob("accuracy_*.json")):
         d = load(f)
         out["accuracy"][d["policy"]] = [d["seeds"][k] for k in sorted(d["seeds"], key=int)]

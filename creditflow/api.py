@@ -283,21 +283,36 @@ def rro(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.PathL
 
 def audit(env: EnvLike = "sokoban", *, env_options: dict | None = None, policy=None,
           success_threshold: float | None = None, progress: Callable[[str], None] | None = None,
+          model: str | Path | None = None, menu_size: int = 4, overrides: list[str] | None = None,
           **settings) -> AuditResult:
     """The credit audit (docs/audit.md) on ``env``: ``settings`` are :class:`~creditflow.auditing.AuditSettings`
     fields (``parts``, ``seeds``, ``epsilons``, ``m``, ``race_seeds``, ``estimators``, ...); ``policy`` a
-    behaviour policy object (``act(items, rng)``) instead of the env's expert at each ε. Returns an
-    :class:`~creditflow.auditing.AuditResult`: ``.record`` (every per-seed value), ``.lines()`` (the summary)."""
+    behaviour policy object (``act(items, rng)``) instead of the env's expert at each ε. ``model``: a model
+    (or run) dir whose ``menu_size`` sampled actions, plus the expert's, are the choices at free-text states
+    (``creditflow.recipes.audit``); ``overrides`` are config ``key=value`` lines for that model's prompts and
+    sampling. Returns an :class:`~creditflow.auditing.AuditResult`: ``.record`` (every per-seed value),
+    ``.lines()`` (the summary)."""
     fields = set(AuditSettings.__dataclass_fields__)
     unknown = sorted(set(settings) - fields)
     if unknown:
         raise UserError(f"audit has no setting {unknown[0]!r}; settings: {', '.join(sorted(fields))}")
+    if int(menu_size) < 1:
+        raise UserError(f"menu_size (actions sampled from the model at a free-text state) must be at least 1, got "
+                        f"{menu_size}")
     name = env_name(env)
     if isinstance(envs.env_class(name), envs.EnvCopies) and env_options:
         raise UserError("env_options: an env object has its options already; pass its class or a factory")
     factory = envs.factory(name, **(env_options or {}))
-    return run_audit(factory, settings=AuditSettings(**settings), policy=policy,
-                     success_rule=SuccessRule(success_threshold), progress=progress, env_label=name)
+    run_settings = AuditSettings(**settings)
+    run_settings.check()
+    menu = None
+    if model is not None:
+        from creditflow.recipes.audit import policy_menu
+
+        cfg = build_config(None, [f"env.name={name}", *(overrides or [])])
+        menu = policy_menu(cfg, model, factory, menu_size, log=progress or print)
+    return run_audit(factory, settings=run_settings, policy=policy,
+                     success_rule=SuccessRule(success_threshold), progress=progress, env_label=name, menu=menu)
 
 
 def _numbers(data: dict, prefix: str = "") -> dict[str, Any]:

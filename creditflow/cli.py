@@ -446,6 +446,10 @@ def audit_command(
                                              "+ CRPS / + ExpReplay where grpo is one of them."),
     success_threshold: Optional[float] = typer.Option(
         None, "--success-threshold", help="Success is won, or score >= this (env.success_threshold)."),
+    model: Optional[Path] = typer.Option(
+        None, "--model", help="A model (or run) dir: at free-text states (WebShop's search, SQL queries) the "
+                              "behaviour policy chooses among MENU_SIZE actions sampled from it plus the expert's."),
+    menu_size: int = typer.Option(4, "--menu-size", help="Actions sampled from --model at each free-text state."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write every per-seed value here (JSON)."),
 ) -> None:
     """Measure every estimator's credit against the true advantage A^π (Monte Carlo from restored states) and
@@ -458,7 +462,7 @@ def audit_command(
                        parts=tuple(_csv(parts, "--parts")), seeds=seeds, epsilons=tuple(_csv(epsilon, "--epsilon", float)),
                        tasks=tasks, group_size=group_size, m=m, race_seeds=race_seeds, race_episodes=race_episodes,
                        race_pool=race_pool, estimators=_csv(estimators, "--estimators") if estimators else None,
-                       progress=lambda line: typer.echo(line, err=True))
+                       model=model, menu_size=menu_size, progress=lambda line: typer.echo(line, err=True))
     for line in result.lines():
         typer.echo(line)
     if out is not None:

@@ -160,11 +160,12 @@ class AuditResult:
 
 def audit(env_factory: Callable[[], object], *, settings: AuditSettings | None = None, policy=None,
           success_rule: SuccessRule = SuccessRule(), progress: Callable[[str], None] | None = None,
-          env_label: str | None = None) -> AuditResult:
-    """Run the audit's ``settings.parts`` on ``env_factory()`` envs (module docstring)."""
+          env_label: str | None = None, menu: Callable[..., Sequence[str]] | None = None) -> AuditResult:
+    """Run the audit's ``settings.parts`` on ``env_factory()`` envs (module docstring); ``menu`` gives the
+    candidate actions of free-text states (:class:`~creditflow.auditing.sim.Sim`)."""
     settings = settings or AuditSettings()
     settings.check()
-    sim = Sim(env_factory, success_rule)
+    sim = Sim(env_factory, success_rule, menu=menu)
     result = AuditResult(env_label or sim.name, settings)
     say = progress or (lambda _: None)
     pols = policies(settings, policy)

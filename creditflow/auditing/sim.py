@@ -1,12 +1,19 @@
 """Episodes for the audit: restorable states, lockstep rollouts over arrays of envs, success outcomes.
 
 A :class:`Node` is a state an episode passed through: the env seed, the actions from reset that reach it, and
-the env's ``snapshot()`` there where the env has snapshot/restore (else the state is restored by verified
+the observations shown before each of those actions, the env's ``snapshot()`` there where the env has snapshot/restore (else the state is restored by verified
 replay of the actions). :meth:`Sim.run` runs many episodes at once: ``jobs`` are ``(node, first_action)``
 pairs (``None``: the policy picks the first action too), stepped in lockstep in chunks of ``chunk`` envs, the
 policy acting on the whole chunk in one call. Envs are pooled by seed, so a restore never rebuilds a task.
 Restoring by snapshot hands the stored snapshot to ``env.restore`` as it is: nothing but the state is copied
 (``restore`` must leave its argument reusable, as the rollout engine already requires).
+
+Free-text states (the env offers no ``admissible_actions``: WebShop's search page, every SQL query) are
+audited over a *menu*: ``menu(seed, actions, observations, observation, info, env) -> candidate actions`` (the
+env in that state; ``actions`` the path from reset, ``observations`` those shown before each of them), called once per (seed, ``state_key``) and kept, so the behaviour
+policy stays Markov over a fixed finite action set there. ``creditflow.recipes.audit.PolicyMenu`` samples a
+menu from a model (the RRO sampler's candidates) plus the env's expert action. Without a menu such a state is
+an error.
 
 The outcome of an episode is success under the run's :class:`~creditflow.rollout.trajectory.SuccessRule` (the
 env's ``won``, or ``score >= threshold``): the audit's reward is 1 at the end of a successful episode and 0
@@ -37,6 +44,7 @@ class Node:
     key: str
     observation: str
     admissible: tuple[str, ...]
+    observations: tuple[str, ...] = ()  # shown before each of ``actions``
 
     @property
     def t(self) -> int:
@@ -71,6 +79,7 @@ class _Slot:
     observation: str
     info: dict
     actions: list[str]
+    observations: list[str]
     first: str | None
     start: Node
     steps: list[StepRecord] = field(default_factory=list)
@@ -82,10 +91,12 @@ class Sim:
     """Runs episodes of ``env_factory()`` envs; ``chunk`` envs step in lockstep."""
 
     def __init__(self, env_factory: Callable[[], object], success_rule: SuccessRule = SuccessRule(),
-                 chunk: int = 128):
+                 chunk: int = 128, menu: Callable[..., Sequence[str]] | None = None):
         self.factory = env_factory
         self.rule = success_rule
         self.chunk = int(chunk)
+        self.menu = menu
+        self._menus: dict[tuple[int, str], tuple[str, ...]] = {}
         probe = env_factory()
         self.name = env_name(probe)
         self.snapshots = has_snapshot(probe)
@@ -114,13 +125,28 @@ class Sim:
             self._give(seed, env)
         return self._starts[seed]
 
-    def _node(self, env, seed: int, actions: tuple, obs: str, info: dict) -> Node:
+    def offer(self, seed: int, actions: Sequence[str], observations: Sequence[str], obs: str, info: dict,
+              env) -> tuple[str, ...]:
+        """The actions a policy chooses among in this state: the env's ``admissible_actions``, else the menu's
+        candidates for (seed, ``state_key``)."""
         adm = info.get("admissible_actions")
-        if not adm:
-            raise AuditError(f"env {self.name!r} offers no admissible_actions at a state of seed {seed}: the audit's "
-                             "policies choose among them (free-text envs need candidate actions)")
+        if adm:
+            return tuple(adm)
+        key = (seed, str(info.get("state_key", "")))
+        if key not in self._menus:
+            if self.menu is None:
+                raise AuditError(f"env {self.name!r} offers no admissible_actions at a state of seed {seed} (a "
+                                 "free-text step): give the audit a menu of candidate actions (--model DIR)")
+            cands = tuple(dict.fromkeys(str(a) for a in self.menu(seed, tuple(actions), tuple(observations), obs, info, env)))
+            if not cands:
+                raise AuditError(f"the candidate menu gave no action at a free-text state of seed {seed}")
+            self._menus[key] = cands
+        return self._menus[key]
+
+    def _node(self, env, seed: int, actions: tuple, obs: str, info: dict, observations: tuple = ()) -> Node:
+        adm = self.offer(seed, actions, observations, obs, info, env)
         return Node(seed, actions, env.snapshot() if self.snapshots else None, str(info.get("state_key", "")),
-                    obs, tuple(adm))
+                    obs, adm, tuple(observations))
 
     def _bring(self, env, node: Node) -> tuple[str, dict]:
         """Put ``env`` (already reset to ``node.seed`` once) in ``node``'s state."""
@@ -153,16 +179,18 @@ class Sim:
         for node, first in jobs:
             env = self._take(node.seed)
             obs, info = self._bring(env, node)
-            slots.append(_Slot(env, node.seed, obs, info, list(node.actions), first, node))
+            slots.append(_Slot(env, node.seed, obs, info, list(node.actions), list(node.observations), first, node))
         active = slots
         while active:
+            offers = {id(s): self.offer(s.seed, s.actions, s.observations, s.observation, s.info, s.env)
+                      for s in active}
             need = [s for s in active if s.first is None]
-            chosen = iter(policy.act([(s.seed, str(s.info.get("state_key", "")), s.info.get("admissible_actions"),
-                                       s.env) for s in need], rng) if need else [])
+            chosen = iter(policy.act([(s.seed, str(s.info.get("state_key", "")), offers[id(s)], s.env)
+                                      for s in need], rng) if need else [])
             for s in active:
                 action = s.first if s.first is not None else next(chosen)
                 s.first = None
-                adm = s.info.get("admissible_actions") or ()
+                adm = offers[id(s)]
                 if not isinstance(action, str) or action not in adm:
                     raise AuditError(f"policy {getattr(policy, 'name', policy)!r} took no admissible action in a "
                                      f"state of seed {s.seed} (got {action!r}); a policy must pick one of the "
@@ -170,10 +198,11 @@ class Sim:
                 node = None
                 if record:
                     node = s.start if not s.steps else self._node(s.env, s.seed, tuple(s.actions), s.observation,
-                                                                  s.info)
+                                                                  s.info, tuple(s.observations))
                 obs, _, terminated, truncated, info = s.env.step(action)
                 self.env_steps += 1
                 s.actions.append(action)
+                s.observations.append(s.observation)
                 if record:
                     s.steps.append(StepRecord(node, action, bool(info.get("action_valid", True)),
                                               str(info.get("state_key", ""))))
