@@ -71,3 +71,22 @@ def exact_q(n: int, max_steps: int, p_right) -> callable:
         return v(nxt, t + 1)
 
     return q, v
+
+
+class FreeTextChain(SnapshotChain):
+    """A chain whose even positions offer no admissible actions (free text, as WebShop's search page):
+    "right" and "left" still act there, anything else is a no-op."""
+
+    def step(self, action):
+        if action not in ACTIONS:
+            self.steps += 1
+            truncated = self.steps >= self.max_steps
+            self.done = truncated
+            return self._obs(), 0.0, False, truncated, {**self._info(), "action_valid": False}
+        return super().step(action)
+
+    def _info(self):
+        info = super()._info()
+        if self.pos % 2 == 0:
+            info["admissible_actions"] = None
+        return info

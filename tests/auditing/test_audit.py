@@ -17,7 +17,7 @@ from creditflow.auditing.race import RaceSettings, race_run
 from creditflow.auditing.sim import Sim
 from creditflow.credit import registry
 from creditflow.credit.grpo import GRPOKnobs, grpo
-from tests.auditing.chain import ChainEnv, SnapshotChain, exact_q
+from tests.auditing.chain import ChainEnv, FreeTextChain, SnapshotChain, exact_q
 
 TINY = dict(seeds=2, epsilons=(0.5,), tasks=2, group_size=4, m=8, race_seeds=2, race_pool=2, race_groups=2,
             race_episodes=16, rro_m=2, rro_truth_m=8)
@@ -225,6 +225,9 @@ def _cli(*args, cwd=None):
     (["--mc", "0"], "must be at least 1, got 0"),
     (["--estimators", "nope"], "unknown estimator 'nope'"),
     (["--env", "slipchain:Slippery", "--parts", "accuracy", "--seeds", "1", "-M", "2"], "cannot restore a state"),
+    (["--env", "webshop", "--parts", "coverage", "--seeds", "1"], "free-text step): give the audit a menu"),
+    (["--env", "webshop", "--model", "no/such/dir", "--parts", "coverage"], "no/such/dir"),
+    (["--env", "webshop", "--menu-size", "0"], "menu_size"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(tmp_path, args, needle):
     (tmp_path / "slipchain.py").write_text(
@@ -238,3 +241,41 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, args, needle):
                                                                                                      "accuracy"))]
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr and len(lines) == 1 and needle in lines[0], proc.stderr
+
+
+# --------------------------------------------------------------------------------------------------
+# free-text states: menus of candidate actions
+# --------------------------------------------------------------------------------------------------
+
+
+def test_free_text_states_choose_from_a_menu_kept_per_state():
+    calls = []
+
+    def menu(seed, actions, observations, observation, info, env):
+        calls.append((seed, info["state_key"], len(actions), len(observations), observation))
+        assert len(observations) == len(actions) and observation == env._obs()
+        return ["right", "left", "shout", "right"]  # duplicates are kept once; "shout" is an invalid no-op
+
+    sim = Sim(lambda: FreeTextChain(n=4, max_steps=6), menu=menu)
+    episodes = sim.groups([0, 1], 4, EpsilonExpert(0.5), np.random.default_rng(0))
+    keys = [(c[0], c[1]) for c in calls]
+    assert len(keys) == len(set(keys)) and {(0, "0"), (1, "0")} <= set(keys)  # asked once per (seed, state)
+    free = [s for ep in episodes for s in ep.steps if int(s.node.key) % 2 == 0]
+    assert free and all(s.node.admissible == ("right", "left", "shout") for s in free)
+    assert all(s.action in s.node.admissible for s in free)
+    truth = true_advantages(sim, episodes, 16, EpsilonExpert(0.5), np.random.default_rng(1))
+    assert len(truth["q"]) == sum(len(ep.steps) for ep in episodes)
+    with pytest.raises(AuditError, match="free-text step"):
+        Sim(lambda: FreeTextChain()).groups([0], 2, EpsilonExpert(0.5), np.random.default_rng(0))
+    with pytest.raises(AuditError, match="gave no action"):
+        Sim(lambda: FreeTextChain(), menu=lambda *a: []).groups([0], 2, EpsilonExpert(0.5), np.random.default_rng(0))
+
+
+def test_webshop_audit_with_a_model_menu(tiny_model_dir):
+    """WebShop's search page is free text: with ``model=`` the ε-expert chooses among the model's sampled
+    queries plus the expert's, and the audit runs to its accuracy numbers."""
+    result = creditflow.audit("webshop", model=tiny_model_dir, menu_size=2, overrides=["generation.max_new_tokens=8"],
+                              parts=("coverage", "accuracy"), seeds=1, tasks=1, group_size=2, m=2, epsilons=(0.5,))
+    (seed,) = result.record["accuracy"]["eps=0.5"]
+    assert seed["coverage"]["groups"] == 1 and seed["accuracy"]["steps"] > 0
+    assert any(line.startswith("accuracy vs Monte-Carlo") for line in result.lines())
