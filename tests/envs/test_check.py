@@ -106,3 +106,19 @@ def test_the_command_takes_options_and_refuses_bad_ones_in_one_line(capsys):
     assert code == 2 and out.err.strip() == "error: env 'sokoban': option size must be an integer, got 'abc'"
     code, out = run(["envs", "check", "sokoban", "size=5", "--seeds", "1"], capsys)
     assert code == 0
+
+
+def test_a_run_checks_what_truncate_returns_and_names_the_rule():
+    from creditflow.envs.checked import CheckedEnv, EnvRuleError
+
+    env = CheckedEnv(p.BadTruncate(), "walk", "env 'walk'")
+    env.reset(seed=0)
+    env.step("right")
+    with pytest.raises(EnvRuleError, match=r"^env 'walk': task walk/0, step 1, truncate: truncate\(\) must return "
+                                           r"\(reward, info\), got \{'task'"):
+        env.truncate()
+    good = CheckedEnv(p.CutWalk(), "walk", "env 'walk'")
+    good.reset(seed=0)
+    good.step("right")
+    assert good.truncate()[0] == 0.25  # one step of a walk of 4
+    assert not hasattr(CheckedEnv(p.WalkEnv(), "walk", "env 'walk'"), "truncate")  # only where the env has it
