@@ -148,8 +148,9 @@ def envs_check_command(
         None, "--success-threshold", help="The expert succeeds on won, or on score >= this (env.success_threshold)."),
 ) -> None:
     """Check an env against the protocol: reset/step values and info keys, determinism under a seed,
-    snapshot/restore or verified replay, state_key stable across replay, invalid and non-text actions, and the
-    expert (expert_actions) reaching won. Prints a table; exit code 1 when a check fails."""
+    snapshot/restore or verified replay, state_key stable across replay, invalid and non-text actions, the
+    expert (expert_actions) reaching won, and truncate() where the env has it; warns when episodes can run over
+    30 turns. Prints a table; exit code 1 when a check fails."""
     cfg = build_config(None, [setting("env.name", name), *(f"env.kwargs.{item}" for item in options or [])])
     factory = envs.factory(cfg.env.name, **cfg.env.kwargs)
     checks = check_env(factory, list(range(seeds)), success_threshold=success_threshold)

@@ -211,7 +211,9 @@ class RolloutConfig(_Section):
     invalid_penalty: float = Field(0.1, ge=0)
     """Subtracted from the reward of an unparseable / non-admissible action (papers: 0.1)."""
     max_steps: Optional[int] = Field(None, ge=1)
-    """Episode cap; None = the env's own ``max_steps``."""
+    """Episode cap; None = the env's own ``max_steps``. Below it, the engine cuts episodes there and tells the env
+    (its ``truncate()``, where it has one: the env adapters end and score the episode as at their own limit); the
+    last step is recorded ``truncated``."""
 
 
 class RLConfig(_Section):

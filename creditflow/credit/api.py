@@ -49,8 +49,8 @@ from creditflow.jsonl import JsonLine
 from creditflow.rollout.trajectory import Step, Trajectory, write_scored_jsonl
 
 # Step fields that Trajectory.from_dict copies as they are, where a step dict has them
-_OPTIONAL_STEP_FIELDS = {"done", "next_state", "executed", "info", "prompt_ids", "response_ids", "logprobs",
-                         "process_reward", "step_reward", "advantage"}
+_OPTIONAL_STEP_FIELDS = {"done", "truncated", "next_state", "executed", "info", "prompt_ids", "response_ids",
+                         "logprobs", "process_reward", "step_reward", "advantage"}
 _NEW = object.__new__
 
 

@@ -288,7 +288,8 @@ def _dict_columns(records: list) -> StepBatch:
     if not _types_within(map(type, steps), {dict}):
         raise _Unchecked
     _column(steps, "response", {str}, "")
-    for key, allowed in (("info", {dict}), ("done", {bool}), ("executed", {str})):  # only checked, as from_dict does
+    for key, allowed in (("info", {dict}), ("done", {bool}), ("truncated", {bool}),
+                         ("executed", {str})):  # only checked, as from_dict does
         _column(steps, key, allowed, None)
     return StepBatch(
         group_ids=[g or t for g, t in zip(group_raw, task_ids)],

@@ -4,8 +4,9 @@ work on an env that is not built in.
 :func:`check_env` plays a few seeds with a zero-argument env factory and returns one :class:`Check` per
 protocol rule (docs/environments.md, "Your own environment"): the return values of ``reset``/``step``, the
 info keys and their types, determinism under a seed, ``snapshot``/``restore`` (or verified replay), a
-``state_key`` that replay reproduces, invalid and non-text actions handled without an exception, and an expert
-(``expert_actions()``, when the env has one) that reaches ``won``. :func:`first_reset_problem` is the quick
+``state_key`` that replay reproduces, invalid and non-text actions handled without an exception, an expert
+(``expert_actions()``, when the env has one) that reaches ``won``, the optional ``truncate()`` hook, and a warning
+when episodes can run longer than :data:`LONG_EPISODE` turns. :func:`first_reset_problem` is the quick
 part a run checks on the first reset.
 """
 
@@ -18,6 +19,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
+from creditflow.config import RolloutConfig
 from creditflow.envs.base import INFO_KEYS, INVALID_ACTION_PREFIX, ReplayMismatch, check_determinism, has_snapshot, replay
 
 Status = Literal["pass", "fail", "warn", "skip"]
@@ -27,6 +29,12 @@ PROBE_ACTION = "look"
 
 NON_TEXT_ACTIONS: tuple = (None, 42, ["up"], b"up")
 """Actions that are not text: every env must answer them as invalid actions, never with an exception."""
+
+LONG_EPISODE = 30
+"""``envs check`` warns when an env's ``max_steps`` is above this many turns. Every turn is one generation for each
+episode still running, and the episodes of a policy that does not solve the task (every policy at first) run to the
+limit, so a training step's rollouts cost up to tasks x group x max_steps generations; above 30 that is more than
+twice the built-in Sokoban's and WebShop's (15 turns, their papers' horizon)."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +121,16 @@ def step_problem(result: Any) -> str | None:
     and every info key of the right type (a text ``state_key``, so it is hashable); None when it keeps the
     protocol. The rule as ``envs check`` prints it."""
     return _step_problem(result) or info_problem(result[4])
+
+
+def truncate_problem(result: Any) -> str | None:
+    """What is wrong with a value ``truncate()`` returned: ``(reward, info)``, a finite reward and every info key of
+    the right type; None when it keeps the protocol."""
+    if not (isinstance(result, tuple) and len(result) == 2):
+        return f"truncate() must return (reward, info), got {_shape(result)}"
+    if not _is_number(result[0]):
+        return f"truncate() returned a reward {_short(result[0])}, not a finite number"
+    return info_problem(result[1])
 
 
 def first_reset_problem(env: Any, seed: int = 0) -> str | None:
@@ -236,12 +254,15 @@ def check_env(make_env: Callable[[], Any], seeds: tuple[int, ...] | list[int] = 
                             f"{len(seeds)} seed(s), {steps} step(s): every info key, of the right type"))
     if not episodes:
         return checks + [Check(name, "skip", "the env cannot play an episode") for name in
-                         ("determinism", "snapshot/restore or replay", "state_key", "invalid actions", "expert")]
+                         ("determinism", "snapshot/restore or replay", "state_key", "invalid actions", "expert",
+                          "truncate", "episode length")]
     checks.append(_determinism(make_env, episodes))
     checks.append(_restore(probe, env, episodes))
     checks.append(_state_keys(probe, episodes))
     checks.append(_invalid(probe, seeds[0]))
     checks.append(_expert(probe, env, seeds, success_threshold))
+    checks.append(_truncate(probe, env, seeds[0]))
+    checks.append(_episode_length(env, episodes))
     return checks
 
 
@@ -382,3 +403,47 @@ def _expert(probe: _Probe, env: Any, seeds: list[int], threshold: float | None) 
     goal = "won" if threshold is None else f"won or score >= {threshold:g}"
     return Check("expert", status, f"the expert's plan reaches {goal} on {won} of {len(seeds)} seed(s)"
                  + ("" if won else ": SFT would have no demonstration"))
+
+
+def _truncate(probe: _Probe, env: Any, seed: int) -> Check:
+    """``truncate()``, where the env has it, ends the episode after a step: ``(reward, info)`` of the protocol's
+    types, the state (``state_key``) unchanged."""
+    if not callable(getattr(env, "truncate", None)):
+        return Check("truncate", "skip", "no truncate(): an episode that rollout.max_steps cuts is recorded as "
+                     "truncated, with the env's info of its last step; the env is not told")
+    try:
+        fresh = probe.make_env()
+        probe.reset(fresh, seed)
+        *_, terminated, truncated, info = probe.step(fresh, seed, 0, INVALID_ACTION_PREFIX + "xyzzy")
+        if terminated or truncated:
+            return Check("truncate", "skip", "the episode ended at its first step; nothing to cut")
+        result = fresh.truncate()
+    except _Failed as exc:
+        return Check("truncate", "fail", str(exc))
+    except Exception as exc:
+        return Check("truncate", "fail", f"seed {seed}: truncate() after step 1 raised {_last_line(exc)}")
+    problem = truncate_problem(result)
+    if problem:
+        return Check("truncate", "fail", f"seed {seed}, after step 1: {problem}")
+    reward, after = result
+    if after["state_key"] != info["state_key"]:
+        return Check("truncate", "fail", f"seed {seed}: truncate() changed the state_key; it ends the episode where "
+                     "it stands")
+    return Check("truncate", "pass", f"after step 1 it ends the episode: reward {float(reward):g}, score "
+                 f"{float(after['score']):g}, won {bool(after['won'])}")
+
+
+def _episode_length(env: Any, episodes: list[_Episode]) -> Check:
+    """A warning when episodes can run longer than :data:`LONG_EPISODE` turns (what a step of training costs)."""
+    n = _max_steps(env)
+    if n is None:
+        return Check("episode length", "skip", "no max_steps")
+    played = max(len(e.actions) for e in episodes)
+    rollout = RolloutConfig()
+    if n <= LONG_EPISODE:
+        return Check("episode length", "pass", f"at most {n} turns an episode (warns above {LONG_EPISODE})")
+    return Check("episode length", "warn", f"episodes can run {n} turns (the episodes played here: at most "
+                 f"{played}): an episode that does not end sooner, as an untrained policy's, costs {n} generations, "
+                 f"and a training step at the default {rollout.tasks_per_step} x {rollout.group_size} rollouts up to "
+                 f"{rollout.tasks_per_step * rollout.group_size * n:,}; shorten them with rollout.max_steps=N (the "
+                 f"env is told where it cuts when it has truncate()) or the env's own max_steps option")

@@ -4,7 +4,7 @@
 env can still break a rule on step 2 or in episode 5 (a ``step`` that raises, gym's old 4-tuple, a NaN reward,
 an info that loses ``won``, a ``state_key`` that turns into a list, a ``bytes`` observation). A run therefore
 makes its envs of a non-built-in env through :class:`CheckedFactory`, whose :class:`CheckedEnv` checks every
-``reset``/``restore``/``step`` result against the rules ``envs check`` applies (:func:`reset_problem`,
+``reset``/``restore``/``step``/``truncate`` result against the rules ``envs check`` applies (:func:`reset_problem`,
 :func:`step_problem`: types, the tuple's shape, every info key of its type, a finite reward, a text and so
 hashable ``state_key``) and turns an exception raised by the env into the same kind of error. Each is one
 :class:`EnvRuleError` naming the env, the episode's task (``name/seed``, as trajectories record it), the step
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from creditflow.envs.base import EnvError
-from creditflow.envs.check import _short, last_line, reset_problem, step_problem
+from creditflow.envs.check import _short, last_line, reset_problem, step_problem, truncate_problem
 
 
 class EnvRuleError(EnvError):
@@ -43,13 +43,13 @@ class CheckedFactory:
         return CheckedEnv(self.factory(), self.name, self.label)
 
 
-_CHECKED_CALLS = ("restore", "snapshot", "expert_actions")
+_CHECKED_CALLS = ("restore", "snapshot", "expert_actions", "truncate")
 
 
 class CheckedEnv:
     """``env`` with every ``reset``/``restore``/``step`` result checked (see the module docstring). Everything
     else (``max_steps``, ``snapshot``, ``expert_actions``, an env's own attributes) is the env's: ``snapshot``,
-    ``restore`` and ``expert_actions`` exist exactly when the env has them."""
+    ``restore``, ``expert_actions`` and ``truncate`` exist exactly when the env has them."""
 
     def __init__(self, env: Any, name: str, label: str):
         self.__dict__.update(_env=env, _name=name, _label=label, _seed=None, _t=0)
@@ -132,6 +132,10 @@ class _Call:
             problem = reset_problem(result)
             if problem is not None:
                 raise self.env.fail(f"{where}, restore", problem.replace("reset()", "restore()"))
+        elif self.attr == "truncate":
+            problem = truncate_problem(result)
+            if problem is not None:
+                raise self.env.fail(f"{where}, truncate", problem)
         elif self.attr == "expert_actions":
             if result is not None and (not isinstance(result, (list, tuple)) or
                                        not all(isinstance(a, str) for a in result)):

@@ -247,9 +247,36 @@ class RolloutEngine:
             self.stats.generate_calls += 1
             parsed = [parse_action(out.text, ep.info.get("admissible_actions")) for ep, out in zip(active, outs)]
             results = self.executor.step([(ep.index, env_action(p)) for ep, p in zip(active, parsed)])
+            results = self._cut(active, results)
             for ep, ids, out, p, res in zip(active, prompt_ids, outs, parsed, results):
                 self._advance(ep, ids, out, p, res)
             turn += 1
+
+    def _cut(self, active: list[_Episode], results: list) -> list:
+        """The episodes this turn brings to ``max_steps`` that the env did not end are cut: truncated, and the env
+        is told. Where it has ``truncate()``, the env ends its episode there as its own step limit would (a
+        verifiers 0.3 env stops and scores the rollout, a TRL env calls ``get_reward``) and returns the extra
+        reward of the last step and the info of the ended episode, which replace the step's; without it the
+        episode is recorded as truncated with the step's own info."""
+        if self.max_steps is None:
+            return results
+        cut = [i for i, (ep, res) in enumerate(zip(active, results))
+               if not (res[2] or res[3]) and self._step_count(ep) >= self.max_steps]
+        if not cut:
+            return results
+        results = list(results)
+        for i, told in zip(cut, self.executor.truncate([active[i].index for i in cut])):
+            obs, reward, terminated, _, info = results[i]
+            if told is not None:
+                extra, info = told
+                reward = float(reward) + float(extra)
+            results[i] = (obs, reward, terminated, True, info)
+        return results
+
+    @staticmethod
+    def _step_count(ep: _Episode) -> int:
+        """The env's steps in this episode after the one being recorded (its start path counts)."""
+        return len(ep.traj.steps) + 1 + ep.traj.meta.get("start_step", 0)
 
     def _messages(self, ep: _Episode) -> list[dict]:
         return self.prompts.messages(ep.info.get("task", ""), ep.observation, ep.history,
@@ -277,10 +304,9 @@ class RolloutEngine:
         valid = parsed.valid and bool(info.get("action_valid", True))
         if not parsed.valid:
             reward -= self.invalid_penalty  # unparseable / non-admissible: no move, penalty
-        step_count = len(ep.traj.steps) + 1 + ep.traj.meta.get("start_step", 0)
-        if self.max_steps is not None and step_count >= self.max_steps and not terminated:
-            truncated = True
-        done = terminated or truncated
+        step_count = self._step_count(ep)
+        truncated = bool(truncated) and not terminated  # rollout.max_steps' cut is in it (_cut)
+        done = bool(terminated) or truncated
         ep.traj.steps.append(Step(
             state=state,
             observation=ep.observation,
@@ -289,6 +315,7 @@ class RolloutEngine:
             valid=valid,
             reward=float(reward),
             done=done,
+            truncated=truncated,
             next_state=info.get("state_key", ""),
             executed=None if valid else env_action(parsed),
             info={k: info[k] for k in KEEP_INFO if k in info},

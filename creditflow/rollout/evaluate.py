@@ -32,5 +32,7 @@ def rollout_metrics(trajs: list[Trajectory], prefix: str) -> dict:
         f"{prefix}/steps": float(np.mean(n_steps)),
         f"{prefix}/invalid_frac": invalid / max(1, sum(n_steps)),
         f"{prefix}/noop_frac": noop / max(1, sum(n_steps)),
+        # episodes a step limit ended (the env's max_steps or rollout.max_steps), not the env's own end
+        f"{prefix}/truncated_frac": float(np.mean([t.truncated for t in trajs])),
         f"{prefix}/episodes": len(trajs),
     }

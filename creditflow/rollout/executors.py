@@ -2,8 +2,9 @@
 
 The engine never touches an env directly; it hands its env work to an *env executor* in batches, one
 call per phase: ``start`` (bring each episode's env to its :class:`StartState`: reset, snapshot restore
-or verified replay), ``step`` (apply every active episode's action of this turn) and ``snapshot`` (copy
-the state of episodes that stop before their end, for RRO's candidates). Episodes live in numbered
+or verified replay), ``step`` (apply every active episode's action of this turn), ``truncate`` (tell the envs
+whose episodes ``rollout.max_steps`` cut) and ``snapshot`` (copy the state of episodes that stop before their
+end, for RRO's candidates). Episodes live in numbered
 *slots*; a slot keeps its env between calls.
 
 Determinism (RRO ``--executor ray``): generation always stays in the driver process, where the policy
@@ -37,6 +38,10 @@ class EnvExecutor(Protocol):
 
     def snapshot(self, slots: list[int]) -> list[object | None]:
         """``env.snapshot()`` of each slot (``None`` for envs without snapshot/restore)."""
+
+    def truncate(self, slots: list[int]) -> list[tuple[float, dict] | None]:
+        """``env.truncate()`` of each slot, whose episode the engine cut at ``rollout.max_steps`` (``None`` for envs
+        without the method)."""
 
     def close(self) -> None: ...
 
@@ -85,6 +90,13 @@ class _EnvSlots:
 
     def snapshot(self, slots: list[int]) -> list[object | None]:
         return [self.env(s).snapshot() if has_snapshot(self.env(s)) else None for s in slots]
+
+    def truncate(self, slots: list[int]) -> list[tuple[float, dict] | None]:
+        out = []
+        for slot in slots:
+            truncate = getattr(self.env(slot), "truncate", None)
+            out.append(truncate() if callable(truncate) else None)
+        return out
 
 
 class InProcessEnvExecutor(_EnvSlots):
@@ -151,6 +163,9 @@ class RayEnvExecutor:
 
     def snapshot(self, slots: list[int]) -> list[object | None]:
         return self._scatter("snapshot", slots, lambda slot: slot)
+
+    def truncate(self, slots: list[int]) -> list[tuple[float, dict] | None]:
+        return self._scatter("truncate", slots, lambda slot: slot)
 
     def close(self) -> None:
         for w in self.workers:

@@ -101,7 +101,8 @@ class Step:
     response: str = ""  # full model output
     valid: bool = True
     reward: float = 0.0  # env reward (+ invalid-action penalty) for this step
-    done: bool = False
+    done: bool = False  # the episode ended at this step (terminated or truncated)
+    truncated: bool = False  # ended by a step limit (the env's own, or rollout.max_steps), not by the env's own end
     next_state: str | None = None  # state_key after the action (None: not recorded)
     executed: str | None = None  # what the env received, when it differs from ``action`` (None: ``action``)
     info: dict = field(default_factory=dict)  # extra env info worth keeping (small)
@@ -132,6 +133,8 @@ class Step:
         }
         if self.done:
             out["done"] = True
+        if self.truncated:
+            out["truncated"] = True
         if self.next_state is not None:
             out["next_state"] = self.next_state
         if self.executed is not None:
@@ -174,6 +177,12 @@ class Trajectory:
     def done(self) -> bool:
         """The episode ended (its last step terminated or truncated it)."""
         return bool(self.steps) and self.steps[-1].done
+
+    @property
+    def truncated(self) -> bool:
+        """The episode was cut by a step limit (the env's ``max_steps`` or ``rollout.max_steps``) before the env
+        ended it; its ``success`` and ``score`` are what the env gave the episode as it stood there."""
+        return self.done and self.steps[-1].truncated
 
     def prefix(self, t: int | None = None) -> StartState:
         """The state before step ``t`` (default: after the last step), as a :class:`StartState`.
@@ -239,7 +248,7 @@ class Trajectory:
                 "valid": _opt(raw, "valid", bool, sp + ": ", True),
                 "reward": _float(_opt(raw, "reward", (int, float), sp + ": ", 0.0), "reward", sp + ": "),
             }
-            for name in ("done", "next_state", "executed", "info", *TOKEN_FIELDS, *CREDIT_FIELDS):
+            for name in ("done", "truncated", "next_state", "executed", "info", *TOKEN_FIELDS, *CREDIT_FIELDS):
                 if name in raw and name in step_names:
                     kw[name] = _checked_extra(raw[name], name, sp + ": ")
             if kw.get("next_state") is not None:
@@ -267,7 +276,8 @@ def _state_key(value: str, key: str, pre: str) -> str:
     return value
 
 
-_EXTRA_TYPES = {"done": (bool, "bool"), "next_state": (str, "str"), "executed": (str, "str"), "info": (dict, "dict"),
+_EXTRA_TYPES = {"done": (bool, "bool"), "truncated": (bool, "bool"), "next_state": (str, "str"),
+                "executed": (str, "str"), "info": (dict, "dict"),
                 "prompt_ids": (list, "list"), "response_ids": (list, "list"), "logprobs": (list, "list"),
                 "process_reward": ((int, float), "number"), "step_reward": ((int, float), "number"),
                 "advantage": ((int, float), "number")}

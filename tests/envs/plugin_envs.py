@@ -157,6 +157,47 @@ class Uncopyable(WalkEnv):
         self.lock = threading.Lock()
 
 
+class CutWalk(WalkEnv):
+    """Told when the run cuts its episode (truncate()): scores the share of the way walked, and gives it as the last
+    step's reward."""
+
+    def __init__(self, length: int = 3, max_steps: int = 6):
+        super().__init__(length=length, max_steps=max_steps)
+        self.cuts = 0
+
+    def truncate(self):
+        self.cuts += 1
+        share = self.pos / self.goal
+        return share, {**self._info(self.last_valid), "score": share}
+
+    def step(self, action):
+        result = super().step(action)
+        self.last_valid = result[4]["action_valid"]
+        return result
+
+
+class BadTruncate(WalkEnv):
+    """truncate() returns the info alone."""
+
+    def truncate(self):
+        return self._info(True)
+
+
+class MovingTruncate(WalkEnv):
+    """truncate() moves the walker to the goal."""
+
+    def truncate(self):
+        self.pos = self.goal
+        return 1.0, self._info(True)
+
+
+class LongWalk(WalkEnv):
+    """Episodes of up to 40 turns."""
+
+    def __init__(self):
+        super().__init__(max_steps=40)
+
+
 class SpecEnv(WalkEnv):
     """An adapter-shaped class: built as ``SpecEnv(spec, **options)``."""
 

@@ -14,10 +14,13 @@ def results(cls, **kwargs):
 
 
 def test_an_env_that_keeps_the_protocol_passes_every_check():
-    checks = results(p.WalkEnv)
+    checks = results(p.CutWalk)
     assert list(checks) == ["name and max_steps", "reset/step values and info keys", "determinism",
-                            "snapshot/restore or replay", "state_key", "invalid actions", "expert"]
+                            "snapshot/restore or replay", "state_key", "invalid actions", "expert", "truncate",
+                            "episode length"]
     assert {c.status for c in checks.values()} == {"pass"}, checks
+    assert checks["truncate"].detail == "after step 1 it ends the episode: reward 0, score 0, won False"
+    assert checks["episode length"].detail == "at most 6 turns an episode (warns above 30)"
 
 
 @pytest.mark.parametrize("name", ["sokoban", "sql", "webshop"])
@@ -38,6 +41,8 @@ def test_the_builtin_envs_pass(name, creditflow_cache, monkeypatch):
                                            "unparseable response) must be action_valid=False"),
     (p.CrashesOnNonText, "invalid actions", "seed 0, step 0 (None): step() raised AttributeError"),
     (p.LosingExpert, "expert", "the expert's plan reaches won on 0 of 3 seed(s): SFT would have no demonstration"),
+    (p.BadTruncate, "truncate", "seed 0, after step 1: truncate() must return (reward, info), got {'task': 'walk"),
+    (p.MovingTruncate, "truncate", "seed 0: truncate() changed the state_key; it ends the episode where it stands"),
 ])
 def test_a_broken_rule_fails_its_check_and_says_what(cls, check, needle):
     got = results(cls)[check]
@@ -49,6 +54,20 @@ def test_what_is_not_wrong_but_worth_knowing_is_a_warning_or_a_skip():
     assert "rl.credit.state_fn=observation" in results(p.EmptyKeys)["state_key"].detail
     expert = results(p.NoExpert)["expert"]
     assert expert.status == "skip" and "train from a given --model" in expert.detail
+    told = results(p.WalkEnv)["truncate"]  # the hook is optional
+    assert told.status == "skip" and "no truncate(): an episode that rollout.max_steps cuts" in told.detail
+
+
+def test_episodes_that_can_run_long_are_a_warning_that_says_the_cost_and_the_cure():
+    # above 30 turns (twice the built-in Sokoban's 15), an untrained policy's episodes make a training step costly
+    long = results(p.LongWalk)["episode length"]
+    assert long.status == "warn", long
+    assert long.detail.startswith("episodes can run 40 turns (the episodes played here: at most 4): an episode "
+                                  "that does not end sooner, as an untrained policy's, costs 40 generations, and a "
+                                  "training step at the default 8 x 8 rollouts up to 2,560; shorten them with "
+                                  "rollout.max_steps=N")
+    assert results(p.WalkEnv, max_steps=30)["episode length"].status == "pass"  # the threshold itself passes
+    assert results(p.WalkEnv, max_steps=31)["episode length"].status == "warn"
 
 
 def test_an_env_without_snapshots_is_checked_by_verified_replay():
@@ -76,7 +95,7 @@ def test_the_command_prints_a_table_and_exits_1_on_a_failure(capsys):
     code, out = run(["envs", "check", "tests.envs.plugin_envs:WalkEnv", "length=2", "--seeds", "2"], capsys)
     assert code == 0
     assert "envs check tests.envs.plugin_envs:WalkEnv" in out.out and "determinism" in out.out
-    assert out.out.count("pass") == 7
+    assert out.out.count("pass") == 8 and "truncate" in out.out and "episode length" in out.out  # truncate: skip
     code, out = run(["envs", "check", "tests.envs.plugin_envs:Flaky"], capsys)
     assert code == 1 and "FAIL" in out.out
     assert out.err.strip() == "2 check(s) failed: determinism, snapshot/restore or replay"
@@ -87,3 +106,19 @@ def test_the_command_takes_options_and_refuses_bad_ones_in_one_line(capsys):
     assert code == 2 and out.err.strip() == "error: env 'sokoban': option size must be an integer, got 'abc'"
     code, out = run(["envs", "check", "sokoban", "size=5", "--seeds", "1"], capsys)
     assert code == 0
+
+
+def test_a_run_checks_what_truncate_returns_and_names_the_rule():
+    from creditflow.envs.checked import CheckedEnv, EnvRuleError
+
+    env = CheckedEnv(p.BadTruncate(), "walk", "env 'walk'")
+    env.reset(seed=0)
+    env.step("right")
+    with pytest.raises(EnvRuleError, match=r"^env 'walk': task walk/0, step 1, truncate: truncate\(\) must return "
+                                           r"\(reward, info\), got \{'task'"):
+        env.truncate()
+    good = CheckedEnv(p.CutWalk(), "walk", "env 'walk'")
+    good.reset(seed=0)
+    good.step("right")
+    assert good.truncate()[0] == 0.25  # one step of a walk of 4
+    assert not hasattr(CheckedEnv(p.WalkEnv(), "walk", "env 'walk'"), "truncate")  # only where the env has it

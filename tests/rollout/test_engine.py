@@ -178,3 +178,69 @@ def test_conversation_layout_needs_the_chat_template():
     with pytest.raises(ValueError, match="ChatTemplate"):
         RolloutEngine(ScriptedBackend(lambda p: ""), encode, lambda: make("sokoban"),
                       PromptBuilder("sokoban", history="conversation"), SamplingParams())
+
+
+# -- rollout.max_steps: the cut, recorded as truncated, and the env told ------------------------------------------
+
+from creditflow.rollout.evaluate import rollout_metrics  # noqa: E402
+from creditflow.rollout.trajectory import SuccessRule, Trajectory  # noqa: E402
+from tests.envs import plugin_envs  # noqa: E402
+
+
+def walk_engine(env_cls, responder, max_steps, **kw):
+    made = []
+
+    def factory():
+        made.append(env_cls(length=3, max_steps=6))
+        return made[-1]
+
+    eng = RolloutEngine(ScriptedBackend(responder), encode, factory, PromptBuilder("walk"), SamplingParams(),
+                        max_steps=max_steps, **kw)
+    return eng, made
+
+
+def test_a_cut_by_max_steps_is_recorded_as_truncated_and_an_env_without_truncate_is_not_told():
+    # seed 1 is solved by right, down, down; 'up' walks into the wall until the cut at 3 (sokoban's own limit: 15)
+    plans = {0: ["right", "down", "down"], 1: ["up"] * 3}
+
+    class TwoPolicies:
+        calls = 0
+
+        def generate(self, prompts, params):
+            t, self.calls = self.calls, self.calls + 1
+            return [Generation(f"<action>{plans[j if len(prompts) == 2 else 1][t]}</action>", [1], [-0.1])
+                    for j in range(len(prompts))]
+
+    eng = RolloutEngine(TwoPolicies(), encode, lambda: make("sokoban"), PromptBuilder("sokoban"), SamplingParams(),
+                        max_steps=3)
+    solved, cut = eng.rollout([TaskSpec("sokoban/1", 1)], group_size=2)
+    assert solved.success and solved.done and not solved.truncated  # ended by the env, at the limit's step
+    assert cut.done and cut.truncated and not cut.success and len(cut) == 3
+    assert [s.truncated for s in cut.steps] == [False, False, True]
+    assert cut.steps[-1].to_dict()["truncated"] is True and "truncated" not in solved.steps[-1].to_dict()
+    assert Trajectory.from_dict(cut.to_dict()).truncated  # the JSONL round trip keeps it
+    assert rollout_metrics([solved, cut], "train")["train/truncated_frac"] == 0.5
+
+
+def test_a_cut_tells_the_env_which_scores_the_episode_as_it_stands():
+    eng, made = walk_engine(plugin_envs.CutWalk, lambda p: "<action>right</action>", max_steps=2)
+    traj, = eng.rollout([TaskSpec("walk/0", 0)], 1)  # seed 0: the goal is 4 away; cut after 2 rights
+    env, = made
+    assert env.goal == 4 and env.cuts == 1 and traj.truncated and len(traj) == 2
+    assert traj.score == traj.steps[-1].info["score"] == 0.5  # the env's verdict on the cut episode, not 0
+    assert traj.steps[-1].reward == 0.5  # the step's own reward (0) + the reward truncate() returned
+    assert traj.steps[-1].valid and not traj.success
+    # a graded run (env.success_threshold) counts a cut episode the env scored high enough as a success
+    eng, made = walk_engine(plugin_envs.CutWalk, lambda p: "<action>right</action>", max_steps=2,
+                            success_rule=SuccessRule(threshold=0.5))
+    assert eng.rollout([TaskSpec("walk/0", 0)], 1)[0].success
+
+
+def test_an_episode_the_env_ends_itself_is_not_cut_and_its_env_not_told():
+    # engine limit = the env's own (6): the env truncates at step 6 itself, so truncate() is never called
+    eng, made = walk_engine(plugin_envs.CutWalk, lambda p: "<action>left</action>", max_steps=6)
+    traj, = eng.rollout([TaskSpec("walk/0", 0)], 1)
+    assert len(traj) == 6 and traj.truncated and made[0].cuts == 0
+    eng, made = walk_engine(plugin_envs.CutWalk, lambda p: "<action>right</action>", max_steps=3)
+    traj, = eng.rollout([TaskSpec("walk/1", 1)], 1)  # seed 1: the goal 3 away, reached at the cut's step
+    assert made[0].goal == 3 and traj.success and not traj.truncated and made[0].cuts == 0

@@ -5,7 +5,8 @@ An adapter is an :class:`AdapterEnv` that implements ``_begin(seed, options) -> 
 task), ``_act(action) -> Outcome`` and ``_end(terminated) -> (score, won, last reward)`` on the wrapped env. The base
 class counts steps, ends the episode at ``max_steps`` (``_end`` then scores an episode cut short), answers invalid
 and non-text actions without touching the wrapped env, and fills the info keys (``state_key`` is the observation,
-or what the user's ``state_key`` function makes of it). Async code of the wrapped envs runs on one event loop in a
+or what the user's ``state_key`` function makes of it). ``truncate()`` is the protocol's hook for a cut by the
+run's ``rollout.max_steps``: the episode ends there exactly as at the adapter's own ``max_steps``. Async code of the wrapped envs runs on one event loop in a
 daemon thread (:func:`run_async`).
 """
 
@@ -204,6 +205,8 @@ class AdapterEnv(BaseTextEnv):
         self._admissible: list[str] | None = None
         self._score = 0.0
         self._return = 0.0
+        self._end_info: dict = {}  # what _end adds to the last info (e.g. the wrapped env's stop condition)
+        self._last_step: tuple[bool, dict] = (True, {})  # the last step's action_valid and extra info keys
 
     example = "<their env id>"
 
@@ -227,8 +230,9 @@ class AdapterEnv(BaseTextEnv):
         raise NotImplementedError
 
     def _end(self, terminated: bool) -> tuple[float, bool, float]:
-        """The episode ended (``terminated``, or cut at ``max_steps``): ``(score, won, extra reward of the last
-        step)``. Default: the return so far, not won, nothing extra."""
+        """The episode ended (``terminated``, or cut at ``max_steps`` or by ``truncate()``): ``(score, won, extra
+        reward of the last step)``; info keys for the last step may go in ``self._end_info``. Default: the return so
+        far, not won, nothing extra."""
         return self._return, False, 0.0
 
     # -- the protocol -------------------------------------------------------------------------------
@@ -257,6 +261,7 @@ class AdapterEnv(BaseTextEnv):
         self._started = True
         self._score = 0.0
         self._return = 0.0
+        self._last_step = (True, {})
         self._observation = self._begin(seed, options)
         return self._observation, self._info()
 
@@ -276,13 +281,37 @@ class AdapterEnv(BaseTextEnv):
         self._observation = out.observation
         reward = float(out.reward)
         self._return += reward
-        won = False
+        won, bonus = False, 0.0
+        extra = dict(out.info)
         if terminated or truncated:
-            self._done = True
-            self._score, won, bonus = self._end(terminated)
-            reward += bonus
-            self._return += bonus
-        return out.observation, reward, terminated, truncated, self._info(valid=out.valid, won=won, extra=out.info)
+            won, bonus, ended = self._finish(terminated)
+            extra.update(ended)
+        self._last_step = (out.valid, extra)
+        return out.observation, reward + bonus, terminated, truncated, self._info(valid=out.valid, won=won,
+                                                                                  extra=extra)
+
+    def truncate(self) -> tuple[float, dict]:
+        """The run cut the episode after its last step (``rollout.max_steps`` below this env's ``max_steps``; the
+        rollout engine calls this): end it as this adapter's own ``max_steps`` ends it, scored as it stands (the
+        wrapped env is told the way its library tells it: verifiers 0.3 stops the rollout at a turn limit and its
+        rubric scores it, a TRL env's ``get_reward()`` is called, a gymnasium episode is truncated, which calls
+        nothing). Returns the extra reward of the last step (the score, for the adapters that give it there) and the
+        last step's info with the ended episode's ``score`` and ``won``."""
+        if not getattr(self, "_started", True):
+            raise EnvError(f"{self.name}: truncate() called before reset(); call reset(seed=...) first")
+        if self._done:
+            raise EnvError(f"{self.name}: truncate() called after the episode ended; call reset()")
+        won, bonus, ended = self._finish(False)
+        valid, extra = self._last_step
+        return bonus, self._info(valid=valid, won=won, extra={**extra, **ended})
+
+    def _finish(self, terminated: bool) -> tuple[bool, float, dict]:
+        """End the episode: ``_end``'s score, then ``(won, extra reward of the last step, info keys it adds)``."""
+        self._done = True
+        self._end_info = {}
+        self._score, won, bonus = self._end(terminated)
+        self._return += bonus
+        return won, bonus, dict(self._end_info)
 
     def close(self) -> None:
         """Release what the wrapped env holds (a no-op unless the adapter overrides it)."""

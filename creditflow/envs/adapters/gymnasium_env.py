@@ -52,7 +52,12 @@ TOY_TEXT = {
         ("up", "right", "down", "left"), -1.0,
         "walk from your position x to the goal T without stepping onto the cliff C"),
 }
-DEFAULT_MAX_STEPS = 100  # for envs registered without max_episode_steps
+TURN_CAP = 20
+"""The default ``max_steps``: the id's ``max_episode_steps`` capped at this many turns, or this many without one.
+gymnasium's time limits count the cheap steps of agents that explore at random (FrozenLake 100, FrozenLake8x8 and
+Taxi 200); every step of an LLM policy is a generation, and an untrained policy's episodes run to the limit. The
+toy-text envs' shortest solutions take at most 18 steps (Taxi; FrozenLake 6, FrozenLake8x8 14, CliffWalking 13),
+so at 20 every task is winnable. ``max_steps=N`` sets another limit, up to the env's own time limit."""
 
 
 class GymnasiumEnv(AdapterEnv):
@@ -108,7 +113,7 @@ class GymnasiumEnv(AdapterEnv):
         self._success_reward = success_reward if success_reward is not None else (
             known.success_reward if known else None)
         limit = getattr(self._env.spec, "max_episode_steps", None) if self._env.spec is not None else None
-        self._set_max_steps(max_steps if max_steps is not None else (limit or DEFAULT_MAX_STEPS))
+        self._set_max_steps(max_steps if max_steps is not None else min(limit or TURN_CAP, TURN_CAP))
         self._last_obs: Any = None
         self._last_info: dict = {}
         self._last_reward = 0.0

@@ -13,8 +13,9 @@ Text: the task is the contents of the rollout's first prompt (system and user me
 is empty, and later observations are the contents of the messages ``env_response`` added (and, at the end, of the
 ``final_env_response``). ``score`` is the rubric's reward, given as the reward of the last step (every other step
 gives 0); ``won`` is False, so the run's ``env.success_threshold`` decides success. An episode cut at
-``max_steps`` is cancelled (its cleanup handlers run) and scored as it stands, as a rollout stopped by the
-environment's own ``max_turns`` would be.
+``max_steps``, or by the run's ``rollout.max_steps`` (``truncate()``), is cancelled (its cleanup handlers run),
+marked as verifiers marks a rollout its own ``max_turns`` stopped (``is_completed``, stop condition
+``max_turns_reached``) and scored as it stands.
 
 ``reset(seed=z)`` plays row ``z % len(dataset)`` of the environment's dataset (``split="test"``: its eval dataset,
 which verifiers replaces by the train dataset when there is none). The loaded environment is shared by every
@@ -256,9 +257,13 @@ class VerifiersEnv(AdapterEnv):
         return Outcome(messages_text(prompt[shown:] if len(prompt) >= shown else prompt))
 
     def _end(self, terminated: bool) -> tuple[float, bool, float]:
-        if not terminated:  # cut at max_steps: stop the rollout where it is (its cleanup runs), then score it
-            run_async(self._cancel())
         state = self._rollout_state
+        if not terminated:  # cut at a turn limit (max_steps, or the run's rollout.max_steps through truncate()):
+            run_async(self._cancel())  # stop the rollout where it is (its cleanup runs), end it as verifiers ends
+            if state is not None:  # one at its max_turns, then score it
+                state["is_completed"] = True
+                state["stop_condition"] = "max_turns_reached"
+            self._end_info = {"stop_condition": "max_turns_reached"}
         self._task_future = None
         score = run_async(self._rubric_score(state)) if state is not None else 0.0
         return score, False, score

@@ -53,7 +53,7 @@ def cell_and_steps(observation, env):
 
 def test_frozen_lake_plays_with_named_actions_and_the_ansi_render():
     env = make(LAKE, make_kwargs={"is_slippery": False})
-    assert env.max_steps == 100  # the registered max_episode_steps
+    assert env.max_steps == 20  # the registered max_episode_steps (100), capped at TURN_CAP
     obs, info = env.reset(seed=0)
     assert set(INFO_KEYS) <= set(info)
     assert info["admissible_actions"] == ["left", "down", "right", "up"]
@@ -121,7 +121,7 @@ def test_taxi_names_and_goal_reward():
     env = make("gymnasium:Taxi-v4")
     obs, info = env.reset(seed=0)
     assert info["admissible_actions"] == ["south", "north", "east", "west", "pickup", "dropoff"]
-    assert env.max_steps == 200 and "+---------+" in obs
+    assert env.max_steps == 20 and "+---------+" in obs  # its max_episode_steps (200), capped
     _, reward, _, _, info = env.step("dropoff")  # no passenger aboard: Taxi's -10
     assert reward == -10.0 and info["action_valid"]
 
