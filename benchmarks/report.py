@@ -932,7 +932,7 @@ def page(check: Check, context: dict) -> tuple[str, dict]:
 # the credit audit (issue 71): benchmarks/credit_audit.py's summaries credit_audit_<setting>.json
 # ------------------------------------------------------------------------------------------------------------
 
-AUDIT_SETTINGS = ["sokoban6", "sokoban7", "household"]  # table order; a setting shows once its summary exists
+AUDIT_SETTINGS = ["sokoban6", "sokoban7", "household", "webshop"]  # table order; a setting shows once its summary exists
 AUDIT_METRICS = {"spearman": "Spearman", "sign": "sign agreement", "auc": "AUC", "within_spearman": "Spearman within",
                  "within_sign": "sign within", "within_auc": "AUC within"}
 AUDIT_CLAIMS = {"accuracy": [("", CREDIT_CLAIM), *GRAPH_CLAIMS],
@@ -1020,6 +1020,10 @@ def audit_settings_lines(a: Audit) -> list[str]:
     lines = [f"- Env `{s['env']}` ({opts}); parts run: {', '.join(s['parts'])}; the reward is success (1 at the end "
              "of a successful episode, 0 elsewhere).",
              f"- Behaviour policies: the env's expert mixed with uniform admissible actions at {', '.join(a.policies)}.",
+             *([f"- Free-text states (no admissible actions) choose among a menu kept per state: "
+                f"{s['menu']['size']} actions sampled from `{s['menu']['model']}` (sha256 {s['menu']['sha256'][:12]}…, "
+                f"{', '.join(s['menu']['overrides']) or 'its own settings'}) plus the expert's "
+                "(`creditflow audit --model`)."] if s.get("menu") else []),
              f"- Coverage and accuracy: {st['seeds']} seeds × {st['tasks']} tasks × {st['group_size']} rollouts; "
              f"A^π of every step from {st['m']} + {st['m']} Monte-Carlo continuations of the restored state."]
     if s["race"]:
