@@ -20,7 +20,13 @@ pool were set before its first run and not changed):
   the expert's own query (``creditflow.recipes.audit.PolicyMenu``). ε = 0.25 / 0.5 / 0.75, by the same rule
   as Sokoban's: groups mix outcomes at each (success 0.56 / 0.29 / 0.05, mixed groups 0.1-0.6 on 2 seeds of
   10 tasks; at ε = 0.1 no group mixes, the expert wins a task always or never);
-- ``sql`` is not run: every step is a free-text query, and no SQL π_SFT is committed to propose menus.
+- ``sql``: InterCode-SQL on the generated databases (coverage and RRO pairs: the issue's scope for free-text
+  actions). Every state is free text: the ε-expert chooses among 4 queries sampled from an SQL π_SFT plus the
+  expert's action (the gold query, or ``submit`` once its result is there). The π_SFT is not committed (a
+  tiny model is rebuilt in minutes; its sha256 is in the summary):
+  ``creditflow sft --env sql --out runs/sql_sft sft.demos=512 sft.epochs=4 rollout.history_length=0``
+  (H = 0: the prompt is the question and the last result, a function of the state, so a menu kept per state
+  is the model's own proposal there).
 
 Every (part, policy or arm) keeps its per-seed results in ``benchmarks/results/credit_audit_<setting>_runs/``
 (``accuracy_<policy>.json``, ``race_<arm>.json``, ``rro_<policy>.json``), written after each seed, so a
@@ -71,6 +77,11 @@ SETTINGS = {
                 "parts": ["coverage", "accuracy", "rro"], "audit": {"epsilons": (0.25, 0.5, 0.75)},
                 "menu": {"model": "benchmarks/results/webshop_sft_E4b/sft_model", "size": 4,
                          "overrides": ["generation.max_new_tokens=48"]}},
+    "sql": {"title": "InterCode-SQL, generated databases", "env": "sql", "options": {},
+            "parts": ["coverage", "rro"], "audit": {"epsilons": (0.25, 0.5, 0.75)},
+            "menu": {"model": "runs/sql_sft/sft_model", "size": 4, "overrides": ["generation.max_new_tokens=64"],
+                     "build": "creditflow sft --env sql --out runs/sql_sft sft.demos=512 sft.epochs=4 "
+                              "rollout.history_length=0"}},
 }
 
 
@@ -83,6 +94,8 @@ def make_sim(spec: dict) -> Sim:
         from creditflow.recipes.audit import policy_menu
 
         m = spec["menu"]
+        if not (ROOT / m["model"]).is_dir():
+            raise SystemExit(f"{m['model']}: no such model; build it with: {m.get('build', 'creditflow sft')}")
         cfg = build_config(None, [f"env.name={spec['env']}", *m["overrides"]])
         menu = policy_menu(cfg, ROOT / m["model"], factory, m["size"], log=lambda *_: None)
     return Sim(factory, menu=menu)
@@ -130,15 +143,17 @@ def run_setting(name: str, parts: list[str], do_commit: bool) -> Path:
     pols = policies(settings)
     arm_names = [a.name for a in arms()]
     t_setting = time.perf_counter()
-    if {"coverage", "accuracy"} & set(parts):
+    want = [p for p in ("coverage", "accuracy") if p in parts and p in spec["parts"]]
+    if want:
         for label, pol in pols.items():
             path = runs / f"accuracy_{label_file(label)}.json"
             data = load(path) or {"policy": label, "seeds": {}}
             for seed in range(settings.seeds):
                 have = data["seeds"].get(str(seed))
-                if have and set(arm_names) <= set(have["accuracy"]["arms"]):
+                if have and all(p in have for p in want) and (
+                        "accuracy" not in want or set(arm_names) <= set(have["accuracy"]["arms"])):
                     continue
-                data["seeds"][str(seed)] = accuracy_seed(sim, pol, seed, settings)
+                data["seeds"][str(seed)] = accuracy_seed(sim, pol, seed, settings, want)
                 save(path, data)
                 print(f"{name} accuracy {label} seed {seed}: {data['seeds'][str(seed)]['seconds']:.1f} s", flush=True)
             commit([path], f"credit_audit {name}: accuracy records, {label}", do_commit)
