@@ -46,26 +46,22 @@ class Level:
         self.height, self.width = height, width
         self.walls, self.targets = walls, targets
         self.boxes, self.player = boxes, player
+        # the static grid (walls, targets, floor); render() overlays the boxes and the player on a copy
+        self._base = [["#" if (r, c) in walls else "O" if (r, c) in targets else "_" for c in range(width)]
+                      for r in range(height)]
 
     def render(self, boxes: frozenset[Pos], player: Pos) -> str:
-        rows = []
-        for r in range(self.height):
-            row = []
-            for c in range(self.width):
-                p = (r, c)
-                if p in self.walls:
-                    ch = "#"
-                elif p == player:
-                    ch = "S" if p in self.targets else "P"
-                elif p in boxes:
-                    ch = "√" if p in self.targets else "X"
-                elif p in self.targets:
-                    ch = "O"
-                else:
-                    ch = "_"
-                row.append(ch)
-            rows.append("".join(row))
-        return "\n".join(rows)
+        """The grid: # wall, _ floor, O target, X box, √ box on target, P player, S player on target."""
+        base = getattr(self, "_base", None)
+        if base is None:  # a Level pickled before the static grid was kept
+            base = self._base = [["#" if (r, c) in self.walls else "O" if (r, c) in self.targets else "_"
+                                  for c in range(self.width)] for r in range(self.height)]
+        grid = [row[:] for row in base]
+        for r, c in boxes:
+            grid[r][c] = "√" if (r, c) in self.targets else "X"
+        r, c = player
+        grid[r][c] = "S" if (r, c) in self.targets else "P"
+        return "\n".join(map("".join, grid))
 
 
 def _move(state: tuple[Pos, frozenset[Pos]], action: str, walls: frozenset[Pos]):
@@ -240,7 +236,10 @@ class SokobanEnv(BaseTextEnv):
 
     def render(self) -> str:
         assert self.level is not None, "call reset() first"
-        return self.level.render(self.boxes, self.player)
+        drawn = (self.level, self.boxes, self.player)
+        if getattr(self, "_drawn", None) != drawn:  # a step asks twice (observation, state_key): draw once
+            self._drawn, self._grid = drawn, self.level.render(self.boxes, self.player)
+        return self._grid
 
     def observation(self) -> str:
         """The grid, plus (``describe_positions``) where each box lies relative to the player and where
