@@ -53,6 +53,7 @@ from trl import GRPOTrainer  # this module is the TRL bridge: TRL is its reason 
 
 from creditflow.credit import credit_arrays, estimator_names, estimator_needs, knob_model, validate_knobs
 from creditflow.curriculum.diagnostics import group_diagnostics
+from creditflow.envs.adapters.trl_env import CREDITFLOW_READS, outcome_of
 from creditflow.errors import UserError
 
 TRL_DDOF = 1  # TRL's std (trl.trainer.utils.nanstd): the sample std
@@ -64,8 +65,9 @@ ROLLOUT_FIELDS = ("state_keys", "success", "valid")  # what a rollout_func may r
 # a deprecation raised inside TRL's own step (transformers 5 renamed the method TRL calls), three times a step;
 # nothing a user of this trainer can act on
 _TRL_DEPRECATIONS = r"`is_gradient_checkpointing` is deprecated"
-# environment methods creditflow reads, which TRL would otherwise offer the model as tools (every public method is)
-CREDIT_METHODS = ("state_key", "success")
+# environment members creditflow reads, which TRL would otherwise offer the model as tools (every public method is):
+# the same the ``trl:`` env adapter keeps out of its tools, so one class behaves the same through both routes
+CREDIT_METHODS = CREDITFLOW_READS
 _OBSERVED = object()  # an environment without a state key: its turns' states are their observation texts
 
 # TRL options whose non-default values turn rewards into one advantage per sequence: option -> (default, why)
@@ -215,7 +217,8 @@ class CreditGRPOTrainer(GRPOTrainer):
     # -- what TRL produced, captured where it is produced ---------------------------------------------
 
     def _hide_credit_methods(self) -> None:
-        """Take the environments' ``state_key`` / ``success`` methods out of the tools TRL shows the model."""
+        """Take the environments' ``state_key`` / ``success`` / ``expert_actions`` methods out of the tools TRL shows
+        the model."""
         if getattr(self, "environment_factories", None) is None:
             return
         self._env_tools = {name: [t for t in tools if not _credit_method(t)] for name, tools in self._env_tools.items()}
@@ -311,8 +314,7 @@ class CreditGRPOTrainer(GRPOTrainer):
             if field_success is not None and field_success[i] is not None:
                 success = bool(field_success[i])
             elif self.environments and hasattr(self.environments[i], "success"):
-                value = self.environments[i].success
-                success = bool(value() if callable(value) else value)
+                success = outcome_of(self.environments[i])  # as the trl: env adapter reads it
             out.append(Rollout(spans=spans, state_keys=keys, observations=observations, success=success, valid=valid))
         return out
 
@@ -376,7 +378,8 @@ class CreditGRPOTrainer(GRPOTrainer):
 
 
 def _credit_method(tool) -> bool:
-    """An environment's bound ``state_key`` / ``success`` method (not a standalone tool of that name)."""
+    """An environment's bound ``state_key`` / ``success`` / ``expert_actions`` method (not a standalone tool of that
+    name)."""
     return getattr(tool, "__name__", None) in CREDIT_METHODS and getattr(tool, "__self__", None) is not None
 
 

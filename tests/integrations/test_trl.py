@@ -542,3 +542,45 @@ def test_a_rollout_func_without_state_keys_warns_once_and_trl_deprecations_stay_
         warnings.simplefilter("always")
         rollout_batch(quiet)
     assert not [w for w in seen if "observation text" in str(w.message)]  # GRPO reads no state
+
+
+# --------------------------------------------------------------------------------------------------
+# issue 74 part 3: one class, both routes (CreditGRPOTrainer and `--env trl:module:Class`)
+# --------------------------------------------------------------------------------------------------
+
+
+class ReadsWalk(WalkEnv):
+    """docs/trl.md's class shape, whose outcome is not its reward: success is ``success()``, a method; the reward
+    is a constant; and an expert for ``creditflow sft``."""
+
+    def reset(self, **kwargs):
+        text = super().reset(**kwargs)
+        self.pos = 1  # so that the state differs from the observation text
+        return text
+
+    def success(self) -> bool:
+        return self.pos == 1
+
+    def get_reward(self) -> float:
+        return 0.25
+
+    def expert_actions(self) -> list[str]:
+        return ["move(d='r')"]
+
+
+def test_one_class_reads_the_same_through_both_routes(tmp_path, tiny_model_dir):
+    from creditflow.envs import make
+
+    trainer = env_trainer(tiny_model_dir, tmp_path, env=ReadsWalk, max_completion_length=8)
+    adapted = make(f"trl:{__name__}:ReadsWalk")
+    # the tools: the same, with creditflow's reads (state_key, success, expert_actions) in neither
+    assert [t.__name__ for t in trainer._env_tools[None]] == list(adapted._tools) == ["move"]
+    assert [t.__name__ for t in trainer.tools] == ["move"]
+    rollout_batch(trainer)  # one turn each (the untrained policy calls no tool)
+    rollouts = trainer._local_rollouts()
+    _, info = adapted.reset(seed=0)
+    *_, end = adapted.step("no tool call")
+    # the state: state_key() in both (not the observation text); the outcome: success in both (not the reward)
+    assert {r.state_keys[0] for r in rollouts} == {info["state_key"]} == {"pos=1"}
+    assert {r.success for r in rollouts} == {end["won"]} == {True}
+    assert end["score"] == 0.25
