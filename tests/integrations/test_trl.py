@@ -105,7 +105,7 @@ def expected(tok, estimator, knobs, prompt_ids, completion_ids, masks, keys, suc
                  for k in range(n)]
         trajs.append(Trajectory(task_id=f"g{i // group}", group_id=f"g{i // group}", traj_id=str(i), steps=steps,
                                 success=bool(success[i]), score=float(rewards[i])))
-    scored = credit.score(trajs, estimator, **cf_trl.default_knobs(estimator, knobs))
+    scored = credit.score(trajs, estimator, **(knobs or {}))
     return [[s.advantage for s in t.steps] for t in scored], spans
 
 
@@ -169,13 +169,13 @@ def test_rollout_credit_is_credit_score(estimator):
         cf_trl.Rollout(spans=[(0, 1), (2, 3)], state_keys=["s0", "s1"], observations=["o0", "o1"], success=True),
     ]
     rewards = np.array([1.0, 0.0, 0.0, 1.0])
-    got, metrics = cf_trl.rollout_credit(estimator, cf_trl.default_knobs(estimator, None), rollouts, rewards, 2)
+    got, metrics = cf_trl.rollout_credit(estimator, {}, rollouts, rewards, 2)
     trajs = [Trajectory(task_id=f"g{i // 2}", group_id=f"g{i // 2}", traj_id=str(i), success=bool(r.success),
                         score=float(rewards[i]),
                         steps=[Step(state=k, observation=o, action="", reward=rewards[i] if j == len(r.spans) - 1 else 0.0)
                                for j, (k, o) in enumerate(zip(r.state_keys, r.observations))])
              for i, r in enumerate(rollouts)]
-    want = [[s.advantage for s in t.steps] for t in credit.score(trajs, estimator, **cf_trl.default_knobs(estimator, None))]
+    want = [[s.advantage for s in t.steps] for t in credit.score(trajs, estimator)]
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=0, atol=1e-12)
     assert metrics["credit/groups"] == 2
