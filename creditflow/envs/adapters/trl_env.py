@@ -94,10 +94,18 @@ class TRLEnv(AdapterEnv):
             prompt = messages_text(row.get("prompt"))
             shown = self._env.reset(**row)
         else:
+            row = {}
             prompt = ""
             shown = self._env.reset(seed=seed) if self._reset_takes_seed else self._env.reset()
         self._task = "\n\n".join(part for part in (prompt, self._tool_text) if part)
+        self._chat = _trl_prompt(row.get("prompt"), shown)
         return "" if shown is None else messages_text(shown)
+
+    def tool_prompt(self) -> list[dict]:
+        """The chat TRL's GRPOTrainer shows the model for the current episode: the row's ``prompt`` messages (an
+        empty user message without ``data``, as TRL's placeholder rows) with ``reset()``'s text appended to the
+        last message's content. ``creditflow sft --tools`` starts its demonstrations with it."""
+        return [dict(m) for m in self._chat]
 
     def _act(self, action: str) -> Outcome:
         call = parse_tool_call(action)
@@ -145,6 +153,19 @@ def outcome_of(env) -> bool:
     (then a success threshold decides)."""
     value = getattr(env, "success", False)
     return bool(value() if callable(value) else value)
+
+
+def _trl_prompt(prompt: Any, shown: Any) -> list[dict]:
+    """TRL's prompt of an environment_factory episode: the prompt as chat messages, ``reset()``'s text appended to
+    the last message (``GRPOTrainer._generate``)."""
+    if isinstance(prompt, list) and prompt and all(isinstance(m, dict) for m in prompt):
+        messages = [dict(m) for m in prompt]
+    else:
+        messages = [{"role": "user", "content": "" if prompt is None else messages_text(prompt)}]
+    if shown is not None:
+        last = messages[-1]
+        messages[-1] = {**last, "content": messages_text(last.get("content")) + messages_text(shown)}
+    return messages
 
 
 def parse_tool_call(action: str) -> tuple[str, list, dict] | None:
