@@ -63,7 +63,8 @@ def test_expert_episodes_become_trls_tool_chats(walk_module):
     assert chats[0][0] == {"role": "user", "content": f"You are at 0; the goal is at {goal}. Say done there."}
     way = "right" if goal > 0 else "left"
     calls = chats[0][1:-1:2]
-    assert [c["tool_calls"][0]["function"] for c in calls] == [{"name": "move", "arguments": {"direction": way}}] * abs(goal)
+    call = {"name": "move", "arguments": {"direction": way}}
+    assert [c["tool_calls"][0]["function"] for c in calls] == [call] * abs(goal)
     assert [m["content"] for m in chats[0][2:-1:2]] == [f"You are at {i if goal > 0 else -i}." for i in
                                                         range(1, abs(goal) + 1)]
     assert chats[0][-1] == {"role": "assistant", "content": "done"}
