@@ -41,7 +41,8 @@ METHODS = ("grpo", "gigpo", "rewardflow", "rewardflow_official", "gigpo_official
 # run the estimator as its authors' trainer does (``rl.credit.preset=official``): RewardFlow's node values start
 # from the env reward of the step that entered them (Sokoban's shaped reward), GiGPO normalises as verl-agent's
 # mean_norm; both take the summed env reward as the return (docs/methods.md)
-ARMS = {"grpo": ["rl.algo=grpo"], "gigpo": ["rl.algo=gigpo"], "rewardflow": ["rl.algo=rewardflow"],
+# grpo: the records were run with GRPO's population std (ddof=0, its default until issue 74), kept so they reproduce
+ARMS = {"grpo": ["rl.algo=grpo", "rl.credit.ddof=0"], "gigpo": ["rl.algo=gigpo"], "rewardflow": ["rl.algo=rewardflow"],
         "rewardflow_official": ["rl.algo=rewardflow", "rl.credit.preset=official"],
         "gigpo_official": ["rl.algo=gigpo", "rl.credit.preset=official"],
         # the two graph estimators a reviewer compares RewardFlow with (issue 72), at their defaults

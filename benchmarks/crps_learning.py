@@ -127,6 +127,8 @@ def run_overrides(env: list[str], model: Path, method: str, steps: int, budget: 
     propagated over its state graph by construction."""
     algo = ALGOS.get(method, "grpo")
     source = [f"rl.credit.reward_source={reward_source}"] if reward_source and algo == "grpo" else []
+    # GRPO's population std (ddof=0, its default until issue 74): the records were run with it
+    source += ["rl.credit.ddof=0"] if algo == "grpo" else []
     return [f"policy.model={model}", f"rl.steps={steps}", f"curriculum.name={METHODS[method]}",
             f"rl.algo={algo}", *source, *env, *budget["rl"], *extra]
 

@@ -540,7 +540,8 @@ DEMO_VARIANTS = {  # summary stem -> what it ran, besides the RL steps (read off
     "demo_seeds_rf60": "the defaults of 2026-11-25 to 11-28 (the same but the step count)",
     "demo_seeds_shared": "the same as the line above, rerun with `policy.share_prefix` (2026-11-26)",
     "demo_seeds_1128": "the same, seed 0 once more (2026-11-28)",
-    "demo_seeds_grpo": "the defaults until 2026-11-25: GRPO, 16 × 4, lr 4e-4, 2 mini-batches",
+    "demo_seeds_grpo": ("the defaults until 2026-11-25: GRPO, 16 × 4, lr 4e-4, 2 mini-batches, population std "
+                        "(`rl.credit.ddof=0`, GRPO's default until issue 74)"),
     "demo_sft1ep": "the 2026-11-28 defaults from a π_SFT of one SFT epoch (`sft.epochs=1`)",
     "demo_conv_compact": "the 2026-11-26 defaults in the `conversation` history with the `compact` template",
     "demo_compact": "the 2026-11-25 defaults with the `compact` template (window history)",

@@ -4,8 +4,8 @@
 - ``environment_factory``: :class:`WalkEnv`, whose ``move`` tool TRL exposes to the model; it has a
   ``state_key()`` method, a ``success`` property and a ``get_reward()`` (TRL's environment-owned reward).
   The tiny policy learns to call the tool in a few seconds of SFT (:func:`tool_calling_policy`), with
-  :data:`TOOL_CHAT_TEMPLATE`: ChatML with Qwen2.5's tool-call and tool-response markup, without the tool
-  list in the system prompt (a model this small does not read it).
+  creditflow's tool-calling chat template and parser (:func:`creditflow.policy.tools.add_tool_calling`; the
+  supported route for users is ``creditflow sft --tools``, docs/trl.md).
 - ``rollout_func``: :func:`walk_rollout_func`, a multi-turn rollout that generates each turn with the
   trainer's model and appends the environment's feedback as tokens with ``env_mask`` 0; it returns each
   turn's state key and the outcome as extra fields.
@@ -22,26 +22,6 @@ import torch
 
 GOAL = 2
 PROMPT_WORDS = "abcdefgh"  # prompts are "walk <word>" (the SFT data's, so the tool-calling policy knows them)
-
-# ChatML + Qwen2.5's markup for tool calls and tool responses, no system prompt and no tool list
-TOOL_CHAT_TEMPLATE = (
-    "{%- for message in messages %}"
-    "{%- if message.role == 'assistant' and message.tool_calls %}"
-    "{{- '<|im_start|>assistant' }}{%- if message.content %}{{- '\n' + message.content }}{%- endif %}"
-    "{%- for tool_call in message.tool_calls %}{%- if tool_call.function is defined %}"
-    "{%- set tool_call = tool_call.function %}{%- endif %}"
-    "{{- '\n<tool_call>\n{\"name\": \"' + tool_call.name + '\", \"arguments\": ' }}"
-    "{{- tool_call.arguments | tojson }}{{- '}\n</tool_call>' }}{%- endfor %}"
-    "{{- '<|im_end|>\n' }}"
-    "{%- elif message.role == 'tool' %}"
-    "{%- if loop.index0 == 0 or messages[loop.index0 - 1].role != 'tool' %}{{- '<|im_start|>user' }}{%- endif %}"
-    "{{- '\n<tool_response>\n' + message.content + '\n</tool_response>' }}"
-    "{%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}{{- '<|im_end|>\n' }}{%- endif %}"
-    "{%- else %}{{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' }}{%- endif %}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}"
-)
-
 
 class WalkEnv:
     """TRL ``environment_factory`` environment: a walk on a line, ``move`` is the model's tool."""
@@ -76,19 +56,18 @@ class WalkEnv:
 
 
 def tool_tokenizer(model_dir: str | Path):
-    """The tiny policy's tokenizer with :data:`TOOL_CHAT_TEMPLATE` and Qwen's response parser (TRL's)."""
+    """The tiny policy's tokenizer with creditflow's tool-calling chat template and parser."""
     from transformers import AutoTokenizer
-    from trl.chat_template_utils import qwen3_template
 
-    tok = AutoTokenizer.from_pretrained(str(model_dir))
-    tok.chat_template = TOOL_CHAT_TEMPLATE
-    tok.response_template = qwen3_template
-    return tok
+    from creditflow.policy.tools import add_tool_calling
+
+    return add_tool_calling(AutoTokenizer.from_pretrained(str(model_dir)))
 
 
 def _tool_call(d: str) -> dict:
-    return {"role": "assistant", "content": "",
-            "tool_calls": [{"type": "function", "function": {"name": "move", "arguments": {"d": d}}}]}
+    from creditflow.policy.tools import tool_call_message
+
+    return tool_call_message("move", {"d": d})
 
 
 def tool_calling_policy(model_dir: str | Path, out_dir: str | Path, steps: int = 60, seed: int = 0) -> Path:

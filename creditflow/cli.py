@@ -210,10 +210,15 @@ def sft_command(
     env: Optional[str] = typer.Option(None, "--env", help=_ENV_HELP),
     model: Optional[str] = typer.Option(None, "--model", help="Local HF model dir; default: build the tiny one."),
     out: Optional[str] = typer.Option(None, "--out", help="Run directory; the result goes to OUT/sft_model."),
+    tools: bool = typer.Option(False, "--tools", help="Tool-calling demonstrations and a model whose chat template "
+                               "renders and parses tool calls, for TRL's environment_factory (sft.tools=true; an env "
+                               "whose actions are tool calls, e.g. trl:module:Class)."),
 ) -> None:
     """Supervised fine-tuning on the env's expert trajectories (loss on response tokens only; policy.lora=true: a LoRA
     adapter, merged into the saved model)."""
     extra = [setting("env.name", env)] if env is not None else []
+    if tools:
+        extra.append("sft.tools=true")
     api.sft(config, model=model, out=out, overrides=[*extra, *(overrides or [])])
 
 

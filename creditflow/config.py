@@ -293,6 +293,11 @@ class SFTConfig(_Section):
     (docs/environments.md, "The tiny policy on webshop")."""
     seed_offset: int = Field(500_000, ge=0, le=SEED_MAX)
     """Demonstrations use seeds ``seed_offset + i`` (disjoint from RL and eval seeds)."""
+    tools: bool = False
+    """``creditflow sft --tools``: train tool-calling chats (each expert action a tool call, its result a tool
+    message) and save a model whose chat template renders and parses tool calls, for TRL's
+    ``environment_factory`` (docs/trl.md). For an env whose actions are tool calls (``trl:module:Class``);
+    ``sft`` only (``train`` and ``rro`` run creditflow's own prompts)."""
 
 
 class CurriculumConfig(_Section):

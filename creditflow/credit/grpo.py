@@ -1,9 +1,9 @@
 """GRPO: group-normalised terminal return (CRPS paper, 002, Eq. 4; Shao et al. 2024).
 
-A^(g) = (R^(g) - mu_R) / (sigma_R + eps), mu_R and sigma_R^2 the group's mean and variance: Eq. 4 writes
-the population variance (1/G, ``ddof=0``, the default here); verl and the GiGPO/RewardFlow code use the
-sample std (``ddof=1``). Every response token of trajectory g gets A^(g). A group of one rollout, or of
-equal returns, gets 0.
+A^(g) = (R^(g) - mu_R) / (sigma_R + eps), mu_R and sigma_R the group's mean and standard deviation: the sample
+std (``ddof=1``, the default), as GRPO's implementations compute it (TRL's and verl's ``torch.std``) and as every
+other estimator here does; CRPS Eq. 4 writes the population variance (1/G, ``ddof=0``, the ``ddof`` knob).
+Every response token of trajectory g gets A^(g). A group of one rollout, or of equal returns, gets 0.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from creditflow.credit.registry import Credit, Knobs, register_estimator
 from creditflow.credit.returns import ReturnSource, trajectory_credit
 
 
-def grpo_advantages(returns, eps: float = 1e-6, normalize_std: bool = True, ddof: int = 0) -> np.ndarray:
+def grpo_advantages(returns, eps: float = 1e-6, normalize_std: bool = True, ddof: int = 1) -> np.ndarray:
     """Eq. 4 (002): A = (R - mean) / (std + eps); ``normalize_std=False`` keeps only the mean shift."""
     r = np.asarray(returns, dtype=np.float64)
     if r.size == 0:
@@ -26,7 +26,7 @@ def grpo_advantages(returns, eps: float = 1e-6, normalize_std: bool = True, ddof
     centered = r - r.mean()  # Eq. 4: mu_R
     if not normalize_std or r.size <= ddof:  # a group of one has no spread: its centred value is 0
         return centered
-    std = r.std(ddof=ddof)  # Eq. 4: sigma_R (ddof=0: 1/G, population std; ddof=1: sample std)
+    std = r.std(ddof=ddof)  # Eq. 4: sigma_R (ddof=1: sample std; ddof=0: 1/G, population std)
     if std == 0.0:  # all-equal group: no signal (the "reward extremity" of 002 Sec. 3.2)
         return centered
     return centered / (std + eps)
@@ -41,8 +41,9 @@ class GRPOKnobs(Knobs):
     """eps added to the group std (002 Eq. 4); default 1e-6."""
     normalize_std: bool = True
     """Divide by the group std (002 Eq. 4); false keeps only the mean shift (Dr. GRPO style)."""
-    ddof: int = Field(0, ge=0, le=1)
-    """Std of Eq. 4: 0 = population std (1/G, as 002 Eq. 4 writes it), 1 = sample std (verl, torch.std)."""
+    ddof: int = Field(1, ge=0, le=1)
+    """Std of Eq. 4: 1 = sample std (TRL, verl: torch.std; every estimator's default), 0 = population std (1/G, as
+    002 Eq. 4 writes it)."""
 
 
 @register_estimator("grpo", knobs=GRPOKnobs)

@@ -30,7 +30,6 @@ import inspect
 import math
 import numbers
 import os
-import sys
 import types
 import typing
 from dataclasses import dataclass, field
@@ -51,6 +50,7 @@ from creditflow.envs.base import (
     has_snapshot,
     replay,
 )
+from creditflow.envs.loading import import_target_module
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -198,23 +198,13 @@ def _label(res: _Resolved) -> str:
 
 
 def _import(res: _Resolved, module: str) -> types.ModuleType:
-    """Import a plug-in's or a ``module:Class`` target's module; any failure is one line naming it."""
+    """Import a plug-in's or a ``module:Class`` target's module (the current directory too:
+    :func:`creditflow.envs.loading.import_target_module`); any failure is one line naming it."""
     try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        top, here = module.split(".")[0], os.getcwd()
-        if exc.name == top and here not in sys.path and _holds_module(here, top):
-            sys.path.append(here)  # `creditflow ...` run from the directory that holds the module
-            return _import(res, module)
-        error = exc
-    except Exception as exc:  # a syntax error, or an exception raised at the module's top level
-        error = exc
-    last = f"{type(error).__name__}: {error}".splitlines()[-1]
-    raise EnvError(f"{_label(res)}: cannot import module {module!r}: {last}") from None
-
-
-def _holds_module(directory: str, top: str) -> bool:
-    return os.path.isfile(os.path.join(directory, top + ".py")) or os.path.isdir(os.path.join(directory, top))
+        return import_target_module(module)
+    except Exception as exc:  # not found, a syntax error, or an exception raised at the module's top level
+        last = f"{type(exc).__name__}: {exc}".splitlines()[-1]
+        raise EnvError(f"{_label(res)}: cannot import module {module!r}: {last}") from None
 
 
 def _load(res: _Resolved) -> Callable[..., Any]:

@@ -18,7 +18,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from creditflow.credit import credit_arrays, knob_model
+from creditflow.credit import credit_arrays
 from creditflow.curriculum.diagnostics import group_diagnostics
 from creditflow.errors import UserError
 
@@ -26,7 +26,6 @@ from creditflow.errors import UserError
 # before its registry; SkyRL's registry has grpo and rloo), hence the prefix.
 ESTIMATORS = {"rewardflow": "rewardflow", "gigpo": "gigpo", "graphgpo": "graphgpo", "g2po": "g2po",
               "creditflow_grpo": "grpo", "creditflow_rloo": "rloo"}
-DDOF = 1  # verl's and SkyRL's std (torch.std): the sample std
 FIELDS = ("traj_ids", "step_index", "state_keys", "next_state_keys", "observations", "rewards", "success", "valid",
           "active", "scores")
 
@@ -126,13 +125,11 @@ _LAST: dict = {"index": None, "metrics": {}}
 
 def estimator_knobs(estimator: str, config: Any) -> dict:
     """creditflow knobs from ``config.creditflow`` (the trainer's algorithm section: a mapping, or a dataclass
-    with a ``creditflow`` field), with the trainers' ``ddof=1`` for estimators that divide by a std unless given."""
+    with a ``creditflow`` field); the estimators' own defaults otherwise (``ddof=1``, verl's and SkyRL's sample std,
+    is every estimator's default)."""
     section = (config.get("creditflow", None) if callable(getattr(config, "get", None))
                else getattr(config, "creditflow", None))  # a mapping (verl, Hydra) or a dataclass (SkyRL 0.4)
-    given = dict(section or {})
-    if "ddof" in knob_model(ESTIMATORS[estimator]).model_fields:
-        given.setdefault("ddof", DDOF)
-    return given
+    return dict(section or {})
 
 
 def row_advantages(estimator: str, cols: dict, config: Any = None) -> tuple[np.ndarray, dict]:

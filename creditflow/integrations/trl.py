@@ -51,11 +51,11 @@ from accelerate.utils import gather_object
 from packaging.version import Version
 from trl import GRPOTrainer  # this module is the TRL bridge: TRL is its reason to exist
 
-from creditflow.credit import credit_arrays, estimator_names, estimator_needs, knob_model, validate_knobs
+from creditflow.credit import credit_arrays, estimator_names, estimator_needs, validate_knobs
 from creditflow.curriculum.diagnostics import group_diagnostics
+from creditflow.envs.adapters.trl_env import CREDITFLOW_READS, outcome_of
 from creditflow.errors import UserError
 
-TRL_DDOF = 1  # TRL's std (trl.trainer.utils.nanstd): the sample std
 MIN_TRL = "1.16.0"  # the GRPOTrainer whose methods CreditGRPOTrainer extends (docs/trl.md)
 if Version(trl.__version__) < Version(MIN_TRL):
     raise ImportError(f"creditflow.integrations.trl needs TRL >= {MIN_TRL} (the GRPOTrainer it extends); "
@@ -64,8 +64,9 @@ ROLLOUT_FIELDS = ("state_keys", "success", "valid")  # what a rollout_func may r
 # a deprecation raised inside TRL's own step (transformers 5 renamed the method TRL calls), three times a step;
 # nothing a user of this trainer can act on
 _TRL_DEPRECATIONS = r"`is_gradient_checkpointing` is deprecated"
-# environment methods creditflow reads, which TRL would otherwise offer the model as tools (every public method is)
-CREDIT_METHODS = ("state_key", "success")
+# environment members creditflow reads, which TRL would otherwise offer the model as tools (every public method is):
+# the same the ``trl:`` env adapter keeps out of its tools, so one class behaves the same through both routes
+CREDIT_METHODS = CREDITFLOW_READS
 _OBSERVED = object()  # an environment without a state key: its turns' states are their observation texts
 
 # TRL options whose non-default values turn rewards into one advantage per sequence: option -> (default, why)
@@ -152,14 +153,6 @@ def place_advantages(step_advantages: Sequence[np.ndarray], spans: Sequence[list
     return out
 
 
-def default_knobs(estimator: str, credit_knobs: dict | None) -> dict:
-    """``credit_knobs`` with TRL's std convention (``ddof=1``) for estimators that divide by a std, unless given."""
-    given = dict(credit_knobs or {})
-    if "ddof" in knob_model(estimator).model_fields:
-        given.setdefault("ddof", TRL_DDOF)
-    return given
-
-
 def check_options(args) -> None:
     """One line for the first TRL option set to a value that cannot apply with per-step credit."""
     for option, (default, why) in NOT_APPLICABLE.items():
@@ -178,7 +171,7 @@ class CreditGRPOTrainer(GRPOTrainer):
     """``trl.GRPOTrainer`` whose advantages are creditflow's per-step credit (module docstring; docs/trl.md).
 
     Extra arguments: ``estimator`` (a registered name: rewardflow, gigpo, graphgpo, g2po, grpo, rloo), ``credit_knobs`` (its
-    knobs, ``creditflow credit --help``; ``ddof`` defaults to TRL's 1), ``state_key_fn`` (``fn(environment) ->
+    knobs, ``creditflow credit --help``; every ``ddof`` defaults to 1, TRL's sample std, as everywhere in creditflow), ``state_key_fn`` (``fn(environment) ->
     state key``, for environments without a ``state_key()`` method) and ``success_threshold`` (success =
     TRL's reward >= this, where neither the environment nor the rollout_func gives ``success``).
     """
@@ -207,7 +200,7 @@ class CreditGRPOTrainer(GRPOTrainer):
         """Use ``estimator`` with ``credit_knobs`` from the next generation batch on (checked here)."""
         if estimator not in estimator_names():
             raise TRLCreditError(f"unknown estimator {estimator!r}; available: {', '.join(estimator_names())}")
-        knobs = default_knobs(estimator, credit_knobs)
+        knobs = dict(credit_knobs or {})  # the estimator's own defaults: ddof=1 (TRL's sample std) everywhere
         resolved = validate_knobs(estimator, knobs)
         self.credit_estimator, self.credit_knobs = estimator, knobs
         self._cf_needs_success = needs_success(estimator, resolved)
@@ -215,7 +208,8 @@ class CreditGRPOTrainer(GRPOTrainer):
     # -- what TRL produced, captured where it is produced ---------------------------------------------
 
     def _hide_credit_methods(self) -> None:
-        """Take the environments' ``state_key`` / ``success`` methods out of the tools TRL shows the model."""
+        """Take the environments' ``state_key`` / ``success`` / ``expert_actions`` methods out of the tools TRL shows
+        the model."""
         if getattr(self, "environment_factories", None) is None:
             return
         self._env_tools = {name: [t for t in tools if not _credit_method(t)] for name, tools in self._env_tools.items()}
@@ -311,8 +305,7 @@ class CreditGRPOTrainer(GRPOTrainer):
             if field_success is not None and field_success[i] is not None:
                 success = bool(field_success[i])
             elif self.environments and hasattr(self.environments[i], "success"):
-                value = self.environments[i].success
-                success = bool(value() if callable(value) else value)
+                success = outcome_of(self.environments[i])  # as the trl: env adapter reads it
             out.append(Rollout(spans=spans, state_keys=keys, observations=observations, success=success, valid=valid))
         return out
 
@@ -376,7 +369,8 @@ class CreditGRPOTrainer(GRPOTrainer):
 
 
 def _credit_method(tool) -> bool:
-    """An environment's bound ``state_key`` / ``success`` method (not a standalone tool of that name)."""
+    """An environment's bound ``state_key`` / ``success`` / ``expert_actions`` method (not a standalone tool of that
+    name)."""
     return getattr(tool, "__name__", None) in CREDIT_METHODS and getattr(tool, "__self__", None) is not None
 
 
@@ -405,5 +399,5 @@ class _Decoder:
         return self.cache[key]
 
 
-__all__ = ["CreditGRPOTrainer", "NOT_APPLICABLE", "Rollout", "TRLCreditError", "check_options", "default_knobs",
+__all__ = ["CreditGRPOTrainer", "NOT_APPLICABLE", "Rollout", "TRLCreditError", "check_options",
            "needs_success", "place_advantages", "rollout_credit", "turn_spans"]

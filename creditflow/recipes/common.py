@@ -38,11 +38,15 @@ from creditflow.train.distributed import World
 _NOTED: set[str] = set()  # notes check_run has printed in this process
 
 
-def check_run(cfg: RunConfig, *, knobs: bool = False, model: str | Path | None = None) -> None:
+def check_run(cfg: RunConfig, *, knobs: bool = False, model: str | Path | None = None, tools: bool = False) -> None:
     """What can be checked before any work (SFT, model building, rollouts), as one-line UserErrors: the
     credit knobs (``knobs``), device and dtype on this machine, the model directory (``model``, default
     ``policy.model``: config, tokenizer and weights, :func:`check_model_dir`) and LoRA's target modules in that
-    model. Env options are checked by :func:`env_factory`."""
+    model; ``sft.tools`` only where the command takes it (``tools``: ``creditflow sft``). Env options are checked
+    by :func:`env_factory`."""
+    if cfg.sft.tools and not tools:
+        raise UserError("sft.tools=true makes a tool-calling model for TRL's environment_factory and is for "
+                        "`creditflow sft --tools` only; this command runs creditflow's own prompts (docs/trl.md)")
     if knobs:
         try:
             credit.validate_knobs(cfg.rl.algo, cfg.rl.credit)
@@ -271,9 +275,10 @@ def tiny_vocab_size(cfg: RunConfig, env) -> int:
 
 
 def load_or_build_policy(cfg: RunConfig, out_dir: Path, factory, log=print, progress: RunProgress | None = None,
-                         world: World = World()):
+                         world: World = World(), corpus: list[str] = (), words: tuple[str, ...] = ()):
     """Load ``cfg.policy.model``, or build the tiny default into ``out_dir/tiny_model`` (once; rank 0 builds
-    it, the other processes wait and load it)."""
+    it, the other processes wait and load it). ``corpus`` and ``words``: more tokenizer text and whole-word
+    tokens (``sft --tools``: the tool-calling chats and their markup)."""
     if cfg.policy.model:
         return load_policy(cfg.policy.model, cfg.policy.device, cfg.policy.weights_dtype)
     tiny_dir = out_dir / "tiny_model"
@@ -281,11 +286,11 @@ def load_or_build_policy(cfg: RunConfig, out_dir: Path, factory, log=print, prog
         with (progress or RunProgress()).bar("building the tiny default policy", None, keep=False):
             env = factory()
             prompts = prompt_builder(cfg, env)
-            corpus = expert_corpus(factory, prompts, list(range(900_000, 900_400)), rng_seed=cfg.seed)
-            build_tiny_policy(tiny_dir, corpus, vocab_size=tiny_vocab_size(cfg, env), seed=cfg.seed,
+            texts = expert_corpus(factory, prompts, list(range(900_000, 900_400)), rng_seed=cfg.seed) + list(corpus)
+            build_tiny_policy(tiny_dir, texts, vocab_size=tiny_vocab_size(cfg, env), seed=cfg.seed,
                               isolate_chars=getattr(env, "tokenizer_isolate_chars", ""),
                               lowercase=bool(getattr(env, "tokenizer_lowercase", False)),
-                              words=getattr(env, "tokenizer_words", ()),
+                              words=(*getattr(env, "tokenizer_words", ()), *words),
                               hidden_size=cfg.policy.tiny_hidden_size, num_hidden_layers=cfg.policy.tiny_layers)
         log(f"built tiny default policy in {tiny_dir}")
     distributed.barrier(world)

@@ -39,9 +39,10 @@ DEMO_DEFAULTS: dict = {
 }
 
 # The demo's RL settings until 2026-11-25 (GRPO on success, 16 x 4, lr 4e-4, 2 mini-batches), as overrides of
-# the defaults above: the golden run and benchmarks/step_cost.py were recorded with them and keep them.
+# the defaults above: the golden run and benchmarks/step_cost.py were recorded with them and keep them. GRPO's
+# std was then the population std (ddof=0, its default until issue 74 made the sample std every estimator's).
 EARLIER_GRPO_DEMO: list[str] = ["rl.algo=grpo", "rollout.tasks_per_step=16", "rollout.group_size=4", "rl.lr=4e-4",
-                                "rl.minibatches=2"]
+                                "rl.minibatches=2", "rl.credit.ddof=0"]
 
 # Per-env demo settings, under the user's config file and overrides.
 # sokoban: the tiny from-scratch policy gets each box's offset in words next to the grid; from the bare grid

@@ -27,7 +27,8 @@ from creditflow.policy import inference, lora
 from creditflow.policy.model import is_adapter_dir, load_policy, tiny_model_built
 from creditflow.recipes import common
 from creditflow.recipes.progress import RunProgress
-from creditflow.rollout.expert import expert_trajectories
+from creditflow.policy.tools import TOOL_MARKUP
+from creditflow.rollout.expert import expert_tool_conversations, expert_trajectories
 from creditflow.rollout.seeding import seed_everything
 from creditflow.train import distributed
 from creditflow.train.checkpoint import (Found, checkpoint_root, checkpoint_world_size, load_trainer_state,
@@ -35,7 +36,8 @@ from creditflow.train.checkpoint import (Found, checkpoint_root, checkpoint_worl
 from creditflow.train.distributed import World
 from creditflow.train.metrics import MetricsLogger, NullLogger, read_metrics
 from creditflow.train.rl import RLTrainer
-from creditflow.train.sft import check_max_length, demo_examples, prompt_lengths, run_sft
+from creditflow.train.sft import (check_max_length, demo_examples, prompt_lengths, run_sft, tool_calling_tokenizer,
+                                  tool_corpus, tool_examples)
 
 
 def sft_policy(cfg: RunConfig, out: Path, train_factory, log: Callable[[str], None],
@@ -46,19 +48,29 @@ def sft_policy(cfg: RunConfig, out: Path, train_factory, log: Callable[[str], No
     notes: list[str] = []  # said once the demonstrations pass the length check (else the error is the one line)
     env = train_factory()
     seeds = [cfg.sft.seed_offset + i for i in range(cfg.sft.demos)]
-    demos = expert_trajectories(train_factory, seeds, common.success_rule(cfg))  # the env's faults before any work
+    if cfg.sft.tools:  # tool-calling chats, for TRL's environment_factory (docs/trl.md)
+        demos = expert_tool_conversations(train_factory, seeds, common.success_rule(cfg))
+    else:
+        demos = expert_trajectories(train_factory, seeds, common.success_rule(cfg))  # the env's faults before any work
     if not demos:
         raise UserError(f"{common.env_label(cfg)}: the expert reached the goal in none of the {len(seeds)} demo "
                         f"episodes (sft.demos, seeds {seeds[0]}..{seeds[-1]}; success is info['won']"
                         + (f" or score >= {cfg.env.success_threshold:g}" if cfg.env.success_threshold is not None
                            else "") + "): SFT would have no demonstration")
-    model, tok = common.load_or_build_policy(cfg, out, train_factory, log=notes.append, progress=progress,
-                                             world=world)
-    examples = demo_examples(demos, common.prompt_builder(cfg, env))
+    if cfg.sft.tools:
+        model, tok = common.load_or_build_policy(cfg, out, train_factory, log=notes.append, progress=progress,
+                                                 world=world, corpus=tool_corpus(demos), words=TOOL_MARKUP)
+        tok = tool_calling_tokenizer(tok, common.env_label(cfg) if not cfg.policy.model else cfg.policy.model)
+        examples = tool_examples(demos)
+    else:
+        model, tok = common.load_or_build_policy(cfg, out, train_factory, log=notes.append, progress=progress,
+                                                 world=world)
+        examples = demo_examples(demos, common.prompt_builder(cfg, env))
     dropped = check_max_length(prompt_lengths(examples, tok), cfg.sft.max_length)
     for note in notes:
         log(note)
-    log(f"SFT on {len(examples)} expert steps from {len(demos)} solved episodes")
+    log(f"SFT on {len(examples)} expert {'tool-calling turns' if cfg.sft.tools else 'steps'} from {len(demos)} "
+        "solved episodes")
     if dropped:
         log(f"note: sft.max_length={cfg.sft.max_length} drops {dropped} of {len(examples)} steps whose prompt "
             f"alone fills it")
@@ -91,7 +103,7 @@ def run_sft_command(cfg: RunConfig, progress: RunProgress | None = None) -> Path
 
 def run_sft_stage(cfg: RunConfig, progress: RunProgress | None = None) -> tuple[Path, dict]:
     """SFT of ``cfg`` as a run of its own: π_SFT in ``out_dir/sft_model``; its path and the SFT metrics."""
-    common.check_run(cfg)
+    common.check_run(cfg, tools=True)
     train_factory = common.env_factory(cfg, "train")
     common.require_expert(cfg, train_factory, "SFT trains on expert demonstrations (RL can start from a given "
                                               "--model instead)")

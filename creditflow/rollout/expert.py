@@ -10,8 +10,10 @@ from __future__ import annotations
 import random
 from typing import Callable
 
+from creditflow.envs.adapters.trl_env import parse_tool_call
 from creditflow.errors import UserError
 from creditflow.policy.prompts import PromptBuilder, env_name, format_response
+from creditflow.policy.tools import tool_call_message, tool_result_message
 from creditflow.rollout.trajectory import Step, SuccessRule, Trajectory
 
 
@@ -85,3 +87,53 @@ def expert_corpus(env_factory: Callable[[], object], prompts: PromptBuilder, see
             texts.append(format_response(step.action))
             history.append((step.observation, step.action))
     return texts
+
+
+def expert_tool_conversations(env_factory: Callable[[], object], seeds: list[int],
+                              success_rule: SuccessRule = SuccessRule()) -> list[list[dict]]:
+    """The expert's solved episodes as tool-calling chats, for ``creditflow sft --tools``.
+
+    Each episode is the chat TRL's ``environment_factory`` loop would have with a model that plays the expert:
+    the env's ``tool_prompt()`` (the ``trl:`` adapter: TRL's own prompt; otherwise the task and the first
+    observation as one user message), then per tool-call action an assistant message with that call and a
+    tool message with its result (the next observation), and an expert action that is no tool call (the final
+    answer, which ends a TRL episode) as plain assistant text. Only episodes the success rule counts as solved
+    are kept. An expert action that is neither a tool call nor the last action, or demonstrations without any tool
+    call, are a one-line :class:`UserError`: such an env has no tools to call."""
+    env = _expert_env(env_factory)
+    out = []
+    for seed in seeds:
+        traj = play(env, seed, expert_plan(env, seed), success_rule)
+        if not traj.success:
+            continue
+        first = traj.steps[0] if traj.steps else None
+        if callable(getattr(env, "tool_prompt", None)):
+            chat = list(env.tool_prompt())
+        else:
+            text = "\n\n".join(p for p in (first.info.get("task", "") if first else "",
+                                             first.observation if first else "") if p)
+            chat = [{"role": "user", "content": text}]
+        for k, step in enumerate(traj.steps):
+            call = parse_tool_call(step.action)
+            if call is None:
+                if k != len(traj.steps) - 1:
+                    raise UserError(f"env {env_name(env)!r}: sft.tools: the expert's action {step.action!r} (seed "
+                                    f"{seed}, step {k}) is not a tool call (name(arg=value) or {{\"name\": ..., "
+                                    "\"arguments\": {...}}); --tools trains tool-call demonstrations, for an env whose "
+                                    "actions are tool calls, such as a trl:module:Class env (docs/trl.md)")
+                chat.append({"role": "assistant", "content": step.action})
+                break
+            name, args, kwargs = call
+            if args:
+                raise UserError(f"env {env_name(env)!r}: sft.tools: the expert's call {step.action!r} (seed {seed}, "
+                                f"step {k}) passes arguments by position; a tool call names them ({name}(arg=value))")
+            chat.append(tool_call_message(name, kwargs))
+            nxt = traj.steps[k + 1].observation if k + 1 < len(traj.steps) else traj.meta.get("final_observation", "")
+            chat.append(tool_result_message(name, nxt))
+        out.append(chat)
+    if out and not any(m.get("tool_calls") for chat in out for m in chat):
+        action = next(m["content"] for m in out[0] if m["role"] == "assistant")
+        raise UserError(f"env {env_name(env)!r}: sft.tools: the expert called no tool in any episode (its action "
+                        f"{action!r} is not a tool call); --tools trains tool-call demonstrations, for an env whose "
+                        "actions are tool calls, such as a trl:module:Class env (docs/trl.md)")
+    return out

@@ -6,19 +6,27 @@ message; ``conversation``: the chat so far, earlier expert responses as assistan
 the expert response.
 TRL's ``completion_only_loss`` puts the loss on the response tokens only (``sft.prompt_loss``: on the
 prompt tokens too).
+
+``sft.tools`` (``creditflow sft --tools``): the demonstrations are tool-calling chats instead
+(:func:`creditflow.rollout.expert.expert_tool_conversations`), one example per assistant turn
+(:func:`tool_examples`), and the tokenizer renders and parses tool calls (:func:`tool_calling_tokenizer`), so the
+saved model is one TRL's ``environment_factory`` accepts and whose tool calls it parses (docs/trl.md).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Callable
 
 import trl
+from trl.chat_template_utils import add_response_schema, supports_tool_calling
 
 from creditflow.config import LoRAConfig, SFTConfig
 from creditflow.errors import UserError
 from creditflow.policy import lora as policy_lora
 from creditflow.policy.prompts import PromptBuilder, Turn
+from creditflow.policy.tools import add_tool_calling
 from creditflow.rollout.trajectory import Trajectory
 from creditflow.train.distributed import current
 from creditflow.train.trl_runner import run_trl
@@ -36,6 +44,44 @@ def demo_examples(trajectories: list[Trajectory], prompts: PromptBuilder) -> lis
                              "completion": [{"role": "assistant", "content": step.response}]})
             turns.append(Turn(step.observation, adm, step.action, step.response))
     return examples
+
+
+def tool_examples(conversations: list[list[dict]]) -> list[dict]:
+    """One TRL conversational prompt/completion example per assistant message of each chat: the chat before it is
+    the prompt, the message the completion (its tool call, or the final answer)."""
+    return [{"prompt": [dict(m) for m in chat[:k]], "completion": [dict(message)]}
+            for chat in conversations for k, message in enumerate(chat) if message["role"] == "assistant"]
+
+
+def tool_corpus(conversations: list[list[dict]]) -> list[str]:
+    """Text for the tiny tokenizer of a tool-calling policy: each message's text and each call as the JSON the
+    chat template writes."""
+    texts = []
+    for chat in conversations:
+        for message in chat:
+            if message.get("content"):
+                texts.append(str(message["content"]))
+            for call in message.get("tool_calls") or []:
+                fn = call.get("function", call)
+                texts.append(json.dumps({"name": fn["name"], "arguments": fn["arguments"]}))
+    return texts
+
+
+def tool_calling_tokenizer(tokenizer, what: str = "the model"):
+    """``tokenizer``, able to render and parse tool calls (in place). A chat template that already renders a
+    tool-calling conversation (TRL's own check) is kept, with its ``response_template`` or the parser TRL knows
+    for it; any other (the tiny policy's ChatML) gets creditflow's tool template and parser
+    (:func:`creditflow.policy.tools.add_tool_calling`)."""
+    if not supports_tool_calling(tokenizer):
+        return add_tool_calling(tokenizer)
+    if getattr(tokenizer, "response_template", None) is None and getattr(tokenizer, "response_schema", None) is None:
+        try:
+            add_response_schema(tokenizer)
+        except ValueError:
+            raise UserError(f"sft.tools: {what}'s chat template renders tool calls, but neither it nor TRL has a "
+                            "parser for them (a tokenizer response_template); set one, or use a model whose "
+                            "template TRL knows") from None
+    return tokenizer
 
 
 def prompt_lengths(examples: list[dict], tokenizer) -> list[int]:

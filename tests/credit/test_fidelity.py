@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from tests.credit.credit_testlib import traj
 
-from creditflow.credit import CreditError, compute, score, validate_knobs
+from creditflow.credit import CreditError, compute, knob_model, score, score_arrays, validate_knobs
 from creditflow.credit.graph import bellman_max, propagate, reverse_bfs, value_iteration
 
 
@@ -69,10 +69,21 @@ def test_grpo_ddof(ddof, want):
     assert trajs[0].steps[0].advantage == pytest.approx(want)  # 1.414 (CRPS Eq. 4) vs 1.155 (verl)
 
 
-def test_grpo_default_is_the_population_std_of_eq4():
+def test_grpo_default_is_the_sample_std_as_trl_and_verl():
+    """Issue 74: one std convention per estimator; GRPO's is TRL's and verl's (torch.std, unbiased)."""
     trajs = [traj(["A", "B"], success=s, traj_id=str(i)) for i, s in enumerate([True, False, False])]
     compute("grpo", trajs, reward_source="success", eps=0.0)
-    assert trajs[0].steps[0].advantage == pytest.approx(np.sqrt(2))
+    assert trajs[0].steps[0].advantage == pytest.approx(2 / np.sqrt(3))  # (1 - 1/3) / sqrt(1/3), 1/(G-1)
+    arrays = score_arrays("grpo", group_ids=[0, 0, 0], traj_ids=[0, 1, 2], step_index=[0, 0, 0],
+                          state_keys=["s", "s", "s"], rewards=[1.0, 0.0, 0.0], success=[True, False, False], eps=0.0)
+    np.testing.assert_allclose(arrays, [2 / np.sqrt(3), -1 / np.sqrt(3), -1 / np.sqrt(3)], rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["grpo", "gigpo", "rewardflow", "graphgpo", "g2po"])
+def test_every_estimator_that_divides_by_a_std_defaults_to_the_sample_std(name):
+    """The one convention every path (compute, score, score_arrays, the trainer, TRL, verl, SkyRL) takes from the
+    knob model: none of them overrides it (docs/methods.md's table says where a peer differs)."""
+    assert knob_model(name).model_fields["ddof"].default == 1
 
 
 @pytest.mark.parametrize("name", ["grpo", "rloo", "gigpo", "rewardflow"])

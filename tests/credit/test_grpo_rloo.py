@@ -6,10 +6,13 @@ from creditflow.rollout.trajectory import Step, Trajectory
 
 
 def test_grpo_hand_computed():
-    # returns 1, 0, 0, 1: mean 0.5, population std 0.5 => +-1
-    np.testing.assert_allclose(grpo_advantages([1, 0, 0, 1], eps=0.0), [1, -1, -1, 1])
-    # 3, 0, 0: mean 1, std sqrt(2)
-    np.testing.assert_allclose(grpo_advantages([3, 0, 0], eps=0.0), np.array([2, -1, -1]) / np.sqrt(2))
+    # returns 1, 0, 0, 1: mean 0.5, sample std sqrt(4 * 0.25 / 3) = 1/sqrt(3) => +-sqrt(3)/2 (the default, ddof=1)
+    np.testing.assert_allclose(grpo_advantages([1, 0, 0, 1], eps=0.0), np.array([1, -1, -1, 1]) * np.sqrt(3) / 2)
+    # population std 0.5 => +-1 (ddof=0, CRPS Eq. 4)
+    np.testing.assert_allclose(grpo_advantages([1, 0, 0, 1], eps=0.0, ddof=0), [1, -1, -1, 1])
+    # 3, 0, 0: mean 1, sample std sqrt(6 / 2) = sqrt(3); population std sqrt(2)
+    np.testing.assert_allclose(grpo_advantages([3, 0, 0], eps=0.0), np.array([2, -1, -1]) / np.sqrt(3))
+    np.testing.assert_allclose(grpo_advantages([3, 0, 0], eps=0.0, ddof=0), np.array([2, -1, -1]) / np.sqrt(2))
     np.testing.assert_allclose(grpo_advantages([3, 0, 0], normalize_std=False), [2, -1, -1])
 
 
@@ -33,7 +36,7 @@ def traj(task, group, rewards, success):
 def test_estimator_groups_by_group_id_and_broadcasts_to_steps():
     trajs = [traj("t", "g1", [0, 1], True), traj("t", "g1", [0, 0, 0], False),
              traj("u", "g2", [5], True), traj("u", "g2", [5], True)]
-    metrics = compute("grpo", trajs, reward_source="success", eps=0.0)
+    metrics = compute("grpo", trajs, reward_source="success", eps=0.0, ddof=0)  # population std 0.5: +-1
     assert [s.advantage for s in trajs[0].steps] == [1.0, 1.0]
     assert [s.advantage for s in trajs[1].steps] == [-1.0, -1.0, -1.0]
     assert trajs[2].steps[0].advantage == 0.0

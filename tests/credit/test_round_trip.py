@@ -151,7 +151,7 @@ def test_an_estimator_without_process_reward_removes_a_stale_one(tmp_path, capsy
                     b'{"task_id": "t", "steps": [{"state": "A", "action": "c","process_reward": 1}], "success": false}')
     out = tmp_path / "out.jsonl"
     assert run(["credit", "-e", "grpo", "--in", str(src), "--out", str(out), "reward_source=success"], capsys)[0] == 0
-    a = repr(0.999998000004)
+    a = repr(0.7071057811879616)  # 0.5 / (sample std sqrt(0.5) + 1e-6)
     assert out.read_bytes() == (
         b'{"task_id": "t", "steps": [{"state": "A", "action": "a", "step_reward": 0.0, "advantage": ' + a.encode()
         + b'}, {"state": "B", "action": "b", "advantage": ' + a.encode() + b', "step_reward": 0.0}], '

@@ -105,7 +105,7 @@ def expected(tok, estimator, knobs, prompt_ids, completion_ids, masks, keys, suc
                  for k in range(n)]
         trajs.append(Trajectory(task_id=f"g{i // group}", group_id=f"g{i // group}", traj_id=str(i), steps=steps,
                                 success=bool(success[i]), score=float(rewards[i])))
-    scored = credit.score(trajs, estimator, **cf_trl.default_knobs(estimator, knobs))
+    scored = credit.score(trajs, estimator, **(knobs or {}))
     return [[s.advantage for s in t.steps] for t in scored], spans
 
 
@@ -169,13 +169,13 @@ def test_rollout_credit_is_credit_score(estimator):
         cf_trl.Rollout(spans=[(0, 1), (2, 3)], state_keys=["s0", "s1"], observations=["o0", "o1"], success=True),
     ]
     rewards = np.array([1.0, 0.0, 0.0, 1.0])
-    got, metrics = cf_trl.rollout_credit(estimator, cf_trl.default_knobs(estimator, None), rollouts, rewards, 2)
+    got, metrics = cf_trl.rollout_credit(estimator, {}, rollouts, rewards, 2)
     trajs = [Trajectory(task_id=f"g{i // 2}", group_id=f"g{i // 2}", traj_id=str(i), success=bool(r.success),
                         score=float(rewards[i]),
                         steps=[Step(state=k, observation=o, action="", reward=rewards[i] if j == len(r.spans) - 1 else 0.0)
                                for j, (k, o) in enumerate(zip(r.state_keys, r.observations))])
              for i, r in enumerate(rollouts)]
-    want = [[s.advantage for s in t.steps] for t in credit.score(trajs, estimator, **cf_trl.default_knobs(estimator, None))]
+    want = [[s.advantage for s in t.steps] for t in credit.score(trajs, estimator)]
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=0, atol=1e-12)
     assert metrics["credit/groups"] == 2
@@ -542,3 +542,45 @@ def test_a_rollout_func_without_state_keys_warns_once_and_trl_deprecations_stay_
         warnings.simplefilter("always")
         rollout_batch(quiet)
     assert not [w for w in seen if "observation text" in str(w.message)]  # GRPO reads no state
+
+
+# --------------------------------------------------------------------------------------------------
+# issue 74 part 3: one class, both routes (CreditGRPOTrainer and `--env trl:module:Class`)
+# --------------------------------------------------------------------------------------------------
+
+
+class ReadsWalk(WalkEnv):
+    """docs/trl.md's class shape, whose outcome is not its reward: success is ``success()``, a method; the reward
+    is a constant; and an expert for ``creditflow sft``."""
+
+    def reset(self, **kwargs):
+        text = super().reset(**kwargs)
+        self.pos = 1  # so that the state differs from the observation text
+        return text
+
+    def success(self) -> bool:
+        return self.pos == 1
+
+    def get_reward(self) -> float:
+        return 0.25
+
+    def expert_actions(self) -> list[str]:
+        return ["move(d='r')"]
+
+
+def test_one_class_reads_the_same_through_both_routes(tmp_path, tiny_model_dir):
+    from creditflow.envs import make
+
+    trainer = env_trainer(tiny_model_dir, tmp_path, env=ReadsWalk, max_completion_length=8)
+    adapted = make(f"trl:{__name__}:ReadsWalk")
+    # the tools: the same, with creditflow's reads (state_key, success, expert_actions) in neither
+    assert [t.__name__ for t in trainer._env_tools[None]] == list(adapted._tools) == ["move"]
+    assert [t.__name__ for t in trainer.tools] == ["move"]
+    rollout_batch(trainer)  # one turn each (the untrained policy calls no tool)
+    rollouts = trainer._local_rollouts()
+    _, info = adapted.reset(seed=0)
+    *_, end = adapted.step("no tool call")
+    # the state: state_key() in both (not the observation text); the outcome: success in both (not the reward)
+    assert {r.state_keys[0] for r in rollouts} == {info["state_key"]} == {"pos=1"}
+    assert {r.success for r in rollouts} == {end["won"]} == {True}
+    assert end["score"] == 0.25

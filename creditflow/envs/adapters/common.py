@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from creditflow.envs.base import INVALID_ACTION_PREFIX, BaseTextEnv, EnvError
+from creditflow.envs.loading import import_target_module
 from creditflow.jsonl import iter_json_lines
 
 StateKey = Callable[[str, Any], object]
@@ -99,7 +100,7 @@ def load_object(target: str, what: str) -> Any:
     if not sep or not module or not attr:
         raise EnvError(f"{what}: {target!r} must be 'module:name'")
     try:
-        obj = importlib.import_module(module)
+        obj = import_target_module(module)  # the current directory too, as for `--env module:Class`
     except Exception as exc:  # noqa: BLE001 - any error of the user's module is reported in one line
         raise EnvError(f"{what}: module {module!r} failed to import: {_last_line(exc)}") from None
     for part in attr.split("."):

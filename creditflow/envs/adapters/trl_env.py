@@ -13,8 +13,15 @@ step:
   ``{'error': '...'}`` text and is an invalid action; like TRL, the episode goes on;
 * any other action is the final answer: the episode ends and ``get_reward()`` is its ``score`` and the reward of
   that last step (every tool step gives 0). An episode cut at ``max_steps`` (TRL's
-  ``max_tool_calling_iterations``) is scored the same way. ``won`` is False, so the run's
-  ``env.success_threshold`` decides success.
+  ``max_tool_calling_iterations``) is scored the same way. ``won`` is the class's ``success`` (an attribute, a
+  property or a method) when it has one; without it ``won`` is False and the run's ``env.success_threshold``
+  decides success.
+
+What creditflow reads from the class (:data:`CREDITFLOW_READS`) is never a tool, here as in
+``creditflow.integrations.trl.CreditGRPOTrainer``, so one class behaves the same through both routes (docs/trl.md):
+``state_key()`` is each state's key (unless the ``state_key`` option gives a function; without either, the
+observation text), ``success`` the outcome, and ``expert_actions()`` (a list of tool calls that solves the current
+task) the demonstrations of ``creditflow sft``.
 
 ``data`` (a ``.parquet``, ``.json`` or ``.jsonl`` file of rows) gives the tasks: ``reset(seed=z)`` calls
 ``reset(**row)`` with row ``z % len(rows)``, as TRL passes every column; the row's ``prompt`` (text or chat
@@ -36,7 +43,9 @@ from creditflow.envs.adapters.common import (AdapterEnv, Outcome, load_object, l
 from creditflow.envs.base import EnvError
 
 DEFAULT_MAX_STEPS = 10
-_NOT_TOOLS = ("reset", "get_reward")  # the members TRL does not expose as tools
+# members creditflow reads from an environment_factory class, never tools: the state s_t, the outcome, the expert
+CREDITFLOW_READS = ("state_key", "success", "expert_actions")
+_NOT_TOOLS = ("reset", "get_reward", *CREDITFLOW_READS)  # TRL exposes neither reset nor get_reward as a tool
 
 
 class TRLEnv(AdapterEnv):
@@ -62,13 +71,17 @@ class TRLEnv(AdapterEnv):
         if not callable(getattr(self._env, "get_reward", None)):
             raise EnvError(f"env {self.name!r}: {cls.__name__} has no get_reward method; creditflow takes the "
                            "episode's score from the env (TRL's separate reward_funcs are not carried over)")
-        # TRL's rule: the functions defined on the class (not properties), public, except reset and get_reward
+        # TRL's rule: the functions defined on the class (not properties), public, except reset and get_reward;
+        # and not what creditflow reads (the trainer hides the same from TRL's tool list)
         self._tools = {name: getattr(self._env, name)
                        for name, _ in inspect.getmembers(cls, predicate=inspect.isfunction)
                        if not name.startswith("_") and name not in _NOT_TOOLS}
         self._rows = load_rows(data, f"env {self.name!r}: data") if data is not None else None
         self._reset_takes_seed = "seed" in inspect.signature(self._env.reset).parameters
         self.description = f"the TRL environment {cls.__name__}"
+        self._has_key = callable(getattr(self._env, "state_key", None))
+        if callable(getattr(self._env, "expert_actions", None)):
+            self.expert_actions = self._expert_actions
         self._tool_text = _tools_text(self._tools)
 
     # -- AdapterEnv ---------------------------------------------------------------------------------
@@ -81,10 +94,18 @@ class TRLEnv(AdapterEnv):
             prompt = messages_text(row.get("prompt"))
             shown = self._env.reset(**row)
         else:
+            row = {}
             prompt = ""
             shown = self._env.reset(seed=seed) if self._reset_takes_seed else self._env.reset()
         self._task = "\n\n".join(part for part in (prompt, self._tool_text) if part)
+        self._chat = _trl_prompt(row.get("prompt"), shown)
         return "" if shown is None else messages_text(shown)
+
+    def tool_prompt(self) -> list[dict]:
+        """The chat TRL's GRPOTrainer shows the model for the current episode: the row's ``prompt`` messages (an
+        empty user message without ``data``, as TRL's placeholder rows) with ``reset()``'s text appended to the
+        last message's content. ``creditflow sft --tools`` starts its demonstrations with it."""
+        return [dict(m) for m in self._chat]
 
     def _act(self, action: str) -> Outcome:
         call = parse_tool_call(action)
@@ -107,7 +128,44 @@ class TRLEnv(AdapterEnv):
         if inspect.isawaitable(reward):  # an async get_reward (e.g. an LLM judge)
             reward = run_async(reward)
         score = float(reward)
-        return score, False, score
+        return score, outcome_of(self._env), score
+
+    def _key(self, observation: str) -> str:
+        """The state key: the ``state_key`` option's function, else the class's ``state_key()`` (as
+        CreditGRPOTrainer reads it), else the observation."""
+        if self._state_key is None and self._has_key:
+            key = self._env.state_key()
+            if key is None:
+                raise EnvError(f"env {self.name!r}: {type(self._env).__name__}.state_key() returned None; every "
+                               "state needs a key")
+            return str(key)
+        return super()._key(observation)
+
+    def _expert_actions(self) -> list[str]:
+        """The class's ``expert_actions()`` as actions of this env: a call written as text stays as it is, a
+        ``{"name": ..., "arguments": {...}}`` object becomes its JSON text."""
+        plan = self._env.expert_actions()
+        return [a if isinstance(a, str) else json.dumps(a) for a in (plan or [])]
+
+
+def outcome_of(env) -> bool:
+    """An environment_factory instance's ``success`` (an attribute, a property or a method); False without one
+    (then a success threshold decides)."""
+    value = getattr(env, "success", False)
+    return bool(value() if callable(value) else value)
+
+
+def _trl_prompt(prompt: Any, shown: Any) -> list[dict]:
+    """TRL's prompt of an environment_factory episode: the prompt as chat messages, ``reset()``'s text appended to
+    the last message (``GRPOTrainer._generate``)."""
+    if isinstance(prompt, list) and prompt and all(isinstance(m, dict) for m in prompt):
+        messages = [dict(m) for m in prompt]
+    else:
+        messages = [{"role": "user", "content": "" if prompt is None else messages_text(prompt)}]
+    if shown is not None:
+        last = messages[-1]
+        messages[-1] = {**last, "content": messages_text(last.get("content")) + messages_text(shown)}
+    return messages
 
 
 def parse_tool_call(action: str) -> tuple[str, list, dict] | None:

@@ -212,3 +212,88 @@ def test_creditflow_train_on_a_trl_environment(train_cli, data):
     code, rows, _ = train_cli(NAME, f"env.kwargs.data={data}", "env.kwargs.max_steps=3",
                               "env.success_threshold=0.5", algo="grpo")
     assert code == 0 and max(r["step"] for r in rows) == 2 and "train/score" in rows[-1]
+
+
+# --------------------------------------------------------------------------------------------------
+# issue 74 part 3: what creditflow reads from the class is read here as CreditGRPOTrainer reads it
+# --------------------------------------------------------------------------------------------------
+
+
+class KeyedWalk:
+    """A class written per docs/trl.md: a tool, TRL's get_reward, and creditflow's reads (state_key, success as a
+    property, expert_actions)."""
+
+    def reset(self, **kwargs) -> str:
+        self.pos = 0
+        return "Start at 0; the goal is at 2."
+
+    def move(self, d: str) -> str:
+        """Move one cell.
+
+        Args:
+            d: r or l
+        """
+        self.pos = max(0, self.pos + (1 if d == "r" else -1))
+        return f"at {self.pos}"
+
+    def get_reward(self) -> float:
+        return 0.25  # not the outcome: success is
+
+    def state_key(self) -> str:
+        return f"pos={self.pos}"
+
+    @property
+    def success(self) -> bool:
+        return self.pos == 2
+
+    def expert_actions(self) -> list:
+        return ["move(d='r')", {"name": "move", "arguments": {"d": "r"}}]
+
+
+class MethodOutcome(KeyedWalk):
+    def success(self) -> bool:  # a method works as well as a property
+        return self.pos == 1
+
+
+def test_creditflow_reads_are_no_tools_and_give_state_outcome_and_expert():
+    env = make(f"trl:{__name__}:KeyedWalk")
+    assert list(env._tools) == ["move"]
+    obs, info = env.reset(seed=0)
+    assert "state_key" not in info["task"] and "expert" not in info["task"] and "success" not in info["task"]
+    assert info["state_key"] == "pos=0"  # the class's key, not the observation text
+    assert env.step("state_key()")[0] == "{'error': 'Tool state_key not found.'}"  # not callable by the policy
+    plan = env.expert_actions()
+    assert plan == ["move(d='r')", '{"name": "move", "arguments": {"d": "r"}}']
+    keys = [env.step(a)[4]["state_key"] for a in plan]
+    *_, info = env.step("done")
+    assert keys == ["pos=1", "pos=2"] and info["won"] is True and info["score"] == 0.25
+    method = make(f"trl:{__name__}:MethodOutcome")
+    method.reset(seed=0)
+    method.step("move(d='r')")
+    assert method.step("done")[4]["won"] is True
+
+
+def test_the_state_key_option_still_wins(data):
+    env = make(f"trl:{__name__}:KeyedWalk", state_key=f"{__name__}:position_word")
+    assert env.reset(seed=0)[1]["state_key"] == "at cell 0"
+
+
+def position_word(observation, env):
+    return f"at cell {env.pos}"
+
+
+def test_a_trl_module_in_the_current_directory_is_found_as_for_module_class(tmp_path, monkeypatch):
+    """`--env trl:module:Class` finds ./module.py like `--env module:Class` does (one shared import)."""
+    (tmp_path / "cwd_trl_env_xyz.py").write_text(
+        "class Walk:\n"
+        "    def reset(self, **kwargs):\n        return 'start'\n"
+        "    def move(self, d: str) -> str:\n        '''Move.'''\n        return 'moved'\n"
+        "    def get_reward(self):\n        return 1.0\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "cwd_trl_env_xyz", raising=False)
+    env = make("trl:cwd_trl_env_xyz:Walk")
+    assert env.reset(seed=0)[0] == "start" and env.step("move(d='r')")[0] == "moved"
+    with pytest.raises(EnvError) as exc:  # and a module that is nowhere is still one line
+        make("trl:cwd_missing_xyz:Walk")
+    assert "module 'cwd_missing_xyz' failed to import: ModuleNotFoundError" in str(exc.value)
