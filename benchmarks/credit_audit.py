@@ -26,7 +26,9 @@ pool were set before its first run and not changed):
   tiny model is rebuilt in minutes; its sha256 is in the summary):
   ``creditflow sft --env sql --out runs/sql_sft sft.demos=512 sft.epochs=4 rollout.history_length=0``
   (H = 0: the prompt is the question and the last result, a function of the state, so a menu kept per state
-  is the model's own proposal there).
+  is the model's own proposal there). ε = 0.5 / 0.75 / 0.9, Sokoban's values, by the same rule: the π_SFT's
+  menus hold the right query often, so groups only mix from ε = 0.5 on (success 0.94 / 0.88 / 0.81, mixed
+  groups 0.25-0.75 on 2 seeds of 4 tasks; 1.0 at ε = 0.25).
 
 Every (part, policy or arm) keeps its per-seed results in ``benchmarks/results/credit_audit_<setting>_runs/``
 (``accuracy_<policy>.json``, ``race_<arm>.json``, ``rro_<policy>.json``), written after each seed, so a
@@ -78,7 +80,7 @@ SETTINGS = {
                 "menu": {"model": "benchmarks/results/webshop_sft_E4b/sft_model", "size": 4,
                          "overrides": ["generation.max_new_tokens=48"]}},
     "sql": {"title": "InterCode-SQL, generated databases", "env": "sql", "options": {},
-            "parts": ["coverage", "rro"], "audit": {"epsilons": (0.25, 0.5, 0.75)},
+            "parts": ["coverage", "rro"], "audit": {"epsilons": (0.5, 0.75, 0.9)},
             "menu": {"model": "runs/sql_sft/sft_model", "size": 4, "overrides": ["generation.max_new_tokens=64"],
                      "build": "creditflow sft --env sql --out runs/sql_sft sft.demos=512 sft.epochs=4 "
                               "rollout.history_length=0"}},
