@@ -1028,7 +1028,8 @@ def audit_settings_lines(a: Audit) -> list[str]:
              *([f"- Free-text states (no admissible actions) choose among a menu kept per state: "
                 f"{s['menu']['size']} actions sampled from `{s['menu']['model']}` (sha256 {s['menu']['sha256'][:12]}…, "
                 f"{', '.join(s['menu']['overrides']) or 'its own settings'}) plus the expert's "
-                "(`creditflow audit --model`)."] if s.get("menu") else []),
+                "(`creditflow audit --model`)" + (f"; that model is not committed: `{s['menu']['build']}` rebuilds it"
+                                                   if s["menu"].get("build") else "") + "."] if s.get("menu") else []),
              f"- Coverage{' and accuracy' if a.measured else ''}: {st['seeds']} seeds × {st['tasks']} tasks × "
              f"{st['group_size']} rollouts" + (f"; A^π of every step from {st['m']} + {st['m']} Monte-Carlo "
                                                 "continuations of the restored state." if a.measured else ".")]
