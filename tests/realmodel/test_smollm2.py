@@ -12,6 +12,7 @@ import torch
 from safetensors.torch import load_file
 
 import creditflow
+from creditflow.cli import main
 from creditflow.config import build_config
 from creditflow.policy.gguf import RECORD
 from creditflow.policy.model import load_policy
@@ -40,7 +41,14 @@ def one_line_error(stderr: str) -> str:
 # -- export --from-gguf -----------------------------------------------------------------------------------------
 
 
-def test_bad_gguf_input_is_one_line_and_writes_nothing(tmp_path):
+def run_main(argv, capsys) -> tuple[int, str]:
+    """``creditflow ARGV`` in this process: (exit code, stderr)."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    return exc.value.code, capsys.readouterr().err
+
+
+def test_bad_gguf_input_is_one_line_and_writes_nothing(tmp_path, capsys):
     text = tmp_path / "notes.gguf"
     text.write_text("not a model")
     out = tmp_path / "out"
@@ -53,15 +61,15 @@ def test_bad_gguf_input_is_one_line_and_writes_nothing(tmp_path):
         (["export", "--from-gguf", str(text), "--out", str(tmp_path)], "already exists"),
         (["export", "--from-gguf", str(text), "--out", str(out), "--dtype", "int4"], "--dtype must be one of"),
     ]:
-        code, _, err = cli(*args)
+        code, err = run_main(args, capsys)
         assert code == 2 and needle in one_line_error(err), (args, err)
     assert not out.exists()
 
 
-def test_a_gguf_file_given_as_a_model_says_how_to_convert_it(tmp_path):
+def test_a_gguf_file_given_as_a_model_says_how_to_convert_it(tmp_path, capsys):
     fake = tmp_path / "m.gguf"
     fake.write_bytes(b"GGUF" + bytes(60))
-    code, _, err = cli("eval", "--model", str(fake), "--episodes", "1")
+    code, err = run_main(["eval", "--model", str(fake), "--episodes", "1"], capsys)
     assert code == 2 and f"creditflow export --from-gguf {fake} --out DIR" in one_line_error(err)
 
 
@@ -151,8 +159,8 @@ def _canonical(tok, earlier, prompt_ids):
 # -- every command takes the converted directory ---------------------------------------------------------------
 
 TINY = ["rollout.tasks_per_step=1", "rollout.group_size=2", "rollout.max_steps=2", "generation.max_new_tokens=8",
-        "rl.eval_episodes=1", "rl.eval_every=0", "rl.steps=1", "rl.save_every=1", "rl.lr=1e-6", "tensorboard=false",
-        "policy.device=cpu"]
+        "rl.eval_episodes=1", "rl.eval_every=0", "rl.steps=1", "rl.save_every=1", "tensorboard=false",
+        "policy.device=cpu", "rl.entropy_coef=0.01"]  # zero-shot groups are all-fail: the entropy term moves the weights
 
 
 @pytest.mark.slow
@@ -166,13 +174,14 @@ def test_sft_rewardflow_lora_eval_and_export_with_smollm2(tmp_path, smollm2_dir)
     _, tok_sft = load_policy(sft_model, "cpu")
     assert tok_sft.chat_template == load_policy(smollm2_dir, "cpu")[1].chat_template  # the template travels
 
-    rl = creditflow.train(["rl.algo=rewardflow", *TINY], model=sft_model, out=tmp_path / "rf")
+    rl = creditflow.train(["rl.algo=rewardflow", "rl.lr=1e-6", *TINY], model=sft_model, out=tmp_path / "rf")
     rows = [json.loads(line) for line in (rl.run_dir / "metrics.jsonl").read_text().splitlines()]
     step = next(r for r in rows if r.get("step") == 1 and "train/loss" in r)
     assert step["train/episodes"] == 2 and torch.isfinite(torch.tensor(step["train/loss"]))
+    assert step["train/grad_norm"] > 0 and "credit/graph_nodes" in step
     assert (rl.run_dir / "checkpoints" / "step_000001" / "model.safetensors").is_file()
 
-    lora = creditflow.train(["rl.algo=rewardflow", "policy.lora=true", "rl.lr=1e-4", *TINY[:-3]],
+    lora = creditflow.train(["rl.algo=rewardflow", "policy.lora=true", "rl.lr=1e-4", *TINY],
                             model=smollm2_dir, out=tmp_path / "lora")
     ckpt = lora.run_dir / "checkpoints" / "step_000001"
     assert (ckpt / "adapter_model.safetensors").is_file() and not (ckpt / "model.safetensors").exists()
