@@ -164,9 +164,10 @@ TINY = ["rollout.tasks_per_step=1", "rollout.group_size=2", "rollout.max_steps=2
 
 
 @pytest.mark.slow
-def test_sft_rewardflow_lora_eval_and_export_with_smollm2(tmp_path, smollm2_dir):
+def test_sft_rewardflow_lora_export_eval_and_rro_with_smollm2(tmp_path, smollm2_dir):
     """SFT on 4 demonstrations, one RewardFlow step from π_SFT, one LoRA step, export of the LoRA checkpoint
-    (merged) and eval of the export: the same commands as the tiny policy's, on the converted directory."""
+    (merged), eval of the export and an RRO collection from π_SFT: the same commands as the tiny policy's, on the
+    converted directory."""
     sft = creditflow.sft(["sft.demos=4", "sft.epochs=1", "sft.batch_size=2", "sft.max_length=768", "sft.lr=1e-5",
                           "tensorboard=false", "policy.device=cpu"], model=smollm2_dir, out=tmp_path / "sft")
     sft_model = sft.run_dir / "sft_model"
@@ -196,3 +197,10 @@ def test_sft_rewardflow_lora_eval_and_export_with_smollm2(tmp_path, smollm2_dir)
     result = creditflow.evaluate(["policy.device=cpu", "generation.max_new_tokens=8", "rollout.max_steps=2"],
                                  model=tmp_path / "merged", episodes=2)
     assert result.metrics["eval/episodes"] == 2 and 0.0 <= result.metrics["eval/success_rate"] <= 1.0
+
+    code, _, err = cli("rro", "collect", "--model", str(sft_model), "--out", str(tmp_path / "rro"), "--tasks", "1",
+                       "--candidates", "2", "--mc-rollouts", "1", "rollout.max_steps=2", "generation.max_new_tokens=8",
+                       "policy.device=cpu")
+    assert code == 0, err
+    totals = json.loads((tmp_path / "rro" / "preferences" / "summary.json").read_text())["totals"]
+    assert totals["tasks"] == 1 and totals["steps"] >= 1 and totals["samples"] >= totals["steps"]
