@@ -75,8 +75,9 @@ def load_gguf(path: str | Path, dtype: str = "float32"):
     try:
         tok = AutoTokenizer.from_pretrained(where, gguf_file=name)
         model = AutoModelForCausalLM.from_pretrained(where, gguf_file=name, dtype=getattr(torch, DTYPES[dtype]))
-    except (OSError, ValueError, KeyError, NotImplementedError, RuntimeError) as exc:
-        raise UserError(f"--from-gguf {str(p)!r}: transformers cannot read it ({_first_line(exc)})") from None
+    except Exception as exc:  # noqa: BLE001 - a damaged file fails in the reader with struct, index, value errors...
+        raise UserError(f"--from-gguf {str(p)!r}: transformers cannot read it ({type(exc).__name__}: "
+                        f"{_first_line(exc)})") from None
     # the weights are dequantised: what is saved is a plain model, which must not claim a GGUF quantisation
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config

@@ -14,6 +14,7 @@ from safetensors.torch import load_file
 import creditflow
 from creditflow.cli import main
 from creditflow.config import build_config
+from creditflow.policy import gguf as gguf_module
 from creditflow.policy.gguf import RECORD
 from creditflow.policy.model import load_policy
 from creditflow.policy.prompts import Turn
@@ -64,6 +65,19 @@ def test_bad_gguf_input_is_one_line_and_writes_nothing(tmp_path, capsys):
         code, err = run_main(args, capsys)
         assert code == 2 and needle in one_line_error(err), (args, err)
     assert not out.exists()
+
+
+def test_a_truncated_gguf_file_or_no_gguf_package_is_one_line(tmp_path, capsys, monkeypatch, smollm2_gguf):
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(smollm2_gguf.read_bytes()[:1_000_000])
+    code, err = run_main(["export", "--from-gguf", str(cut), "--out", str(tmp_path / "a")], capsys)
+    assert code == 2 and "transformers cannot read it" in one_line_error(err)
+    real_find_spec = gguf_module.importlib.util.find_spec
+    monkeypatch.setattr(gguf_module.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "gguf" else real_find_spec(name, *a))
+    code, err = run_main(["export", "--from-gguf", str(smollm2_gguf), "--out", str(tmp_path / "b")], capsys)
+    assert code == 2 and "pip install 'creditflow[gguf]'" in one_line_error(err)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
 def test_a_gguf_file_given_as_a_model_says_how_to_convert_it(tmp_path, capsys):
