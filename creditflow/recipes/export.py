@@ -3,6 +3,8 @@
 A LoRA run's checkpoints hold an adapter, not a model; vLLM servers, other trainers and most tools want a
 model. ``export`` loads the adapter onto its base model, merges it and saves the result; a full checkpoint
 is saved without its optimizer and trainer state. ``creditflow eval`` needs no export: it merges on load.
+``export --from-gguf FILE`` writes the model of a GGUF file (llama.cpp's format) as such a directory
+(``creditflow/policy/gguf.py``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import get_args
 from creditflow.atomic import atomic_dir
 from creditflow.config import PolicyConfig
 from creditflow.errors import UserError
-from creditflow.policy import inference
+from creditflow.policy import gguf, inference
 from creditflow.policy.model import check_model_dir, load_policy
 from creditflow.train.checkpoint import policy_in
 
@@ -23,17 +25,7 @@ def export_policy(source: str | Path, out: str | Path, dtype: str = "auto") -> P
     """Write the policy in ``source`` (a checkpoint, a LoRA adapter, a model directory, or a run directory: its
     newest checkpoint) to the new directory ``out`` as a plain HF model + tokenizer, merged on the CPU in
     ``dtype`` (``auto``: float32)."""
-    dtypes = get_args(PolicyConfig.model_fields["dtype"].annotation)
-    if dtype not in dtypes:
-        raise UserError(f"--dtype must be one of {', '.join(dtypes)}; got {dtype!r}")
-    target = Path(out)
-    if target.exists():
-        raise UserError(f"--out {str(target)!r} already exists; give a new directory")
-    parent = target.absolute().parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise UserError(f"--out {str(target)!r}: cannot write in {str(parent)!r}")
+    target = _check_out(out, dtype)
     source = policy_in(source)
     check_model_dir(source)
     model, tok = load_policy(source, "cpu", dtype)
@@ -46,4 +38,29 @@ def export_policy(source: str | Path, out: str | Path, dtype: str = "auto") -> P
                 inference.save(tmp, settings=found[0])
     except OSError as exc:
         raise UserError(f"--out {str(target)!r}: cannot write ({exc.strerror or exc})") from None
+    return target
+
+
+def export_gguf(path: str | Path, out: str | Path, dtype: str = "auto") -> Path:
+    """Write the model of the GGUF file ``path`` to the new directory ``out`` as a plain HF model + tokenizer
+    (with the file's chat template), dequantised to ``dtype`` (``auto``: float32)."""
+    target = _check_out(out, dtype)
+    gguf.check_gguf_file(path)
+    return gguf.convert_gguf(path, target, dtype)
+
+
+def _check_out(out: str | Path, dtype: str) -> Path:
+    """``--dtype`` is one of the policy's dtypes and ``--out`` a new directory that can be written (checked
+    before any work)."""
+    dtypes = get_args(PolicyConfig.model_fields["dtype"].annotation)
+    if dtype not in dtypes:
+        raise UserError(f"--dtype must be one of {', '.join(dtypes)}; got {dtype!r}")
+    target = Path(out)
+    if target.exists():
+        raise UserError(f"--out {str(target)!r} already exists; give a new directory")
+    parent = target.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise UserError(f"--out {str(target)!r}: cannot write in {str(parent)!r}")
     return target
