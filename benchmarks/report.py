@@ -1329,12 +1329,13 @@ def pretrained_section() -> list[str]:
              f"`{s['history']}` layout, episodes capped at {s['max_steps']} turns of at most {s['max_new_tokens']} "
              f"new tokens (the CPU budget; the envs' own caps are longer); {machine_text(rec['machine'])}.", "",
              *table(["env", "episodes", "success [95% Clopper-Pearson]", "score", "invalid actions"], rows), ""]
-    step = rec.get("step")
-    if step:
+    for step in [rec.get("step"), *rec.get("steps_by_threads", {}).values()]:
+        if not step:
+            continue
         g = step["setting"]
         lines += [f"One RewardFlow step with it on Sokoban ({g['tasks']} task × {g['group']} rollouts, the same caps, "
                   f"`{g['layout']}`, KL {g['kl_coef']:g}) took {step['step_s']:.0f} s on "
-                  f"{s['torch_threads']} torch thread(s): rollout {step['rollout_s']:.0f} s "
+                  f"{step.get('threads', s['torch_threads'])} torch thread(s): rollout {step['rollout_s']:.0f} s "
                   f"({step['generation_tokens_per_s']:.1f} generated tokens/s), reference log-probs "
                   f"{step['ref_s']:.0f} s, update {step['update_s']:.0f} s ({step['train_row_tokens']:,} tokens, "
                   f"{step['update_tokens_per_s']:.0f} tokens/s forward + backward). Load average "

