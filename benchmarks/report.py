@@ -1339,7 +1339,7 @@ def pretrained_section() -> list[str]:
                   f"({step['generation_tokens_per_s']:.1f} generated tokens/s), reference log-probs "
                   f"{step['ref_s']:.0f} s, update {step['update_s']:.0f} s ({step['train_row_tokens']:,} tokens, "
                   f"{step['update_tokens_per_s']:.0f} tokens/s forward + backward). Load average "
-                  f"{step['load']['start']['loadavg'][0]:g} at its start (other jobs shared the 2 cores). Record: "
+                  f"{step['load']['start']['loadavg'][0]:g} at its start (2 cores; above 1, other jobs were running). Record: "
                   "`smollm2_zero_shot.json`.", ""]
     return lines
 
