@@ -55,15 +55,13 @@ from creditflow.credit import credit_arrays, estimator_names, estimator_needs, v
 from creditflow.curriculum.diagnostics import group_diagnostics
 from creditflow.envs.adapters.trl_env import CREDITFLOW_READS, outcome_of
 from creditflow.errors import UserError
+from creditflow.policy.model import DEPRECATIONS_OF_OTHERS
 
 MIN_TRL = "1.16.0"  # the GRPOTrainer whose methods CreditGRPOTrainer extends (docs/trl.md)
 if Version(trl.__version__) < Version(MIN_TRL):
     raise ImportError(f"creditflow.integrations.trl needs TRL >= {MIN_TRL} (the GRPOTrainer it extends); "
                       f"found {trl.__version__}")
 ROLLOUT_FIELDS = ("state_keys", "success", "valid")  # what a rollout_func may return for creditflow
-# a deprecation raised inside TRL's own step (transformers 5 renamed the method TRL calls), three times a step;
-# nothing a user of this trainer can act on
-_TRL_DEPRECATIONS = r"`is_gradient_checkpointing` is deprecated"
 # environment members creditflow reads, which TRL would otherwise offer the model as tools (every public method is):
 # the same the ``trl:`` env adapter keeps out of its tools, so one class behaves the same through both routes
 CREDIT_METHODS = CREDITFLOW_READS
@@ -191,7 +189,7 @@ class CreditGRPOTrainer(GRPOTrainer):
         self._cf_snapshots: list[list] | None = None
         self._cf_rewards = None
         self._cf_warned_observation = False
-        warnings.filterwarnings("ignore", message=_TRL_DEPRECATIONS, category=FutureWarning)
+        warnings.filterwarnings("ignore", message=DEPRECATIONS_OF_OTHERS, category=FutureWarning)  # TRL's, 3x a step
         super().__init__(*args, **kwargs)
         check_options(self.args)
         self._hide_credit_methods()

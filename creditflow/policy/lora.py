@@ -24,6 +24,7 @@ from transformers.pytorch_utils import Conv1D
 
 from creditflow.config import LoRAConfig
 from creditflow.errors import UserError
+from creditflow.policy.model import others_deprecations_hidden
 
 # layer types PEFT's LoRA can wrap (peft.tuners.lora.model.LoraModel._create_new_module)
 _WRAPPABLE = (torch.nn.Linear, torch.nn.Embedding, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d, Conv1D)
@@ -64,14 +65,16 @@ def wrap(model, settings: LoRAConfig, base_dir: str | Path) -> peft.PeftModel:
     """``model`` with a fresh adapter on ``settings.target_modules``. PEFT initialises B = 0, so the wrapped
     model computes exactly what ``model`` did. ``base_dir`` (the directory ``model`` was loaded from) goes
     into the adapter's ``adapter_config.json`` as an absolute path: a saved adapter names its base model."""
-    wrapped = peft.get_peft_model(model, peft_config(settings))
+    with others_deprecations_hidden():
+        wrapped = peft.get_peft_model(model, peft_config(settings))
     wrapped.peft_config[wrapped.active_adapter].base_model_name_or_path = str(Path(base_dir).resolve())
     return wrapped
 
 
 def load_adapter(model, adapter_dir: str | Path) -> peft.PeftModel:
     """``model`` (the base) with the trainable adapter saved in ``adapter_dir``: resuming a LoRA run."""
-    return peft.PeftModel.from_pretrained(model, str(adapter_dir), is_trainable=True)
+    with others_deprecations_hidden():
+        return peft.PeftModel.from_pretrained(model, str(adapter_dir), is_trainable=True)
 
 
 def is_lora(model) -> bool:

@@ -12,9 +12,10 @@ import contextlib
 import json
 import os
 import platform
+import warnings
 import zipfile
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import torch
 from peft import PeftModel
@@ -50,6 +51,19 @@ TINY_DEFAULTS = dict(
     rope_theta=10000.0,
     tie_word_embeddings=True,
 )
+
+
+# transformers 5 deprecated ``is_gradient_checkpointing``, which PEFT and TRL still read (PEFT once a wrap, TRL's
+# trainers every step): nothing a creditflow user can act on, so the calls creditflow makes hide it
+DEPRECATIONS_OF_OTHERS = r"`is_gradient_checkpointing` is deprecated"
+
+
+@contextlib.contextmanager
+def others_deprecations_hidden() -> Iterator[None]:
+    """Run a block without the FutureWarnings in :data:`DEPRECATIONS_OF_OTHERS` (PEFT's and TRL's, not ours)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=DEPRECATIONS_OF_OTHERS, category=FutureWarning)
+        yield
 
 
 def _quiet_transformers() -> None:

@@ -20,7 +20,7 @@ import datasets
 import torch
 from transformers import PrinterCallback, TrainerCallback, TrainingArguments
 
-from creditflow.policy.model import float32_attention_on_cpu
+from creditflow.policy.model import float32_attention_on_cpu, others_deprecations_hidden
 
 
 @dataclass
@@ -122,10 +122,11 @@ def run_trl(trainer_cls: type, config_cls: type[TrainingArguments], model, token
         float32_attention_on_cpu(model)  # bf16 linear layers, float32 attention (policy.model.mixed_precision)
     logger = _LogRows(name, log_keys, log)
     callbacks = [logger] + ([_Progress(progress)] if progress is not None else [])
-    trainer = trainer_cls(model=model, args=args, train_dataset=datasets.Dataset.from_list(rows),
-                          processing_class=tokenizer, callbacks=callbacks, **trainer_kwargs)
-    trainer.remove_callback(PrinterCallback)
-    result = trainer.train()
+    with others_deprecations_hidden():  # TRL reads a name transformers 5 deprecated, every step
+        trainer = trainer_cls(model=model, args=args, train_dataset=datasets.Dataset.from_list(rows),
+                              processing_class=tokenizer, callbacks=callbacks, **trainer_kwargs)
+        trainer.remove_callback(PrinterCallback)
+        result = trainer.train()
     tokenizer.padding_side = "left"  # TRL may switch it; generation needs left padding
     if save_to is not None:
         trainer.save_model(str(save_to))

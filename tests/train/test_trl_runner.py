@@ -21,3 +21,24 @@ def test_training_args_are_shared_and_raise_no_deprecation_warning(tmp_path):
         assert args.save_strategy == "no" and args.report_to == [] and args.disable_tqdm
     assert sft.output_dir == str(tmp_path / "sft_tmp") and sft.learning_rate == 1e-3 and sft.completion_only_loss
     assert dpo.output_dir == str(tmp_path / "dpo_tmp") and dpo.beta == 0.1
+
+
+def test_peft_and_trl_deprecations_of_transformers_names_stay_quiet(tmp_path, tiny_model_dir):
+    """Issue 74 part 6: PEFT's wrap and TRL's steps read ``is_gradient_checkpointing``, which transformers 5
+    deprecated; creditflow's calls hide that FutureWarning (and only that one)."""
+    from creditflow.config import LoRAConfig
+    from creditflow.policy import lora
+    from creditflow.policy.model import load_policy
+    from creditflow.train.trl_runner import run_trl
+
+    model, tok = load_policy(tiny_model_dir, "cpu")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        wrapped = lora.wrap(model, LoRAConfig(), tiny_model_dir)
+        rows = [{"prompt": "go", "completion": " up"}] * 4
+        run_trl(trl.SFTTrainer, trl.SFTConfig, wrapped, tok, rows, tmp_path, name="sft", seed=0,
+                settings=dict(max_steps=1, per_device_train_batch_size=2, completion_only_loss=True))
+        warnings.warn("`is_activation_checkpointing` stays visible", FutureWarning)
+    messages = [str(w.message) for w in seen if issubclass(w.category, FutureWarning)]
+    assert not [m for m in messages if "is_gradient_checkpointing" in m]
+    assert "`is_activation_checkpointing` stays visible" in messages
