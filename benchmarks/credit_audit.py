@@ -200,6 +200,8 @@ def summarize(name: str, settings: AuditSettings, seconds: float) -> Path:
            "records": f"benchmarks/results/credit_audit_{name}_runs/"}
     if "menu" in spec:
         out["menu"] = menu_record(spec)
+    if old.get("note"):
+        out["note"] = old["note"]  # how the runs ran (threads, what shared the machine), written by hand
     for f in sorted(runs.glob("accuracy_*.json")):
         d = load(f)
         out["accuracy"][d["policy"]] = [d["seeds"][k] for k in sorted(d["seeds"], key=int)]

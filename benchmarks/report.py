@@ -1042,7 +1042,7 @@ def audit_settings_lines(a: Audit) -> list[str]:
         lines.append(f"- RRO pairs: at every state of one rollout per task, N = N_max = {st['rro_candidates']}, "
                      f"process rewards from m = {st['rro_m']} continuations, each pair judged by {st['rro_truth_m']} "
                      "more per action.")
-    lines += [f"- Machine: {machine_text(s.get('machine'))}.",
+    lines += [f"- Machine: {machine_text(s.get('machine'))}." + (f" {s['note']}" if s.get("note") else ""),
               f"- Records: `{s['records']}`; summary `benchmarks/results/credit_audit_{a.setting}.json` "
               "(`benchmarks/credit_audit.py`)."]
     return lines
