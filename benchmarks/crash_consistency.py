@@ -269,7 +269,7 @@ def final_state(out: Path, steps: int):
     """The final weights (the last checkpoint's tensors) and the metric rows without ``time/*``."""
     from safetensors.torch import load_file
 
-    from creditflow.train.metrics import read_metrics
+    from creditflow.trainer.metrics import read_metrics
 
     weights = load_file(out / "checkpoints" / f"step_{steps:06d}" / "model.safetensors")
     rows = [{k: v for k, v in r.items() if not k.startswith("time/")} for r in read_metrics(out / "metrics.jsonl")]
@@ -281,7 +281,7 @@ def compare(reference: Path, run: Path, steps: int) -> None:
     intact. (A kill after the last checkpoint may leave a hidden temporary, which a resume would remove.)"""
     import torch
 
-    from creditflow.train.checkpoint import checkpoint_problem
+    from creditflow.trainer.checkpoint import checkpoint_problem
 
     ref_w, ref_rows = final_state(reference, steps)
     w, rows = final_state(run, steps)

@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.machine import machine_info  # noqa: E402
-from creditflow.train.metrics import read_metrics  # noqa: E402
+from creditflow.trainer.metrics import read_metrics  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.stats import interval_estimates, t_interval  # noqa: E402
 from benchmarks.machine import machine_info  # noqa: E402
-from creditflow.train.metrics import read_metrics  # noqa: E402
+from creditflow.trainer.metrics import read_metrics  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 

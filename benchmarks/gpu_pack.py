@@ -21,7 +21,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from creditflow.train.checkpoint import checkpoint_step, latest_checkpoint  # noqa: E402
+from creditflow.trainer.checkpoint import checkpoint_step, latest_checkpoint  # noqa: E402
 
 
 def unfinished(work: Path) -> list[tuple[int, Path, Path]]:

@@ -38,8 +38,8 @@ from matplotlib.figure import Figure
 from benchmarks.stats import BOOTSTRAP_REPS, interval_estimates  # noqa: F401 (re-exported for the scripts)
 from creditflow.config import build_config
 from creditflow.recipes.train import run_train
-from creditflow.train.checkpoint import checkpoint_step, latest_checkpoint
-from creditflow.train.metrics import read_metrics
+from creditflow.trainer.checkpoint import checkpoint_step, latest_checkpoint
+from creditflow.trainer.metrics import read_metrics
 
 def parse_args(doc: str, name: str, methods, default_steps: int, add=None, default_methods=None) -> tuple[argparse.Namespace, Path, Path]:
     """The options every learning check shares; ``add(parser)`` adds the script's own. Sets torch's

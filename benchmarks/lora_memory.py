@@ -11,7 +11,7 @@ Two measurements, each configuration in its own process (its peak RSS is its own
   every advantage is 0). Step times are medians over the steps from ``metrics.jsonl``.
 * **RL update on a larger model** — a from-scratch 24M-parameter Qwen2 (hidden 512, 8 layers): the
   trainer's reference log-probs and ``policy_update`` on 16 synthetic decisions of 128 + 8 tokens, via
-  :class:`creditflow.train.rl.RLTrainer` (its reference and optimizer), ``--steps`` updates. The model
+  :class:`creditflow.trainer.rl.RLTrainer` (its reference and optimizer), ``--steps`` updates. The model
   is where the memory goes, so this shows how the saving scales.
 
 LoRA: r 16, alpha 32, all linear layers (the defaults). Writes ``benchmarks/results/lora_memory.{json,md}``
@@ -44,9 +44,9 @@ from creditflow.policy.backends.base import SamplingParams  # noqa: E402
 from creditflow.policy.model import build_tiny_policy, load_policy  # noqa: E402
 from creditflow.recipes import common  # noqa: E402
 from creditflow.rollout.expert import expert_corpus  # noqa: E402
-from creditflow.train.rl import RLTrainer, fill_ref_logprobs, policy_update  # noqa: E402
-from creditflow.train.rows import Sample, window_rows  # noqa: E402
-from creditflow.train.metrics import read_metrics  # noqa: E402
+from creditflow.trainer.rl import RLTrainer, fill_ref_logprobs, policy_update  # noqa: E402
+from creditflow.trainer.sequences import Sample, window_rows  # noqa: E402
+from creditflow.trainer.metrics import read_metrics  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.machine import machine_info  # noqa: E402
 from benchmarks.webshop_actions import action_kind  # noqa: E402
-from creditflow.process.preferences import chosen_valid  # noqa: E402
+from creditflow.pairs.preferences import chosen_valid  # noqa: E402
 
 
 def count(collection: Path, kinds: bool = False) -> dict:

@@ -48,8 +48,8 @@ from creditflow.errors import UserError  # noqa: E402
 from creditflow.policy.model import load_policy  # noqa: E402
 from creditflow.recipes import common  # noqa: E402
 from creditflow.recipes.eval import evaluate_policy  # noqa: E402
-from creditflow.train.rl import RLTrainer  # noqa: E402
-from creditflow.train.rows import rows_from  # noqa: E402
+from creditflow.trainer.rl import RLTrainer  # noqa: E402
+from creditflow.trainer.sequences import rows_from  # noqa: E402
 
 ENVS = ("sokoban", "household", "webshop", "sql", "alfworld")
 # sql's held-out pool has 37 tasks: the validation split (rl.eval_episodes, 32 by default) and 32 test tasks would

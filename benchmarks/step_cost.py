@@ -56,10 +56,10 @@ from creditflow.recipes import common  # noqa: E402
 # the setting the issue names and the committed tables measured (the demo now runs RewardFlow on 8 x 8)
 from creditflow.recipes.demo import DEMO_DEFAULTS, DEMO_ENV_SETTINGS, EARLIER_GRPO_DEMO  # noqa: E402
 from creditflow.recipes.train import run_sft_command  # noqa: E402
-from creditflow.train.forward import PREFIX_LEVELS, Forward, spread  # noqa: E402
-from creditflow.train.loss import token_logprobs  # noqa: E402
-from creditflow.train.rl import RLTrainer, fill_ref_logprobs  # noqa: E402
-from creditflow.train.rows import rows_from  # noqa: E402
+from creditflow.trainer.forward import PREFIX_LEVELS, Forward, spread  # noqa: E402
+from creditflow.trainer.loss import token_logprobs  # noqa: E402
+from creditflow.trainer.rl import RLTrainer, fill_ref_logprobs  # noqa: E402
+from creditflow.trainer.sequences import rows_from  # noqa: E402
 
 LAYOUTS = {  # share_prefix=false: every prompt and row in full, as before policy.share_prefix existed
     "window+paper": ["rollout.history=window", "policy.template=paper", "policy.share_prefix=false"],
@@ -473,10 +473,10 @@ def main() -> None:
                   "change (docs/formats.md, 'Multi-turn layouts'): the prompt text, the context the policy "
                   "conditions on (the whole episode instead of the last 2 pairs), and mini-batches that split "
                   "trajectories instead of decisions; on one batch the loss is the same "
-                  "(tests/train/test_rl.py). policy.share_prefix changes no sample: its sampling loop makes the "
+                  "(tests/trainer/test_rl.py). policy.share_prefix changes no sample: its sampling loop makes the "
                   "same draws as transformers' generate from the same torch seed, up to float rounding of the "
                   "probabilities (here the +shared steps took the same episodes, decisions and successes as their layouts' steps), and the update's loss and "
-                  "gradients agree to float rounding (tests/train/test_rl.py, tests/policy/test_hf_backend.py)."),
+                  "gradients agree to float rounding (tests/trainer/test_rl.py, tests/policy/test_hf_backend.py)."),
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,10 @@ The Python API (``creditflow.api``), loaded on first use so that ``import credit
 
     import creditflow
     result = creditflow.train(["rl.algo=rewardflow"], env="sokoban")   # also sft, evaluate, rro, audit
+
+``train``, ``sft``, ``evaluate``, ``rro`` and ``audit`` are the functions of :mod:`creditflow.api`; no subpackage
+shares their names (the training kernels are ``creditflow.trainer``, RRO's pairs ``creditflow.pairs``, the
+audit's parts ``creditflow.auditing``), so importing a subpackage never replaces one of them.
 """
 
 from __future__ import annotations
@@ -12,16 +16,14 @@ import importlib
 
 __version__ = "0.2.0"
 
-_API = ("sft", "evaluate", "rro", "audit", "RunResult", "EvalResult", "load_config")
+_API = ("train", "sft", "evaluate", "rro", "audit", "RunResult", "EvalResult", "load_config")
 
 
 def __getattr__(name: str):
     if name in _API:
         return getattr(importlib.import_module("creditflow.api"), name)
-    if name == "train":  # the package creditflow.train, callable as the API's train (creditflow/train/__init__.py)
-        return importlib.import_module("creditflow.train")
     raise AttributeError(f"module 'creditflow' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_API, "train"])
+    return sorted([*globals(), *_API])

@@ -43,7 +43,7 @@ from creditflow.recipes.eval import evaluate_policy
 from creditflow.recipes.rro import run_rro
 from creditflow.recipes.train import config_for_resume, run_sft_stage, run_train
 from creditflow.rollout.trajectory import SuccessRule, Trajectory
-from creditflow.train.checkpoint import checkpoint_root
+from creditflow.trainer.checkpoint import checkpoint_root
 
 ConfigLike = Union[RunConfig, dict, list, tuple, str, os.PathLike, None]
 """A :class:`RunConfig`, a dict of its sections, ``["key=value", ...]``, a YAML path, or None (the defaults)."""

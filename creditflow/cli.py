@@ -52,7 +52,7 @@ from creditflow.recipes.export import export_gguf, export_policy
 from creditflow.recipes.rro import run_collect, run_dpo_training
 from creditflow.rollout.trajectory import read_jsonl, read_jsonl_lines, write_jsonl
 from creditflow.spill import disk_full_line, write_results
-from creditflow.train import distributed
+from creditflow.trainer import distributed
 
 try:  # typer >= 0.20 ships its own copy of click as typer._click; older typer runs on click itself
     from typer._click import exceptions as click_errors

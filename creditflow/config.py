@@ -121,7 +121,7 @@ class PolicyConfig(_Section):
     run each distinct row once and each prefix a micro-batch's rows share once, level by level of their prefix
     tree, each level attending to its parent prefix's keys/values as a cache.
     Causal attention makes this exact: the same samples' distribution, loss and gradients up to float
-    rounding (tests/train/test_forward.py, test_rl.py), with fewer tokens through the model (benchmarks/results/step_cost.md).
+    rounding (tests/trainer/test_forward.py, test_rl.py), with fewer tokens through the model (benchmarks/results/step_cost.md).
     False: every prompt and row in full through transformers' ``generate`` and forward."""
     tiny_vocab_size: Optional[int] = Field(None, ge=300)
     """Vocabulary size of the tokenizer trained for the tiny default. None: the env's suggestion

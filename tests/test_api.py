@@ -27,20 +27,37 @@ def registry(monkeypatch):
 
 
 def test_import_creditflow_stays_light():
+    # the API's functions load the API (and torch) on first use, not on import
     code = ("import sys, creditflow, creditflow.envs; assert 'torch' not in sys.modules, 'torch'; "
-            "assert callable(creditflow.train) and 'torch' not in sys.modules; print(creditflow.__version__)")
+            "assert 'creditflow.api' not in sys.modules; assert callable(creditflow.train); "
+            "assert creditflow.train.__module__ == 'creditflow.api'; print(creditflow.__version__)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
-def test_creditflow_train_is_the_api_function_and_still_the_package():
-    import creditflow.train.rl  # noqa: F401  (the kernels package, imported the usual way)
+def test_creditflow_train_is_the_api_function_and_no_subpackage_replaces_it():
+    import inspect
 
-    assert callable(creditflow.train) and creditflow.train.rl.RLTrainer
-    assert creditflow.sft is api.sft and creditflow.evaluate is api.evaluate and creditflow.rro is api.rro
+    import creditflow.auditing.run  # noqa: F401  (the subpackages, imported the usual way)
+    import creditflow.pairs.rro  # noqa: F401
+    import creditflow.trainer.rl  # noqa: F401
+
+    assert creditflow.train is api.train and creditflow.rro is api.rro and creditflow.audit is api.audit
+    assert creditflow.sft is api.sft and creditflow.evaluate is api.evaluate
+    assert "resume" in inspect.signature(creditflow.train).parameters  # help() shows the function
     assert creditflow.RunResult is api.RunResult
     with pytest.raises(AttributeError):
         creditflow.nothing_here
+
+
+def test_the_old_process_package_is_a_deprecated_alias_of_pairs():
+    code = ("import warnings; warnings.simplefilter('error', DeprecationWarning)\n"
+            "try:\n    import creditflow.process.rro\nexcept DeprecationWarning as e:\n    print('warned:', e)\n"
+            "warnings.simplefilter('ignore')\nimport creditflow.process.rro as old, creditflow.pairs.rro as new\n"
+            "assert old is new and old.rising_sampler is new.rising_sampler; print('same')")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "warned: creditflow.process is renamed creditflow.pairs" in proc.stdout and "same" in proc.stdout
 
 
 def test_every_config_form_gives_the_same_run_config(tmp_path):

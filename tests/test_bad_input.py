@@ -14,7 +14,7 @@ import torch
 
 from creditflow.cli import main
 from creditflow.config import build_config, dump_config
-from creditflow.train.checkpoint import write_manifest
+from creditflow.trainer.checkpoint import write_manifest
 
 T = ["rl.steps=1", "rollout.tasks_per_step=1", "rollout.group_size=2", "rollout.max_steps=4", "rl.eval_episodes=2",
      "sft.demos=4", "sft.epochs=1"]
@@ -444,7 +444,7 @@ import signal  # noqa: E402
 
 from creditflow.atomic import CRASH_AT  # noqa: E402
 from creditflow.policy.model import build_tiny_policy, tiny_model_built  # noqa: E402
-from creditflow.train.metrics import read_metrics  # noqa: E402
+from creditflow.trainer.metrics import read_metrics  # noqa: E402
 
 RUN2 = ["rl.steps=2", "rl.save_every=1", "rollout.tasks_per_step=1", "rollout.group_size=2", "rollout.max_steps=3",
         "rl.eval_episodes=1", "rl.eval_every=0", "generation.max_new_tokens=6", "tensorboard=false"]

@@ -220,7 +220,7 @@ def test_stopped_run_continues_from_its_checkpoint_with_the_same_metrics(tmp_pat
     import tarfile
 
     from benchmarks import gpu_pack, learning
-    from creditflow.train.metrics import read_metrics
+    from creditflow.trainer.metrics import read_metrics
 
     overrides = [f"policy.model={tiny_model_dir}", "rl.steps=3", "rl.save_every=1", *SMALL]
     whole = learning.train_one(tmp_path / "whole", overrides, 0, ("train/success_rate", "eval/success_rate"))

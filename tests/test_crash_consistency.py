@@ -21,8 +21,8 @@ import pytest
 
 from benchmarks.crash_consistency import Event, compare, crash_run, crash_runs, fork_start, run_segment
 from creditflow.atomic import atomic_dir
-from creditflow.train.checkpoint import checkpoint_problem, safetensors_problem, checkpoint_step, write_manifest
-from creditflow.train.metrics import read_metrics, truncate_after
+from creditflow.trainer.checkpoint import checkpoint_problem, safetensors_problem, checkpoint_step, write_manifest
+from creditflow.trainer.metrics import read_metrics, truncate_after
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = 6
@@ -208,7 +208,7 @@ def test_safetensors_files_are_checked_against_their_header(tmp_path):
 def test_interrupted_before_the_first_checkpoint_then_resumed_from_step_0(tmp_path, tiny_model_dir, monkeypatch,
                                                                            capsys):
     from creditflow.cli import main
-    from creditflow.train.rl import RLTrainer
+    from creditflow.trainer.rl import RLTrainer
 
     def interrupted(trainer):
         raise KeyboardInterrupt

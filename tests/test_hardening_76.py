@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from creditflow.train.checkpoint import checkpoint_problem, checkpoint_step, resume_checkpoint, write_manifest
+from creditflow.trainer.checkpoint import checkpoint_problem, checkpoint_step, resume_checkpoint, write_manifest
 
 # --------------------------------------------------------------------------------------------------
 # class 4: a checkpoint manifest of the wrong shape is damage, and --resume falls back
@@ -76,7 +76,7 @@ import re  # noqa: E402
 
 from creditflow.cli import main  # noqa: E402
 from creditflow.envs.check import check_env  # noqa: E402
-from creditflow.train.metrics import read_metrics  # noqa: E402
+from creditflow.trainer.metrics import read_metrics  # noqa: E402
 from tests.envs import plugin_envs as p  # noqa: E402
 
 ENV = "tests.envs.plugin_envs:Misbehaves"

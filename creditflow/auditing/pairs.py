@@ -1,6 +1,6 @@
 """RRO's preference pairs against Q^π, without DPO.
 
-At every state s_t of episodes sampled under π, both samplers of :mod:`creditflow.process.rro` run under the
+At every state s_t of episodes sampled under π, both samplers of :mod:`creditflow.pairs.rro` run under the
 same π, each with its own draws: the reward-rising sampler (one candidate a ~ π(·|s_t) at a time, until one's
 process reward reaches r_{t−1}, at most N_max) and fixed-size exploration (N candidates). A candidate's process
 reward is the success rate of ``m`` continuations after it (the RRO paper's MC estimate), r_{t−1} that of
@@ -22,7 +22,7 @@ import numpy as np
 
 from creditflow.auditing.accuracy import q_estimates
 from creditflow.auditing.sim import Node, Sim
-from creditflow.process.rro import fixed_size_sampler, rising_sampler
+from creditflow.pairs.rro import fixed_size_sampler, rising_sampler
 
 SAMPLERS = ("rising", "fixed")
 

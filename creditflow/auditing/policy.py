@@ -146,7 +146,7 @@ class Tabular:
 
 def ppo_clip_step(policy: Tabular, rows: np.ndarray, cols: np.ndarray, advantages: np.ndarray,
                   weights: np.ndarray, lr: float, epochs: int = 2, clip: float = 0.2) -> None:
-    """Gradient ascent on the PPO-clip objective (``creditflow.train.loss.ppo_clip_objective``'s formula)
+    """Gradient ascent on the PPO-clip objective (``creditflow.trainer.loss.ppo_clip_objective``'s formula)
     Σ_i w_i min(ρ_i A_i, clip(ρ_i, 1 − ε, 1 + ε) A_i), ρ_i = π(a_i|s_i) / π_old(a_i|s_i), over the logits.
 
     Its gradient for sample i is w_i A_i ρ_i (onehot(a_i) − π(·|s_i)) where the clip is inactive and 0 where it

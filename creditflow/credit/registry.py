@@ -83,7 +83,7 @@ class Credit:
 
 METRIC_RULES: dict[str, str] = {"credit/groups": "sum", "credit/anchor_groups": "sum", "credit/time_ms": "max"}
 """How a kernel's metric over part of a batch combines with the other parts' (a data-parallel trainer's
-processes each score their own groups; ``creditflow.train.distributed.Local``): counts add up (``sum``), the wall
+processes each score their own groups; ``creditflow.trainer.distributed.Local``): counts add up (``sum``), the wall
 time is the slowest part's (``max``), and every other metric, a mean or fraction, is the mean over the parts
 weighted by their trajectories (``mean``)."""
 

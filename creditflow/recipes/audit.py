@@ -20,7 +20,7 @@ from creditflow.envs.base import has_snapshot
 from creditflow.policy.model import load_policy
 from creditflow.recipes import common
 from creditflow.rollout.trajectory import StartState
-from creditflow.train.checkpoint import policy_in
+from creditflow.trainer.checkpoint import policy_in
 
 
 class PolicyMenu:

@@ -31,8 +31,8 @@ from creditflow.rollout.engine import RolloutEngine
 from creditflow.rollout.expert import expert_corpus
 from creditflow.rollout.trajectory import SuccessRule
 from creditflow.spill import disk_full_line
-from creditflow.train import distributed
-from creditflow.train.distributed import World
+from creditflow.trainer import distributed
+from creditflow.trainer.distributed import World
 
 
 _NOTED: set[str] = set()  # notes check_run has printed in this process

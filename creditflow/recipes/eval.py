@@ -11,7 +11,7 @@ from creditflow.recipes.progress import RunProgress
 from creditflow.rollout.evaluate import evaluate
 from creditflow.rollout.seeding import seed_everything, split_seeds
 from creditflow.rollout.trajectory import Trajectory
-from creditflow.train.checkpoint import policy_in
+from creditflow.trainer.checkpoint import policy_in
 
 
 def evaluate_policy(cfg: RunConfig, model_path: str | Path, episodes: int,

@@ -18,7 +18,7 @@ from creditflow.config import PolicyConfig
 from creditflow.errors import UserError
 from creditflow.policy import gguf, inference
 from creditflow.policy.model import check_model_dir, load_policy
-from creditflow.train.checkpoint import policy_in
+from creditflow.trainer.checkpoint import policy_in
 
 
 def export_policy(source: str | Path, out: str | Path, dtype: str = "auto") -> Path:

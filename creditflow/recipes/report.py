@@ -9,7 +9,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 from creditflow.atomic import write_atomic
-from creditflow.train.metrics import read_metrics
+from creditflow.trainer.metrics import read_metrics
 
 
 def _series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:

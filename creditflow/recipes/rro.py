@@ -3,7 +3,7 @@ sampling → DPO).
 
 A run directory (``out_dir``) holds ``config.yaml``, π_SFT in ``sft_model/`` (when creditflow trained
 it), the preference data in ``preferences/`` (``rro.data_dir``; see
-:mod:`creditflow.process.preferences`), π_DPO in ``dpo_model/`` with ``dpo_metrics.json``, and for
+:mod:`creditflow.pairs.preferences`), π_DPO in ``dpo_model/`` with ``dpo_metrics.json``, and for
 ``rro run`` the comparison ``rro_summary.{json,md}``.
 
 π_SFT is ``policy.model`` when given, else ``<out_dir>/sft_model`` when it exists, else it is trained
@@ -23,8 +23,8 @@ from creditflow.config import RunConfig
 from creditflow.errors import RERUN, Interrupted, UserError, noted
 from creditflow.policy import inference
 from creditflow.policy.model import load_policy, load_tokenizer
-from creditflow.process.collect import PreferenceCollector
-from creditflow.process.preferences import PreferenceWriter, check_collection, chosen_valid, read_preferences
+from creditflow.pairs.collect import PreferenceCollector
+from creditflow.pairs.preferences import PreferenceWriter, check_collection, chosen_valid, read_preferences
 from creditflow.recipes import common
 from creditflow.recipes.eval import evaluate_policy as _evaluate
 from creditflow.recipes.progress import RunProgress
@@ -32,8 +32,8 @@ from creditflow.recipes.train import sft_policy
 from creditflow.rollout.executors import make_env_executor
 from creditflow.rollout.seeding import seed_everything
 from creditflow.spill import write_results
-from creditflow.train import distributed
-from creditflow.train.dpo import run_dpo
+from creditflow.trainer import distributed
+from creditflow.trainer.dpo import run_dpo
 
 
 def data_dir(cfg: RunConfig) -> Path:

@@ -30,13 +30,13 @@ from creditflow.recipes.progress import RunProgress
 from creditflow.policy.tools import TOOL_MARKUP
 from creditflow.rollout.expert import expert_tool_conversations, expert_trajectories
 from creditflow.rollout.seeding import seed_everything
-from creditflow.train import distributed
-from creditflow.train.checkpoint import (Found, checkpoint_root, checkpoint_world_size, load_trainer_state,
+from creditflow.trainer import distributed
+from creditflow.trainer.checkpoint import (Found, checkpoint_root, checkpoint_world_size, load_trainer_state,
                                          newest_checkpoint, resume_checkpoint)
-from creditflow.train.distributed import World
-from creditflow.train.metrics import MetricsLogger, NullLogger, read_metrics
-from creditflow.train.rl import RLTrainer
-from creditflow.train.sft import (check_max_length, demo_examples, prompt_lengths, run_sft, tool_calling_tokenizer,
+from creditflow.trainer.distributed import World
+from creditflow.trainer.metrics import MetricsLogger, NullLogger, read_metrics
+from creditflow.trainer.rl import RLTrainer
+from creditflow.trainer.sft import (check_max_length, demo_examples, prompt_lengths, run_sft, tool_calling_tokenizer,
                                   tool_corpus, tool_examples)
 
 

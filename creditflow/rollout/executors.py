@@ -12,7 +12,7 @@ and its seeded torch RNG live; only env work is distributed. Envs are determinis
 (seed, actions) (DESIGN.md: local RNG only), the engine issues the same calls in the same order with
 either executor, and results come back in request order, so the same seeds give the same trajectories,
 process rewards and preference data whichever executor runs the envs (tested in
-``tests/process/test_executors.py``). What Ray buys is parallel env work for envs whose steps are
+``tests/pairs/test_executors.py``). What Ray buys is parallel env work for envs whose steps are
 expensive (SQL execution, TextWorld, ALFWorld); for Sokoban the in-process executor is faster.
 """
 

@@ -6,7 +6,7 @@ import pytest
 
 from creditflow.config import build_config
 from creditflow.curriculum.hooks import METRIC_KEYS
-from creditflow.train.metrics import read_metrics
+from creditflow.trainer.metrics import read_metrics
 from creditflow.recipes.train import config_for_resume, run_train
 
 SMALL = ["rollout.tasks_per_step=2", "rollout.group_size=2", "rl.eval_episodes=2", "rl.eval_every=0",

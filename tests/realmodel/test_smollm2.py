@@ -20,7 +20,7 @@ from creditflow.policy.model import load_policy
 from creditflow.policy.prompts import Turn
 from creditflow.recipes import common
 from creditflow.rollout.engine import TaskSpec
-from creditflow.train.rows import collate, rows_from
+from creditflow.trainer.sequences import collate, rows_from
 
 from .conftest import GGUF_SHA256
 

@@ -13,8 +13,8 @@ from creditflow.policy.backends.base import SamplingParams  # noqa: E402
 from creditflow.policy.backends.vllm import VLLMBackend  # noqa: E402
 from creditflow.policy.model import load_policy  # noqa: E402
 from creditflow.recipes import common  # noqa: E402
-from creditflow.train.forward import Forward  # noqa: E402
-from creditflow.train.rows import Sample, window_rows  # noqa: E402
+from creditflow.trainer.forward import Forward  # noqa: E402
+from creditflow.trainer.sequences import Sample, window_rows  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 

@@ -10,8 +10,8 @@ from creditflow.config import build_config
 from creditflow.errors import UserError
 from creditflow.recipes import train as train_recipe
 from creditflow.recipes.train import config_for_resume, run_train
-from creditflow.train.metrics import read_metrics
-from creditflow.train.rl import RLTrainer
+from creditflow.trainer.metrics import read_metrics
+from creditflow.trainer.rl import RLTrainer
 
 SMALL = ["rollout.tasks_per_step=2", "rollout.group_size=2", "rl.eval_episodes=2", "rl.eval_every=1",
          "generation.max_new_tokens=6", "rollout.max_steps=3", "rl.lr=1e-3", "tensorboard=false"]

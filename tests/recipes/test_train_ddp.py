@@ -2,7 +2,7 @@
 training writes one run from rank 0, keeps the curriculum state equal on both processes and resumes
 exactly; SFT and DPO (TRL) train data parallel; every other command refuses to run as copies.
 
-The update itself against one process on the same rows, case by case, is tests/train/test_distributed.py.
+The update itself against one process on the same rows, case by case, is tests/trainer/test_distributed.py.
 """
 
 import json
@@ -21,7 +21,7 @@ from creditflow.cli import main
 from creditflow.config import build_config
 from creditflow.errors import UserError
 from creditflow.recipes.train import config_for_resume, run_train
-from creditflow.train.metrics import read_metrics
+from creditflow.trainer.metrics import read_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 DDP = ROOT / "configs" / "accelerate" / "ddp.yaml"
@@ -96,7 +96,7 @@ def test_two_processes_take_the_one_process_step_on_the_same_tasks(tmp_path, tin
     """Greedy rollouts make both runs see the same trajectories of the same tasks (each process rolls out
     one of the two); the entropy bonus gives a gradient. Rollout metrics are equal, the update's stats and
     the weights after one AdamW step agree to float noise (lr 1e-4: Adam moves a weight whose gradient is
-    at noise level by a share of lr, see tests/train/test_distributed.py)."""
+    at noise level by a share of lr, see tests/trainer/test_distributed.py)."""
     settings = ["rl.steps=1", *SMALL, "generation.temperature=0", "rl.entropy_coef=0.01", "rl.kl_coef=0",
                 "rl.lr=1e-4", "rollout.tasks_per_step=4"]
     one, two = tmp_path / "one", tmp_path / "two"
@@ -119,9 +119,9 @@ def test_two_processes_take_the_one_process_step_on_the_same_tasks(tmp_path, tin
 @pytest.fixture(scope="module")
 def pref_dir(tmp_path_factory):
     """Fixed-size (N=4) preference pairs on Sokoban from a scripted random policy."""
-    from creditflow.process.collect import PreferenceCollector
-    from creditflow.process.preferences import PreferenceWriter
-    from tests.process.helpers import SOKOBAN, RandomPolicyBackend, engine
+    from creditflow.pairs.collect import PreferenceCollector
+    from creditflow.pairs.preferences import PreferenceWriter
+    from tests.pairs.helpers import SOKOBAN, RandomPolicyBackend, engine
 
     d = tmp_path_factory.mktemp("prefs")
     c = PreferenceCollector(engine(RandomPolicyBackend(), SOKOBAN), exploration="fixed", candidates=4,
@@ -134,7 +134,7 @@ def pref_dir(tmp_path_factory):
 def test_sft_and_rro_train_run_data_parallel_under_two_processes(tmp_path, tiny_model_dir, pref_dir):
     """TRL under 2 processes: each optimizer step takes 2 x the per-device batch, and rank 0 saves."""
     from creditflow.policy.model import load_policy
-    from creditflow.process.preferences import read_preferences
+    from creditflow.pairs.preferences import read_preferences
 
     sft = tmp_path / "sft"
     launch(["sft", "--model", str(tiny_model_dir), "--out", str(sft), "sft.demos=8", "sft.epochs=1",

@@ -12,7 +12,7 @@ from creditflow.config import build_config
 from creditflow.errors import UserError
 from creditflow.policy.model import load_policy
 from creditflow.recipes.train import config_for_resume, run_train
-from creditflow.train.metrics import read_metrics
+from creditflow.trainer.metrics import read_metrics
 
 # untrained tiny policy: every action is invalid, so all advantages are 0; the entropy bonus gives every step
 # a gradient, and with it a KL term and an optimizer state worth resuming

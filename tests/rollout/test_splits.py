@@ -12,7 +12,7 @@ from creditflow.recipes.eval import evaluate_policy
 from creditflow.recipes.report import write_report
 from creditflow.recipes.train import run_train
 from creditflow.rollout.seeding import held_out_seeds, split_seeds
-from creditflow.train.metrics import read_metrics
+from creditflow.trainer.metrics import read_metrics
 
 OFFSETS = {"eval_seed_offset": 1_000_000, "test_seed_offset": 2_000_000}
 

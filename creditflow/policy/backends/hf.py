@@ -29,7 +29,7 @@ from creditflow.policy.model import mixed_precision
 
 
 # tokens; a shorter shared prefix is not worth its own forward call (generation; the update weighs its levels
-# in train/forward.py: prefix_levels)
+# in trainer/forward.py: prefix_levels)
 MIN_SHARED_PREFIX = 16
 
 

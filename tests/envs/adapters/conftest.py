@@ -5,7 +5,7 @@ import json
 import pytest
 
 from creditflow.cli import main
-from creditflow.train.metrics import read_metrics
+from creditflow.trainer.metrics import read_metrics
 
 # two tasks x two rollouts, three turns, two RL steps, one held-out evaluation of two episodes
 TINY = ["rl.steps=2", "rollout.tasks_per_step=2", "rollout.group_size=2", "rl.eval_episodes=2", "rl.eval_every=2",
@@ -41,7 +41,7 @@ def scripted_rollouts(factory, plans, seed: int = 0, max_steps: int | None = Non
     must be exactly as long as its episode, so the episodes still running at turn ``t`` are those with a longer
     plan, in slot order (the engine's order)."""
     from creditflow.rollout.engine import TaskSpec
-    from tests.process.helpers import ScriptedBackend, engine
+    from tests.pairs.helpers import ScriptedBackend, engine
 
     def respond(call, j, prompt):
         running = [k for k, plan in enumerate(plans) if len(plan) > call]

@@ -15,7 +15,7 @@ gymnasium = pytest.importorskip("gymnasium")
 from gymnasium import spaces  # noqa: E402
 
 from tests.envs.adapters.conftest import act, scripted_rollouts  # noqa: E402
-from tests.process.helpers import QueueBackend, engine  # noqa: E402
+from tests.pairs.helpers import QueueBackend, engine  # noqa: E402
 
 LAKE = "gymnasium:FrozenLake-v1"
 PATH = ["down", "down", "right", "right", "down", "right"]  # the 4x4 map's shortest way from S to G
