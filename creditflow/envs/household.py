@@ -22,7 +22,17 @@ command that the game answers with "Nothing happens"-type feedback while the sta
 marked ``action_valid=False`` too; with ``admissible_only=False`` other commands go to the game and are
 valid only if they change the state. An action that is not text, or text the game cannot receive (a lone
 surrogate), is invalid and never sent. ``expert_actions()`` returns TextWorld's
-winning policy from the current state; ``snapshot``/``restore`` use the game's ``copy()``.
+winning policy from the current state.
+
+Transition memo (``memo=True``, the default): a game's next state and feedback are a function of its state
+(location, inventory and dynamic facts, which ``state_key`` reads) and the command. Each (game, state,
+command) is played in TextWorld once per process; later visits read the table (:class:`_Memo`), and
+``snapshot``/``restore`` hand over a reference to a memo frame instead of copying the game. TextWorld runs
+again only for a transition the table has not seen: the env is then brought to its state by reset and the
+frame's first-seen command path (a replay, checked against the frame's ``state_key``). This is what makes the
+credit audit's Monte-Carlo continuations affordable here (docs/audit.md); ``memo=False`` plays every step in
+TextWorld, and ``snapshot``/``restore`` use the game's ``copy()`` (tests/envs/test_household.py checks that
+both modes give the same observations and infos).
 """
 
 from __future__ import annotations
@@ -315,6 +325,60 @@ def is_noop_feedback(feedback: str) -> bool:
     return not first or bool(_NOOP_FEEDBACK.search(first))
 
 
+
+@dataclass(frozen=True, eq=False)
+class _Frame:
+    """One state of one game, as the env reads it: TextWorld's GameState reduced to the keys the env uses
+    (``_facts``, ``won``, ``lost``, ``admissible_commands``, ``policy_commands``), its ``state_key``, and the
+    commands from reset that first reached it."""
+
+    state: dict
+    key: str
+    path: tuple[str, ...]
+
+
+_MEMO_KEYS = ("_facts", "won", "lost", "admissible_commands", "policy_commands")
+
+
+class _Memo:
+    """Per process: every game's start (frame, observation, object infos) and its transitions
+    ``(game key, state_key, command) -> (next frame, feedback)``. Cleared whole past ``limit`` frames (a frame is
+    a few KB; frames in use stay valid, since each carries its path)."""
+
+    def __init__(self, limit: int = 200_000, players: int = 8):
+        self.limit, self.players = limit, players
+        self.starts: dict[str, tuple[_Frame, str, object]] = {}
+        self.frames: dict[tuple[str, str], _Frame] = {}
+        self.edges: dict[tuple[str, str, str], tuple[_Frame, str]] = {}
+        # TextWorld's running games, one per recent game key, shared by every env of the process: [env, frame it
+        # is at]; a miss plays there, so a chain of misses replays nothing
+        self.playing: OrderedDict[str, list] = OrderedDict()
+
+    def player(self, game_key: str, load) -> list:
+        """The game's shared TextWorld env and the frame it is at (``load()`` starts one)."""
+        found = self.playing.pop(game_key, None)
+        if found is None:
+            found = [load(), None]
+        self.playing[game_key] = found
+        while len(self.playing) > self.players:
+            _, (old, _) = self.playing.popitem(last=False)
+            old.close()
+        return found
+
+    def frame(self, game_key: str, state: dict, key: str, path: tuple[str, ...]) -> _Frame:
+        found = self.frames.get((game_key, key))
+        if found is None:
+            if len(self.frames) >= self.limit:
+                self.starts.clear(), self.frames.clear(), self.edges.clear()
+            slim = {k: (list(state[k]) if isinstance(state.get(k), (list, tuple)) else state.get(k))
+                    for k in _MEMO_KEYS}
+            found = self.frames[game_key, key] = _Frame(slim, key, path)
+        return found
+
+
+_MEMO = _Memo()
+
+
 class HouseholdEnv(BaseTextEnv):
     """ALFWorld-like pick-and-place quests in TextWorld games generated from a seed."""
 
@@ -322,7 +386,7 @@ class HouseholdEnv(BaseTextEnv):
 
     def __init__(self, difficulty: str = "easy", split: str = "train", num_games: int = 100,
                  max_steps: int | None = None, cache_dir: str | None = None, admissible_only: bool = True,
-                 success_reward: float = 1.0):
+                 success_reward: float = 1.0, memo: bool = True):
         if difficulty not in PRESETS:
             raise EnvError(f"household: unknown difficulty {difficulty!r}; choose from {', '.join(PRESETS)}")
         if split not in ("train", "test"):
@@ -336,6 +400,8 @@ class HouseholdEnv(BaseTextEnv):
         self.cache_dir = cache_dir
         self.admissible_only = bool(admissible_only)
         self.success_reward = float(success_reward)
+        self.memo = bool(memo)
+        self._frame: _Frame | None = None  # memo: the current state's frame
         self._envs: OrderedDict[str, object] = OrderedDict()  # loaded games, most recent last
         self.game: GameRecord | None = None
         self._env = None
@@ -357,15 +423,21 @@ class HouseholdEnv(BaseTextEnv):
         n = self.num_games if count is None else min(int(count), self.num_games)
         return [ensure_game(self.preset, self.game_seed(z), self.cache_dir) for z in range(n)]
 
+    def _start_game(self, record: GameRecord | None = None):
+        """A TextWorld env playing ``record`` (default: the current game)."""
+        record = self.game if record is None else record
+        infos = self._tw.EnvInfos(admissible_commands=True, policy_commands=True, won=True, lost=True,
+                                  score=True, max_score=True)
+        with warnings.catch_warnings():  # Jericho's "not fully supported game" notice (TextWorld games)
+            warnings.simplefilter("ignore")
+            env = self._tw.start(str(record.z8), infos)
+        env.seed(1234)  # the interpreter's RNG: fixed, so replays are exact
+        return env
+
     def _load(self, record: GameRecord):
         env = self._envs.pop(record.key, None)
         if env is None:
-            infos = self._tw.EnvInfos(admissible_commands=True, policy_commands=True, won=True, lost=True,
-                                      score=True, max_score=True)
-            with warnings.catch_warnings():  # Jericho's "not fully supported game" notice (TextWorld games)
-                warnings.simplefilter("ignore")
-                env = self._tw.start(str(record.z8), infos)
-            env.seed(1234)  # the interpreter's RNG: fixed, so replays are exact
+            env = self._start_game(record)
         self._envs[record.key] = env
         while len(self._envs) > 8:
             _, old = self._envs.popitem(last=False)
@@ -381,6 +453,8 @@ class HouseholdEnv(BaseTextEnv):
 
     def state_key(self, state=None) -> str:
         """Location + inventory + dynamic facts, from the state tracker (no extra game step)."""
+        if state is None and self._frame is not None:
+            return self._frame.key
         state = self._state if state is None else state
         loc, inv, facts = "?", [], []
         for prop in state["_facts"]:
@@ -415,7 +489,13 @@ class HouseholdEnv(BaseTextEnv):
     def _reset(self, seed, options):
         seed = 0 if seed is None else int(seed)
         self.game = ensure_game(self.preset, self.game_seed(seed), self.cache_dir)
-        self._env = self._load(self.game)
+        self._frame = None
+        start = _MEMO.starts.get(self.game.key) if self.memo else None
+        if start is not None:
+            self._frame, self._obs, self._game_infos = start
+            self._state = self._frame.state
+            return self._obs, self._info()
+        self._env = self._load(self.game) if not self.memo else _MEMO.player(self.game.key, self._start_game)[0]
         self._state = self._env.reset()
         self._game_infos = self._state["game"].infos if "game" in self._state else self._env._game.infos
         feedback = self._state["feedback"] or ""
@@ -423,7 +503,45 @@ class HouseholdEnv(BaseTextEnv):
         if objective and objective in feedback:  # drop the banner and TextWorld's own objective text
             feedback = feedback.split(objective, 1)[1]
         self._obs = f"{clean_feedback(feedback)}\n\n{self.game.task}"
+        if self.memo:
+            self._frame = _MEMO.frame(self.game.key, self._state, self.state_key(self._state), ())
+            _MEMO.starts[self.game.key] = (self._frame, self._obs, self._game_infos)
+            _MEMO.player(self.game.key, self._start_game)[1] = self._frame
+            self._state = self._frame.state
         return self._obs, self._info()
+
+    def _sync(self) -> list:
+        """Memo: the game's shared TextWorld player, brought to the current frame (unless it is there: reset,
+        then the frame's command path)."""
+        player = _MEMO.player(self.game.key, self._start_game)
+        if player[1] is not self._frame:
+            player[1] = None
+            state = player[0].reset()
+            for command in self._frame.path:
+                state, _, _ = player[0].step(command)
+            if self.state_key(state) != self._frame.key:
+                raise EnvError(f"household: replaying game {self.game.key}'s path of {len(self._frame.path)} "
+                               "commands reached another state (TextWorld not deterministic here); use memo=False")
+            player[1] = self._frame
+        return player
+
+    def _play(self, command: str) -> tuple[str, str]:
+        """One transition from the current state: (new state_key, raw feedback); TextWorld runs on a memo miss
+        only."""
+        if not self.memo:
+            self._state, _, _ = self._env.step(command)
+            return self.state_key(), self._state["feedback"]
+        edge = _MEMO.edges.get((self.game.key, self._frame.key, command))
+        if edge is None:
+            player = self._sync()
+            player[1] = None  # (should the step fail)
+            state, _, _ = player[0].step(command)
+            frame = _MEMO.frame(self.game.key, state, self.state_key(state), self._frame.path + (command,))
+            edge = _MEMO.edges[self.game.key, self._frame.key, command] = (frame, state["feedback"])
+            player[1] = frame
+        self._frame, feedback = edge
+        self._state = self._frame.state
+        return self._frame.key, feedback
 
     def _step(self, action):
         assert self._state is not None, "call reset() first"
@@ -434,12 +552,12 @@ class HouseholdEnv(BaseTextEnv):
             return NOTHING_HAPPENS, 0.0, False, self._info(valid=False)
         command = admissible.get(command, command)  # the game's own spelling
         before = self.state_key()
-        self._state, _, _ = self._env.step(command)
-        feedback = clean_feedback(self._state["feedback"])
+        after, feedback = self._play(command)
+        feedback = clean_feedback(feedback)
         # RewardFlow App. B.2: an action is valid if it executed and changed the state. Admissible
         # commands that only inform (look, examine, inventory) stay valid unless the game answers
         # "Nothing happens"-type feedback; other commands (admissible_only=False) must change the state.
-        unchanged = self.state_key() == before
+        unchanged = after == before
         valid = not (unchanged and (command not in admissible.values() or is_noop_feedback(feedback)))
         won = bool(self._state["won"])
         done = won or bool(self._state["lost"])
@@ -449,13 +567,24 @@ class HouseholdEnv(BaseTextEnv):
     def snapshot(self) -> dict:
         """A copy of the running game (TextWorld ``env.copy()``, see :func:`copy_game`) plus the episode
         counters."""
-        assert self._env is not None, "call reset() first"
+        assert self._state is not None, "call reset() first"
+        if self.memo:  # a reference to the memo's frame: nothing is copied
+            return {"seed": self.seed, "game": self.game, "frame": self._frame, "infos": self._game_infos,
+                    "obs": self._obs, "steps_taken": self.steps_taken, "done": self._done}
         env = copy_game(self._env)
         return {"seed": self.seed, "game": self.game, "env": env, "state": copy_game_state(self._state),
                 "infos": self._game_infos, "obs": self._obs, "steps_taken": self.steps_taken, "done": self._done}
 
     def restore(self, snap: dict) -> tuple[str, dict]:
+        if ("frame" in snap) != self.memo:
+            raise EnvError(f"household: a snapshot taken with memo={'frame' in snap} cannot be restored by an env "
+                           f"with memo={self.memo}")
         self.seed, self.game = snap["seed"], snap["game"]
+        if self.memo:
+            self._frame, self._game_infos = snap["frame"], snap["infos"]
+            self._state = self._frame.state
+            self._obs, self.steps_taken, self._done = snap["obs"], snap["steps_taken"], snap["done"]
+            return self._obs, self._fill(self._info())
         self._env = copy_game(snap["env"])  # the snapshot stays reusable
         old = self._envs.pop(self.game.key, None)
         if old is not None and old is not self._env:
@@ -469,7 +598,7 @@ class HouseholdEnv(BaseTextEnv):
     def __getstate__(self) -> dict:
         """Picklable (for process pools) between episodes: running games are not carried; call reset()."""
         state = dict(self.__dict__)
-        state.update(_envs=OrderedDict(), _env=None, _state=None, _tw=None)
+        state.update(_envs=OrderedDict(), _env=None, _state=None, _tw=None, _frame=None)
         return state
 
     def __setstate__(self, state: dict) -> None:

@@ -130,7 +130,7 @@ def test_snapshot_shares_the_static_game_only(cache):
     original game where they were."""
     from creditflow.envs.household import _game_states
 
-    env = make("household", cache_dir=cache)
+    env = make("household", cache_dir=cache, memo=False)  # the copy-based snapshot (memo=True shares a frame)
     env.reset(seed=2)
     plan = env.expert_actions()
     env.step(plan[0])
@@ -139,7 +139,7 @@ def test_snapshot_shares_the_static_game_only(cache):
     assert snap["state"]["game"] is game and snap["state"]["_game_progression"] is not env._state["_game_progression"]
     for state in _game_states(snap["env"]).values():
         assert state["game"] is game
-    other = make("household", cache_dir=cache)
+    other = make("household", cache_dir=cache, memo=False)
     other.restore(snap)
     for action in plan[1:]:
         *_, info = other.step(action)
@@ -165,3 +165,41 @@ def test_pickle_between_episodes(cache):
     env.reset(seed=0)
     clone = pickle.loads(pickle.dumps(env))
     assert clone.reset(seed=0)[0] == env.reset(seed=0)[0]
+
+
+def test_the_transition_memo_plays_as_textworld_does(cache):
+    """memo=True (the default) and memo=False give the same observations, rewards, ends and infos along random
+    walks over several games, through snapshots restored mid-walk, in another env (the memo is per process,
+    shared) and after the memo was cleared."""
+    import random
+
+    from creditflow.envs import household
+
+    household._MEMO = household._Memo()
+    rng = random.Random(0)
+    fast, slow = make("household", cache_dir=cache), make("household", cache_dir=cache, memo=False)
+    other = make("household", cache_dir=cache)
+    played = 0
+    for walk in range(24):
+        seed = walk % 4
+        obs, info = fast.reset(seed=seed)
+        assert (obs, info) == slow.reset(seed=seed)
+        snaps = None
+        for t in range(rng.randint(3, 14)):
+            action = rng.choice(info["admissible_actions"] + ["look", "inventory", "jump around"])
+            a, b = fast.step(action), slow.step(action)
+            assert a == b, (walk, t, action)
+            info = a[4]
+            played += 1
+            if a[2] or a[3]:
+                break
+            if t == 2:
+                snaps = (fast.snapshot(), slow.snapshot())
+        if snaps is not None:  # restored into another memo env, then played on the same way
+            assert other.restore(snaps[0]) == slow.restore(snaps[1])
+            for action in slow.expert_actions() or []:
+                assert other.step(action) == slow.step(action)
+        if walk == 12:
+            household._MEMO.starts.clear(), household._MEMO.frames.clear(), household._MEMO.edges.clear()
+    assert played > 100
+    assert household._MEMO.edges  # the later walks read the table
