@@ -18,7 +18,7 @@ from skyrl.train.entrypoints.main_base import BasePPOExp
 from skyrl.train.utils import validate_cfg
 from skyrl.train.utils.utils import initialize_ray
 
-from creditflow.integrations.skyrl import CreditflowRayPPOTrainer, CreditflowSkyRLTrainConfig
+from creditflow.integrations.skyrl import CreditflowRayPPOTrainer, CreditflowSkyRLTrainConfig, register
 
 OVERRIDE = "trainer.override_entrypoint="
 
@@ -45,8 +45,9 @@ def config_from_args(args: list[str]):
 
 
 def main() -> None:
+    register()  # creditflow's estimators in SkyRL's registry: their names validate
     cfg = config_from_args(sys.argv[1:])
-    validate_cfg(cfg)  # creditflow's estimators are registered (import above): their names validate
+    validate_cfg(cfg)
     initialize_ray(cfg)  # syncs the registry to SkyRL's registry actor
     ray.get(creditflow_entrypoint.remote(cfg))
 
