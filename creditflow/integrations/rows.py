@@ -6,14 +6,16 @@ each build a trainer's batch into :class:`Columns`, get the per-row advantages a
 :data:`ESTIMATORS`: the name a trainer knows each registered estimator by (from the registry: an estimator
 registered with :func:`creditflow.credit.register_estimator` is in every bridge with no edit here).
 
-How the columns reach :func:`advantages` (one route, bent only where a trainer gives no other way):
+How the columns reach :func:`advantages`: one route, bent only where a trainer leaves no other way.
 
-- the bridge overrides the trainer's advantage hook, builds the columns there and, where the trainer itself
-  then calls its registered estimator, runs the trainer's code with them :func:`attached`; the registered
-  estimator reads them (:func:`call_of`) and leaves its metrics on the :class:`Call` for the hook (SkyRL,
-  verl's v1 trainer; TRL's hook calls :func:`advantages` itself);
+- The bridge overrides the trainer's advantage hook, builds the columns there, calls :func:`advantages` and
+  puts the result on the tokens (TRL, SkyRL).
+- verl's v1 trainer runs its own code (KL penalty, rollout correction) between the hook and its registered
+  estimator: the hook runs verl's method with the rows :func:`attached`, the registered estimator reads them
+  (:func:`call_of`, :func:`estimate_call`) and leaves its metrics on the :class:`Call` for the hook.
 - verl's legacy trainer has no method to override (its ``fit`` calls a module-level ``compute_advantage``), so
-  there the rows travel in the group id itself, as :class:`RowUid` (:func:`creditflow.integrations.verl.attach_rows`).
+  there the rows travel in the group id itself, as :class:`RowUid`
+  (:func:`creditflow.integrations.verl.attach_rows`), and so do the estimator's metrics.
 """
 
 from __future__ import annotations
@@ -190,8 +192,8 @@ def attached(rows: np.ndarray) -> Iterator[Call]:
     """Within this block, a creditflow estimator that a trainer calls with plain group ids equal to ``rows``
     (an array of :class:`RowUid`, in the batch's row order) reads the rows from here, and leaves its metrics
     on the :class:`Call` this yields: for a bridge whose hook runs the trainer's own advantage code, which
-    passes the estimator no per-row field (verl's v1 trainer, SkyRL). A context variable, so that it holds for
-    this call only (and per thread or task)."""
+    passes the estimator no per-row field (verl's v1 trainer). A context variable, so that it holds for this
+    call only (and per thread or task)."""
     call = Call(rows)
     token = _ATTACHED.set(call)
     try:
