@@ -214,11 +214,6 @@ def call_of(index: Sequence, estimator: str, hint: str) -> Call:
     raise LayoutError(f"{estimator!r} got only the group id of each row, and these carry no rows: {hint}")
 
 
-def rows_of(index: Sequence, estimator: str, hint: str) -> Sequence:
-    """The :class:`RowUid` values behind the group ids ``index`` (:func:`call_of`'s rows)."""
-    return call_of(index, estimator, hint).rows
-
-
 def estimate_call(estimator: str, call: Call, config: Any = None) -> np.ndarray:
     """:func:`advantages` of the rows of ``call`` with the knobs of ``config``; its metrics are left on ``call``
     (and, for rows that carry themselves, on each :class:`RowUid`, where :func:`row_metrics` finds them)."""
