@@ -10,14 +10,19 @@ the generator's order (a trajectory's steps in a row, its last one flagged). The
 registered estimator, with an all-ones mask, and broadcasts each trajectory's scalar to every step's response
 mask: every registered estimator, per-step ones included, gives a trajectory one advantage there.
 
-**The route.** Importing this module registers ``rewardflow``, ``gigpo``, ``graphgpo``, ``g2po``, ``creditflow_grpo`` and
-``creditflow_rloo`` in ``AdvantageEstimatorRegistry`` (``grpo``/``rloo`` stay SkyRL's). The registered
-functions need the step rows; :class:`CreditflowAdvantage`, a mixin for ``RayPPOTrainer``, overrides
-``compute_advantages_and_returns`` for these names alone: it builds the rows from the batch
-(:meth:`~CreditflowAdvantage.creditflow_rows`), calls SkyRL's ``ppo_utils.compute_advantages_and_returns``
-on every row (step-wise: all steps, not only the last) with the rows :func:`attached`, and puts each step's
-advantage on the tokens of its loss mask (the model's tokens: never the env's reply, the prompt or
-SkyRL's padding rows). Any other estimator runs SkyRL's method unchanged. ``python -m
+**The route.** :func:`register` registers every creditflow estimator
+(:data:`~creditflow.integrations.rows.ESTIMATORS`: ``rewardflow``, ``gigpo``, ``graphgpo``, ``g2po``,
+``creditflow_grpo``, ``creditflow_rloo``, and any estimator registered since) in ``AdvantageEstimatorRegistry``
+(``grpo``/``rloo`` stay SkyRL's), so that SkyRL's ``validate_cfg`` knows their names; ``skyrl_main`` calls it.
+The registered estimators need the step rows, which SkyRL's trainer never passes them:
+:class:`CreditflowAdvantage`, a mixin for ``RayPPOTrainer``, overrides ``compute_advantages_and_returns``
+(SkyRL's advantage hook) for these names alone. It builds the rows of every step from the batch
+(:meth:`~CreditflowAdvantage.creditflow_columns`; step-wise: all steps, not only the last), takes their
+advantages and the estimator's metrics from :func:`~creditflow.integrations.rows.advantages`, and puts each
+step's advantage on the tokens of its loss mask (the model's tokens: never the env's reply, the prompt or
+SkyRL's padding rows), as the registered estimator would (:class:`SkyRLEstimator`): SkyRL's
+``ppo_utils.compute_advantages_and_returns`` is nothing but the registry's dispatch, so the hook runs the
+estimator's code itself. Any other estimator runs SkyRL's method unchanged. ``python -m
 creditflow.integrations.skyrl_main`` is SkyRL's ``main_base`` with this trainer and
 :class:`CreditflowAlgorithmConfig` (``trainer.algorithm.creditflow.*``).
 
@@ -38,13 +43,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from skyrl.backends.skyrl_train.utils import ppo_utils  # this module is the SkyRL bridge: skyrl is its reason
+# this module is the SkyRL bridge: skyrl is its reason to exist
 from skyrl.backends.skyrl_train.utils.ppo_utils import AdvantageEstimatorRegistry
 from skyrl.train.config import AlgorithmConfig, make_config
 from skyrl.train.trainer import RayPPOTrainer
 
-from creditflow.integrations.rows import (ESTIMATORS, LayoutError, attached, columns_from_rows, estimate, row_metrics,
-                                          row_order, rows_of, uids_from_columns)
+from creditflow.integrations.rows import (ESTIMATORS, Columns, LayoutError, advantages, call_of, columns, estimate_call,
+                                          estimator_knobs, group_metrics, row_order, uids_from_columns)
 
 NO_ROWS = ("SkyRL's trainer passes estimators only the uids (and in step-wise mode only the last steps): run it "
            "through creditflow's trainer, python -m creditflow.integrations.skyrl_main or a RayPPOTrainer subclass "
@@ -65,40 +70,45 @@ class CreditflowAlgorithmConfig(AlgorithmConfig):
 CreditflowSkyRLTrainConfig = make_config(algorithm_cls=CreditflowAlgorithmConfig)
 
 
-def _registered(estimator: str):
-    def advantage_fn(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index=None, config=None,
-                     loss_mask: torch.Tensor | None = None, **_unused):
-        rows = rows_of(index if index is not None else [], estimator, NO_ROWS)
-        advantage = estimate(estimator, columns_from_rows(rows), rows, config)
-        mask = response_mask if loss_mask is None else loss_mask
-        scores = torch.as_tensor(advantage, dtype=token_level_rewards.dtype,
-                                 device=token_level_rewards.device).unsqueeze(-1) * mask.to(token_level_rewards.dtype)
+class SkyRLEstimator:
+    """creditflow's estimator ``name`` (a trainer name, :data:`~creditflow.integrations.rows.ESTIMATORS`) as SkyRL
+    calls a registered advantage estimator: the rows from :func:`~creditflow.integrations.rows.call_of`, each
+    row's advantage on its loss mask. An object of this module's class, so that SkyRL's registry actor
+    (cloudpickle) and Ray workers rebuild it by name."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.__name__ = self.__qualname__ = f"creditflow_{ESTIMATORS.get(name, name)}_advantage"
+        self.__doc__ = f"creditflow's {ESTIMATORS.get(name, name)!r} estimator on SkyRL's step rows (docs/skyrl.md)."
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, SkyRLEstimator) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash((SkyRLEstimator, self.name))
+
+    def __repr__(self) -> str:
+        return f"SkyRLEstimator({self.name!r})"
+
+    def __call__(self, token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index=None, config=None,
+                 loss_mask: torch.Tensor | None = None, **_unused):
+        advantage = estimate_call(self.name, call_of(index if index is not None else [], self.name, NO_ROWS), config)
+        scores = _on_tokens(advantage, token_level_rewards, response_mask if loss_mask is None else loss_mask)
         return scores, scores
 
-    advantage_fn.__name__ = f"creditflow_{ESTIMATORS[estimator]}_advantage"
-    advantage_fn.__qualname__ = advantage_fn.__name__
-    advantage_fn.__doc__ = f"creditflow's {ESTIMATORS[estimator]!r} estimator on SkyRL's step rows (docs/skyrl.md)."
-    return advantage_fn
 
-
-# module-level, so that SkyRL's registry actor (cloudpickle) and Ray workers import them by name
-creditflow_rewardflow_advantage = _registered("rewardflow")
-creditflow_gigpo_advantage = _registered("gigpo")
-creditflow_graphgpo_advantage = _registered("graphgpo")
-creditflow_g2po_advantage = _registered("g2po")
-creditflow_grpo_advantage = _registered("creditflow_grpo")
-creditflow_rloo_advantage = _registered("creditflow_rloo")
-_FUNCTIONS = {"rewardflow": creditflow_rewardflow_advantage, "gigpo": creditflow_gigpo_advantage,
-              "graphgpo": creditflow_graphgpo_advantage, "g2po": creditflow_g2po_advantage,
-              "creditflow_grpo": creditflow_grpo_advantage, "creditflow_rloo": creditflow_rloo_advantage}
+def _on_tokens(advantage: np.ndarray, like: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Each row's advantage on the tokens of ``mask`` (the loss mask: the model's tokens), 0 elsewhere."""
+    return torch.as_tensor(advantage, dtype=like.dtype, device=like.device).unsqueeze(-1) * mask.to(like.dtype)
 
 
 def register() -> None:
-    """Register creditflow's estimators in SkyRL's ``AdvantageEstimatorRegistry`` (idempotent)."""
+    """Register creditflow's estimators (every name of :data:`~creditflow.integrations.rows.ESTIMATORS`, so also
+    any estimator registered since the last call) in SkyRL's ``AdvantageEstimatorRegistry`` (idempotent)."""
     available = set(AdvantageEstimatorRegistry.list_available())
-    for name, fn in _FUNCTIONS.items():
+    for name in ESTIMATORS:
         if name not in available:
-            AdvantageEstimatorRegistry.register(name, fn)
+            AdvantageEstimatorRegistry.register(name, SkyRLEstimator(name))
 
 
 def _key(tokens: list[int]) -> str:
@@ -116,21 +126,22 @@ class CreditflowAdvantage:
             return super().compute_advantages_and_returns(data)
         if getattr(self.cfg.generator, "merge_stepwise_output", False):
             raise LayoutError(MERGED)
-        algorithm = self.cfg.trainer.algorithm
-        rows = self.creditflow_rows(data)
-        with attached(rows):
-            advantages, returns = ppo_utils.compute_advantages_and_returns(
-                token_level_rewards=data["rewards"], response_mask=data["response_mask"],
-                index=np.array([str(u) for u in data.metadata["uids"]], dtype=object), adv_estimator=name,
-                config=algorithm, values=data.get("values"), gamma=algorithm.gamma, lambd=algorithm.lambd,
-                grpo_norm_by_std=algorithm.grpo_norm_by_std, loss_mask=data["loss_mask"])
-        data["advantages"], data["returns"] = advantages, returns
-        self._creditflow_metrics(data, rows)
+        cols = self.creditflow_columns(data)
+        advantage, found = advantages(name, cols, estimator_knobs(name, self.cfg.trainer.algorithm))
+        scores = _on_tokens(advantage, data["rewards"], data["loss_mask"])
+        data["advantages"], data["returns"] = scores, scores
+        self._creditflow_metrics(data, cols, found)
         return data
 
     def creditflow_rows(self, data) -> np.ndarray:
-        """The :class:`~creditflow.integrations.rows.RowUid` of every row of a SkyRL ``TrainingInputBatch``
-        (module docstring); SkyRL's padding rows (the last ``metadata["pad_size"]``) are inactive."""
+        """The :class:`~creditflow.integrations.rows.RowUid` of every row (:meth:`creditflow_columns`, carried by the
+        group ids: for a SkyRL path that calls the registered estimator itself, under
+        :func:`~creditflow.integrations.rows.attached`)."""
+        return uids_from_columns(self.creditflow_columns(data))
+
+    def creditflow_columns(self, data) -> Columns:
+        """The rows of a SkyRL ``TrainingInputBatch``, one per step (module docstring); SkyRL's padding rows (the
+        last ``metadata["pad_size"]``) are inactive."""
         uids = [str(u) for u in data.metadata["uids"]]
         n = len(uids)
         pad = int(data.metadata.get("pad_size", 0) or 0)
@@ -158,10 +169,9 @@ class CreditflowAdvantage:
         rewards = data["rewards"].sum(-1).double().cpu().numpy()
         final = {traj_ids[row]: rewards[row] for row in range(n) if active[row] and last[row]}
         score = np.array([final.get(t, 0.0) for t in traj_ids])
-        cols = {"group_ids": uids, "traj_ids": traj_ids, "step_index": steps,
-                "state_keys": self.creditflow_states(data, traj_ids, steps), "rewards": rewards,
-                "success": score > 0, "scores": score, "active": active}
-        return uids_from_columns(cols)
+        states = self.creditflow_states(data, traj_ids, steps)
+        return columns(uids, traj_ids=traj_ids, step_index=steps, state_keys=states, rewards=rewards,
+                       success=score > 0, scores=score, active=active)
 
     def creditflow_states(self, data, traj_ids: list[str], steps: np.ndarray) -> list[str]:
         """The state key of each row: the observation the step answers. Step 0: its prompt; step t: the env's
@@ -186,9 +196,10 @@ class CreditflowAdvantage:
             previous[traj] = _key(response[tail:].tolist())
         return states
 
-    def _creditflow_metrics(self, data, rows: np.ndarray) -> None:
-        """The credit metrics in SkyRL's step metrics, and SkyRL's advantage statistics under its own names."""
-        n = len(rows) - int(data.metadata.get("pad_size", 0) or 0)
+    def _creditflow_metrics(self, data, cols: Columns, found: dict) -> None:
+        """The credit metrics (the group diagnostics and the estimator's ``found``) in SkyRL's step metrics, and
+        SkyRL's advantage statistics under its own names."""
+        n = len(cols["group_ids"]) - int(data.metadata.get("pad_size", 0) or 0)
         mask = data["loss_mask"][:n].bool()
         values = data["advantages"][:n][mask]
         last = data.metadata.get("is_last_step") if self.cfg.generator.step_wise_trajectories else None
@@ -202,14 +213,13 @@ class CreditflowAdvantage:
         self.all_metrics.update({"loss/avg_final_rewards": stats["avg_final_rewards"],
                                  "loss/avg_raw_advantages": stats["avg_advantages"],
                                  "loss/avg_raw_advantages_abs": stats["avg_advantages_abs"]})
-        self.all_metrics.update(row_metrics(rows))
+        self.all_metrics.update(group_metrics(cols))
+        self.all_metrics.update({k: float(v) for k, v in found.items()})
 
 
 class CreditflowRayPPOTrainer(CreditflowAdvantage, RayPPOTrainer):
     """SkyRL's ``RayPPOTrainer`` whose creditflow estimators get every step's row (docs/skyrl.md)."""
 
 
-register()
-
 __all__ = ["CreditflowAdvantage", "CreditflowAlgorithmConfig", "CreditflowRayPPOTrainer", "CreditflowSkyRLTrainConfig",
-           "MERGED", "NO_ROWS", "register"]
+           "MERGED", "NO_ROWS", "SkyRLEstimator", "register"]

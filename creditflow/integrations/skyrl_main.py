@@ -1,6 +1,7 @@
 """SkyRL's ``main_base`` entry point (``skyrl.train.entrypoints.main_base``, skyrl 0.4) with creditflow's trainer:
-the same overrides, ``trainer.algorithm.advantage_estimator`` one of rewardflow, gigpo, graphgpo, g2po,
-creditflow_grpo, creditflow_rloo, and creditflow's knobs under ``trainer.algorithm.creditflow`` (docs/skyrl.md)::
+the same overrides, ``trainer.algorithm.advantage_estimator`` any creditflow estimator by its trainer name
+(:data:`creditflow.integrations.rows.ESTIMATORS`: rewardflow, gigpo, graphgpo, g2po, creditflow_grpo,
+creditflow_rloo, ...), and creditflow's knobs under ``trainer.algorithm.creditflow`` (docs/skyrl.md)::
 
     python -m creditflow.integrations.skyrl_main trainer.algorithm.advantage_estimator=rewardflow \\
         generator.step_wise_trajectories=true trainer.algorithm.creditflow.gamma=0.9 ...
@@ -18,7 +19,7 @@ from skyrl.train.entrypoints.main_base import BasePPOExp
 from skyrl.train.utils import validate_cfg
 from skyrl.train.utils.utils import initialize_ray
 
-from creditflow.integrations.skyrl import CreditflowRayPPOTrainer, CreditflowSkyRLTrainConfig
+from creditflow.integrations.skyrl import CreditflowRayPPOTrainer, CreditflowSkyRLTrainConfig, register
 
 OVERRIDE = "trainer.override_entrypoint="
 
@@ -45,8 +46,9 @@ def config_from_args(args: list[str]):
 
 
 def main() -> None:
+    register()  # creditflow's estimators in SkyRL's registry: their names validate
     cfg = config_from_args(sys.argv[1:])
-    validate_cfg(cfg)  # creditflow's estimators are registered (import above): their names validate
+    validate_cfg(cfg)
     initialize_ray(cfg)  # syncs the registry to SkyRL's registry actor
     ray.get(creditflow_entrypoint.remote(cfg))
 

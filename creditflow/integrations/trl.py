@@ -25,10 +25,13 @@ assistant tokens is one step; a completion without such a mask is one step. Step
   ``reward_source=success``) stop with one line naming the rollout when it is unknown.
 
 Groups are TRL's: consecutive blocks of ``num_generations`` rollouts of the global batch (the same prompt),
-so a prompt that occurs twice in a batch forms two groups. The advantages come from
-:func:`creditflow.credit.credit_arrays` (the kernel every public path runs) on the whole generation batch,
-gathered over the processes as TRL gathers its rewards; step k's advantage goes on exactly the tokens of
-turn k, 0 elsewhere, as an advantages tensor of shape (B, T) that TRL's ``_compute_loss`` takes as it is.
+so a prompt that occurs twice in a batch forms two groups. The hook is ``_generate_and_score_completions``
+(TRL computes its advantages there): it builds the rows of the whole generation batch, gathered over the
+processes as TRL gathers its rewards, as the :class:`~creditflow.integrations.rows.Columns` every bridge builds,
+and takes their advantages and metrics from :func:`creditflow.integrations.rows.advantages` (the kernel every
+public path runs, with the estimator's own defaults for the knobs not given); step k's advantage goes on
+exactly the tokens of turn k, 0 elsewhere, as an advantages tensor of shape (B, T) that TRL's ``_compute_loss``
+takes as it is.
 
 **Options that cannot apply** (one line each, :data:`NOT_APPLICABLE`): ``scale_rewards`` other than its
 default and ``multi_objective_aggregation="normalize_then_sum"`` turn rewards into one advantage per
@@ -51,10 +54,11 @@ from accelerate.utils import gather_object
 from packaging.version import Version
 from trl import GRPOTrainer  # this module is the TRL bridge: TRL is its reason to exist
 
-from creditflow.credit import credit_arrays, estimator_names, estimator_needs, validate_knobs
+from creditflow.credit import estimator_names, estimator_needs, validate_knobs
 from creditflow.curriculum.diagnostics import group_diagnostics
 from creditflow.envs.adapters.trl_env import CREDITFLOW_READS, outcome_of
 from creditflow.errors import UserError
+from creditflow.integrations.rows import advantages, columns
 from creditflow.policy.model import DEPRECATIONS_OF_OTHERS
 
 MIN_TRL = "1.16.0"  # the GRPOTrainer whose methods CreditGRPOTrainer extends (docs/trl.md)
@@ -121,6 +125,14 @@ def rollout_credit(estimator: str, knobs: dict, rollouts: Sequence[Rollout], rew
                    group_size: int) -> tuple[list[np.ndarray], dict]:
     """Per-step advantages of every rollout (a list of arrays, one value per turn) and the estimator's
     metrics. Rollout i is trajectory i of group ``i // group_size``; its reward sits on its last step."""
+    advantage, metrics = advantages(estimator, rollout_columns(rollouts, rewards, group_size), knobs)
+    ends = np.cumsum([len(r.spans) for r in rollouts])
+    return np.split(advantage, ends[:-1]) if len(rollouts) else [], metrics
+
+
+def rollout_columns(rollouts: Sequence[Rollout], rewards: np.ndarray, group_size: int):
+    """The rows of the rollouts, one per turn, as the :class:`~creditflow.integrations.rows.Columns` every bridge
+    builds: rollout i is trajectory i of group ``i // group_size``, its reward on its last step and its score."""
     group_ids, traj_ids, steps, keys, obs, step_rewards, success, valid, scores = ([] for _ in range(9))
     for i, r in enumerate(rollouts):
         n = len(r.spans)
@@ -133,12 +145,8 @@ def rollout_credit(estimator: str, knobs: dict, rollouts: Sequence[Rollout], rew
         success += [bool(r.success)] * n
         valid += r.valid if r.valid is not None else [True] * n
         scores += [float(rewards[i])] * n
-    result = credit_arrays(estimator, group_ids=group_ids, traj_ids=traj_ids, step_index=np.asarray(steps),
-                           state_keys=keys, rewards=step_rewards, success=np.asarray(success, dtype=bool),
-                           valid=np.asarray(valid, dtype=bool), observations=obs, scores=scores,
-                           check_outcome=False, **knobs)
-    ends = np.cumsum([len(r.spans) for r in rollouts])
-    return np.split(result.advantage, ends[:-1]) if len(rollouts) else [], result.metrics
+    return columns(group_ids, traj_ids=traj_ids, step_index=steps, state_keys=keys, observations=obs,
+                   rewards=step_rewards, success=success, valid=valid, scores=scores)
 
 
 def place_advantages(step_advantages: Sequence[np.ndarray], spans: Sequence[list[tuple[int, int]]],
@@ -398,4 +406,4 @@ class _Decoder:
 
 
 __all__ = ["CreditGRPOTrainer", "NOT_APPLICABLE", "Rollout", "TRLCreditError", "check_options",
-           "needs_success", "place_advantages", "rollout_credit", "turn_spans"]
+           "needs_success", "place_advantages", "rollout_columns", "rollout_credit", "turn_spans"]

@@ -20,26 +20,27 @@ DataProto <-> Trajectory, and the credit metrics for verl's metrics dict.
 
 **How the rows reach the estimator.** verl's ``compute_advantage`` calls a registered estimator with
 ``token_level_rewards``, ``response_mask``, ``index`` (= ``non_tensor_batch["uid"]``) and ``config`` only.
-The rows travel as :class:`RowUid` values: the same string as the ``uid`` (equal, same hash: every verl
-estimator groups as before) carrying its row's fields, so the estimators read them from ``index``.
 
-- Legacy trainer (``trainer.use_v1=False``): :func:`attach_rows` (one line where the rollout batch is
-  assembled) replaces each ``uid`` by its :class:`RowUid`. It travels with the row through ``reorder``,
-  ``select_idxs``, ``concat`` and Ray (pickled with its fields). A trainer that calls a
-  ``compute_advantage`` of its own (verl-agent's fork) can instead call :func:`compute_advantage` here,
-  which reads ``non_tensor_batch`` directly.
-- v1 trainer (``trainer.use_v1=True``, verl 0.9's default): verl rebuilds ``uid`` as plain strings from
-  the TransferQueue, so :mod:`creditflow.integrations.verl_v1` builds the rows from the agent loop's
-  ``extra_fields`` and the output keys, and makes them visible to the estimator for the duration of
-  verl's own ``_compute_advantage`` (:func:`attached`).
+- v1 trainer (``trainer.use_v1=True``, verl 0.9's default): :mod:`creditflow.integrations.verl_v1` overrides
+  the trainer's ``_compute_advantage`` hook, builds the rows from the agent loop's ``extra_fields`` and the
+  output keys, and runs verl's own method with them :func:`attached` (the route every bridge takes,
+  :mod:`creditflow.integrations.rows`).
+- Legacy trainer (``trainer.use_v1=False``): its ``fit`` calls the module-level ``compute_advantage``, with no
+  method to override, so the rows travel in the ``uid`` itself: :func:`attach_rows` (one line where the rollout
+  batch is assembled) replaces each ``uid`` by its :class:`RowUid`, the same string (equal, same hash: every
+  verl estimator groups as before) carrying its row's fields. It travels with the row through ``reorder``,
+  ``select_idxs``, ``concat`` and Ray (pickled with its fields). A trainer that calls a ``compute_advantage``
+  of its own (verl-agent's fork) can instead call :func:`compute_advantage` here, which reads
+  ``non_tensor_batch`` directly.
 
 Rows duplicated to pad the batch (verl-agent's ``adjust_batch``) share their original's advantage.
 
-**Registration.** Importing this module registers ``rewardflow``, ``gigpo``, ``graphgpo``, ``g2po``, ``creditflow_grpo`` and
-``creditflow_rloo`` with ``verl.trainer.ppo.core_algos.register_adv_est``; creditflow's ``verl.plugins``
-entry point imports it on ``import verl`` in every process. ``grpo``/``rloo`` are verl's own names
-(``compute_advantage`` dispatches ``grpo`` before the registry), hence the prefix. Knobs come from
-``algorithm.creditflow`` (e.g. ``+algorithm.creditflow.gamma=0.9``); ``ddof`` defaults to verl's
+**Registration.** :func:`register` registers every creditflow estimator (:data:`ESTIMATORS`: ``rewardflow``,
+``gigpo``, ``graphgpo``, ``g2po``, ``creditflow_grpo``, ``creditflow_rloo``, and any estimator registered since)
+with ``verl.trainer.ppo.core_algos.register_adv_est``; creditflow's ``verl.plugins`` entry point
+(:mod:`creditflow.integrations.verl_plugin`) calls it on ``import verl`` in every process. ``grpo``/``rloo`` are
+verl's own names (``compute_advantage`` dispatches ``grpo`` before the registry), hence the prefix. Knobs come
+from ``algorithm.creditflow`` (e.g. ``+algorithm.creditflow.gamma=0.9``); ``ddof`` defaults to verl's
 convention, 1 (sample std), for every estimator that divides by a std.
 """
 
@@ -53,14 +54,17 @@ from verl import DataProto  # this module is the verl bridge: verl is its reason
 from verl.trainer.ppo import core_algos
 
 from creditflow.credit import estimator_needs
-from creditflow.integrations.rows import (ESTIMATORS, LayoutError, RowUid, attached, columns_from_rows, estimate,
-                                          estimator_knobs, metrics, row_advantages, row_metrics, row_order, rows_of,
-                                          uids_from_columns)
+from creditflow.integrations.rows import (ESTIMATORS, Columns, LayoutError, RowUid, advantages, attached, call_of,
+                                          columns, columns_from_rows, estimate_call, estimator_knobs, group_metrics,
+                                          row_advantages, row_metrics, uids_from_columns)
 from creditflow.rollout.trajectory import Step, Trajectory
 
-STATE_KEYS = ("state_key", "anchor_obs")  # the state of a row: creditflow's state key, else the observation
+# the fields of a row's state (creditflow's state key, else the observation) and outcome, in order of preference:
+# the same names in the legacy layout (non_tensor_batch) and the v1 one (extra_fields)
+STATE_KEYS = ("state_key", "anchor_obs")
 SUCCESS_KEYS = ("success", "won")
 VerlLayoutError = LayoutError  # a verl batch that lacks a field of the row layout
+METRICS = "creditflow_metrics"  # meta_info key of the estimator's metrics, set by compute_advantage
 NO_ROWS = ("with verl's legacy trainer call creditflow.integrations.verl.attach_rows(batch) where the rollout batch "
            "is assembled (or creditflow.integrations.verl.compute_advantage); with the v1 trainer "
            "(trainer.use_v1=True) creditflow's plugin creditflow_v1 attaches them, and it is not loaded here (it "
@@ -72,7 +76,7 @@ NO_ROWS = ("with verl's legacy trainer call creditflow.integrations.verl.attach_
 # --------------------------------------------------------------------------------------------------
 
 
-def layout_columns(non_tensor_batch: Mapping[str, np.ndarray], estimator: str = "rewardflow") -> dict:
+def layout_columns(non_tensor_batch: Mapping[str, np.ndarray], estimator: str = "rewardflow") -> Columns:
     """The row columns of a verl-agent ``non_tensor_batch`` (see the module docstring); a missing key is one
     :class:`VerlLayoutError` naming it."""
     n = len(_need(non_tensor_batch, "uid", estimator, "the group of each row"))
@@ -80,28 +84,18 @@ def layout_columns(non_tensor_batch: Mapping[str, np.ndarray], estimator: str = 
     state_key = next((k for k in STATE_KEYS if k in non_tensor_batch), None)
     if state_key is None and "state" in estimator_needs(ESTIMATORS.get(estimator, estimator)):
         raise VerlLayoutError(f"verl batch for {estimator!r}: non_tensor_batch has no 'anchor_obs' (or "
-                              "'state_key'): the state of each row, which its state groups need (docs/verl.md)")
+                              "'state_key'): the state of each row, which it needs (docs/verl.md)")
     success_key = next((k for k in SUCCESS_KEYS if k in non_tensor_batch), None)
     if success_key is None:
         raise VerlLayoutError(f"verl batch for {estimator!r}: non_tensor_batch has no 'success' (or 'won'): the "
                               "episode outcome of each row (docs/verl.md)")
     traj = _need(non_tensor_batch, "traj_uid", estimator, "the trajectory of each row")
-    steps = get("step_index")
-    return {
-        "group_ids": [str(u) for u in non_tensor_batch["uid"]],
-        "traj_ids": list(traj),
-        "step_index": row_order(traj) if steps is None else np.asarray(steps).astype(np.int64),
-        "state_keys": list(non_tensor_batch[state_key]) if state_key else [""] * n,
-        "next_state_keys": None if get("next_state_key") is None else list(get("next_state_key")),
-        "observations": None if get("anchor_obs") is None else list(get("anchor_obs")),
-        "rewards": np.asarray(_need(non_tensor_batch, "rewards", estimator, "the env reward of each step"),
-                              dtype=np.float64),
-        "success": np.asarray(non_tensor_batch[success_key]).astype(bool),
-        "valid": None if get("is_action_valid") is None else np.asarray(get("is_action_valid")).astype(bool),
-        "active": (np.ones(n, dtype=bool) if get("active_masks") is None
-                   else np.asarray(get("active_masks")).astype(bool)),
-        "scores": None if get("score") is None else np.asarray(get("score"), dtype=np.float64),
-    }
+    return columns([str(u) for u in non_tensor_batch["uid"]], traj_ids=list(traj), step_index=get("step_index"),
+                   state_keys=list(non_tensor_batch[state_key]) if state_key else [""] * n,
+                   next_state_keys=get("next_state_key"), observations=get("anchor_obs"),
+                   rewards=_need(non_tensor_batch, "rewards", estimator, "the env reward of each step"),
+                   success=np.asarray(non_tensor_batch[success_key]).astype(bool), valid=get("is_action_valid"),
+                   active=get("active_masks"), scores=get("score"))
 
 
 def _need(batch: Mapping[str, np.ndarray], key: str, estimator: str, what: str) -> np.ndarray:
@@ -134,27 +128,41 @@ def _token_advantages(advantage: np.ndarray, like: torch.Tensor, response_mask: 
     return torch.as_tensor(advantage, dtype=like.dtype, device=like.device).unsqueeze(-1) * response_mask
 
 
-def _registered(estimator: str):
-    def advantage_fn(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index=None, config=None,
-                     non_tensor_batch: Mapping[str, np.ndarray] | None = None, **_unused):
-        rows = None if non_tensor_batch is not None else rows_of(index if index is not None else [], estimator,
-                                                                  NO_ROWS)
-        cols = layout_columns(non_tensor_batch, estimator) if rows is None else columns_from_rows(rows)
-        advantage = estimate(estimator, cols, index if rows is None else rows, config)
+class VerlEstimator:
+    """creditflow's estimator ``name`` (a trainer name, :data:`ESTIMATORS`) as verl calls a registered advantage
+    estimator: the rows from :func:`~creditflow.integrations.rows.call_of`, each row's advantage on its response
+    tokens. An object, not a generated function: it pickles by its name, and two of the same name are equal
+    (registering again is a no-op)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.__name__ = f"creditflow_{ESTIMATORS.get(name, name)}_advantage"
+        self.__doc__ = (f"creditflow's {ESTIMATORS.get(name, name)!r} estimator on verl-agent's row layout "
+                        "(docs/verl.md).")
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, VerlEstimator) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash((VerlEstimator, self.name))
+
+    def __repr__(self) -> str:
+        return f"VerlEstimator({self.name!r})"
+
+    def __call__(self, token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index=None, config=None,
+                 **_unused):
+        advantage = estimate_call(self.name, call_of(index if index is not None else [], self.name, NO_ROWS), config)
         scores = _token_advantages(advantage, token_level_rewards, response_mask)
         return scores, scores
 
-    advantage_fn.__name__ = f"creditflow_{ESTIMATORS[estimator]}_advantage"
-    advantage_fn.__doc__ = f"creditflow's {ESTIMATORS[estimator]!r} estimator on verl-agent's row layout (docs/verl.md)."
-    return advantage_fn
-
 
 def register() -> None:
-    """Register creditflow's estimators in verl's advantage-estimator registry (idempotent)."""
+    """Register creditflow's estimators (every name of :data:`ESTIMATORS`, so also any estimator registered since
+    the last call) in verl's advantage-estimator registry (idempotent; creditflow's ``verl.plugins`` entry point
+    calls it on ``import verl``)."""
     for name in ESTIMATORS:
-        if name not in core_algos.ADV_ESTIMATOR_REGISTRY or not getattr(
-                core_algos.ADV_ESTIMATOR_REGISTRY[name], "__name__", "").startswith("creditflow_"):
-            core_algos.register_adv_est(name)(_registered(name))
+        if not isinstance(core_algos.ADV_ESTIMATOR_REGISTRY.get(name), VerlEstimator):
+            core_algos.register_adv_est(name)(VerlEstimator(name))
 
 
 def compute_advantage(data: DataProto, adv_estimator, config: Any = None) -> DataProto:
@@ -167,11 +175,11 @@ def compute_advantage(data: DataProto, adv_estimator, config: Any = None) -> Dat
     if "response_mask" not in data.batch.keys():
         responses = data.batch["responses"]
         data.batch["response_mask"] = data.batch["attention_mask"][:, -responses.size(1):]
-    scores, _ = core_algos.get_adv_estimator_fn(name)(
-        token_level_rewards=data.batch["token_level_rewards"], response_mask=data.batch["response_mask"],
-        index=data.non_tensor_batch["uid"], config=config, non_tensor_batch=data.non_tensor_batch)
+    advantage, found = advantages(name, layout_columns(data.non_tensor_batch, name), estimator_knobs(name, config))
+    scores = _token_advantages(advantage, data.batch["token_level_rewards"], data.batch["response_mask"])
     data.batch["advantages"] = scores
     data.batch["returns"] = scores
+    data.meta_info[METRICS] = found  # for credit_metrics(data): the batch carries them
     return data
 
 
@@ -188,7 +196,9 @@ def credit_metrics(data: DataProto) -> dict:
     uid = data.non_tensor_batch["uid"]
     if len(uid) and isinstance(uid[0], RowUid):
         return row_metrics(uid)
-    return metrics(layout_columns(data.non_tensor_batch, "creditflow_grpo"), uid)
+    out = group_metrics(layout_columns(data.non_tensor_batch, "creditflow_grpo"))
+    out.update({k: float(v) for k, v in data.meta_info.get(METRICS, {}).items()})
+    return out
 
 
 # --------------------------------------------------------------------------------------------------
@@ -293,8 +303,6 @@ def from_dataproto(data: DataProto) -> list[Trajectory]:
     return out
 
 
-register()
-
-__all__ = ["ESTIMATORS", "RowUid", "VerlLayoutError", "attach_rows", "attached", "compute_advantage", "credit_metrics",
-           "estimator_knobs", "from_dataproto", "layout_columns", "register", "row_advantages", "row_metrics",
-           "row_uids", "to_dataproto"]
+__all__ = ["ESTIMATORS", "STATE_KEYS", "SUCCESS_KEYS", "RowUid", "VerlEstimator", "VerlLayoutError", "attach_rows",
+           "attached", "compute_advantage", "credit_metrics", "estimator_knobs", "from_dataproto", "layout_columns",
+           "register", "row_advantages", "row_metrics", "row_uids", "to_dataproto"]

@@ -15,11 +15,12 @@ batch's ``uid`` and ``extra_fields`` from the TransferQueue (one more get), buil
 (:func:`rows_from_outputs`: trajectory ``{uid}_{session_id}`` and step ``index`` from the key, the other
 fields from ``extra_fields``, verl's padding rows inactive), then runs verl's own ``_compute_advantage``
 with the rows :func:`~creditflow.integrations.verl.attached`, and adds the credit metrics to verl's step
-metrics. For any other estimator it is verl's method. Importing this module (creditflow's ``creditflow_v1``
-``verl.plugins`` entry point does it on ``import verl``) puts a subclass of each trainer class in verl's
-trainer registry under the same name (``sync``, ``colocate_async``, ``separate_async``), so
-``python -m verl.trainer.main_ppo`` picks it up with ``trainer.v1.trainer_mode`` unchanged. A trainer class
-of one's own takes the mixin first: ``class MyTrainer(CreditflowAdvantage, PPOTrainerSync)``.
+metrics. For any other estimator it is verl's method. :func:`install` (creditflow's ``creditflow_v1``
+``verl.plugins`` entry point calls it on ``import verl``) puts this module's subclass of each trainer class
+(:data:`TRAINERS`) in verl's trainer registry under the same name (``sync``, ``colocate_async``,
+``separate_async``), so ``python -m verl.trainer.main_ppo`` picks it up with ``trainer.v1.trainer_mode``
+unchanged. A trainer class of one's own takes the mixin first: ``class MyTrainer(CreditflowAdvantage,
+PPOTrainerSync)``.
 
 Why this route (docs/verl.md has the comparison): the ``uid`` cannot carry the rows here (the worker writes
 the prompt uid itself and the TransferQueue's msgpack codec stores plain strings); a custom replay buffer
@@ -31,20 +32,33 @@ and its other estimators as they are.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Sequence
 
 import numpy as np
 import transfer_queue as tq
 from verl.trainer.ppo.v1 import trainer_base
+from verl.trainer.ppo.v1.trainer_colocate_async import PPOTrainerColocateAsync
+from verl.trainer.ppo.v1.trainer_separate_async import PPOTrainerSeparateAsync
+from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from creditflow.credit import estimator_needs
 from creditflow.integrations import verl as cf_verl
+from creditflow.integrations.rows import call_metrics
+from creditflow.integrations.verl import STATE_KEYS, SUCCESS_KEYS
 
-# extra_fields keys of the layout (docs/verl.md); each looked up in extra_fields, then in
-# extra_fields["reward_extra_info"] (what verl's reward function returned)
-STATE_FIELDS = ("state_key", "anchor_obs")
-SUCCESS_FIELDS = ("success", "won")
+# the layout's extra_fields keys are the legacy layout's (STATE_KEYS, SUCCESS_KEYS), each looked up in
+# extra_fields, then in extra_fields["reward_extra_info"] (what verl's reward function returned)
 _MISSING = object()
+_RENAMED = {"STATE_FIELDS": "STATE_KEYS", "SUCCESS_FIELDS": "SUCCESS_KEYS"}
+
+
+def __getattr__(name: str):
+    if name in _RENAMED:  # one release: the v1 copies of the legacy names
+        warnings.warn(f"creditflow.integrations.verl_v1.{name} is deprecated: use "
+                      f"creditflow.integrations.verl.{_RENAMED[name]}", DeprecationWarning, stacklevel=2)
+        return getattr(cf_verl, _RENAMED[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _lookup(extra: dict, names: Sequence[str]) -> Any:
@@ -97,9 +111,9 @@ def rows_from_outputs(keys: Sequence[str], uids: Sequence[str], extra_fields: Se
               for pad, flag in zip(padding, column(("active_masks",), "", default=None))]
     parsed = [parse_key(k) for k in keys]
     # one state field for the batch: state_key where the agent loop gives it, else anchor_obs
-    given = [f for f in STATE_FIELDS if any(_lookup(e, (f,)) is not _MISSING for e in extras)]
-    states = (column(given[:1] or STATE_FIELDS, "the state of the step, which RewardFlow's and GiGPO's "
-                     "state groups need") if needs_state else column(given[:1] or STATE_FIELDS, "", default=""))
+    given = [f for f in STATE_KEYS if any(_lookup(e, (f,)) is not _MISSING for e in extras)]
+    states = (column(given[:1] or STATE_KEYS, f"the state of the step, which {estimator!r} needs") if needs_state
+              else column(given[:1] or STATE_KEYS, "", default=""))
     nt = {
         "uid": np.array([str(u) for u in uids], dtype=object),
         "traj_uid": np.array([traj for _, traj, _ in parsed], dtype=object),
@@ -107,7 +121,7 @@ def rows_from_outputs(keys: Sequence[str], uids: Sequence[str], extra_fields: Se
         "state_key": np.array(["" if s is None else s for s in states], dtype=object),
         "rewards": np.array([0.0 if r is None else float(r) for r in
                              column(("rewards",), "the env reward of the step (0 where there is none)")]),
-        "success": np.array([bool(s) for s in column(SUCCESS_FIELDS, "the outcome of the output's episode")]),
+        "success": np.array([bool(s) for s in column(SUCCESS_KEYS, "the outcome of the output's episode")]),
         "is_action_valid": np.array([True if v is None else bool(v) for v in
                                      column(("is_action_valid",), "", default=True)]),
         "next_state_key": np.array(column(("next_state_key",), "", default=None), dtype=object),
@@ -145,28 +159,39 @@ class CreditflowAdvantage:
                                  [_plain(e) for e in got["extra_fields"]],
                                  padding=[bool(tag.get("is_padding", False)) for tag in batch.tags],
                                  estimator=estimator)
-        with cf_verl.attached(rows):
+        with cf_verl.attached(rows) as call:
             batch = super()._compute_advantage(batch, metrics)
-        metrics.update(cf_verl.row_metrics(rows))
+        metrics.update(call_metrics(call))
         return batch
 
 
+class CreditflowPPOTrainerSync(CreditflowAdvantage, PPOTrainerSync):
+    """verl's ``PPOTrainerSync`` (``trainer_mode=sync``) whose creditflow estimators get their rows (docs/verl.md)."""
+
+
+class CreditflowPPOTrainerColocateAsync(CreditflowAdvantage, PPOTrainerColocateAsync):
+    """verl's ``PPOTrainerColocateAsync`` whose creditflow estimators get their rows (docs/verl.md)."""
+
+
+class CreditflowPPOTrainerSeparateAsync(CreditflowAdvantage, PPOTrainerSeparateAsync):
+    """verl's ``PPOTrainerSeparateAsync`` whose creditflow estimators get their rows (docs/verl.md)."""
+
+
+TRAINERS = {"sync": CreditflowPPOTrainerSync, "colocate_async": CreditflowPPOTrainerColocateAsync,
+            "separate_async": CreditflowPPOTrainerSeparateAsync}
+"""verl's v1 trainer mode -> creditflow's subclass of verl's trainer class for it."""
+
+
 def install() -> dict:
-    """Put a :class:`CreditflowAdvantage` subclass of each trainer class in verl's v1 trainer registry, under
-    the same name (idempotent). Returns the registry."""
+    """Put creditflow's subclass of each trainer class (:data:`TRAINERS`) in verl's v1 trainer registry, under the
+    same name (idempotent; creditflow's ``verl.plugins`` entry point calls it on ``import verl``). A mode whose
+    registered class is not verl's own one (another plugin's) is left as it is. Returns the registry."""
     registry = trainer_base.TRAINER_REGISTRY
-    for mode, cls in list(registry.items()):
-        if issubclass(cls, CreditflowAdvantage):
-            continue
-        name = f"Creditflow{cls.__name__}"
-        sub = type(name, (CreditflowAdvantage, cls), {
-            "__module__": __name__, "__qualname__": name,
-            "__doc__": f"verl's {cls.__name__} whose creditflow estimators get their rows (docs/verl.md)."})
-        globals()[name] = sub
-        registry[mode] = sub
+    for mode, cls in TRAINERS.items():
+        if registry.get(mode) in cls.__bases__:
+            registry[mode] = cls
     return registry
 
 
-install()
-
-__all__ = ["CreditflowAdvantage", "install", "parse_key", "rows_from_outputs"]
+__all__ = ["CreditflowAdvantage", "CreditflowPPOTrainerColocateAsync", "CreditflowPPOTrainerSeparateAsync",
+           "CreditflowPPOTrainerSync", "TRAINERS", "install", "parse_key", "rows_from_outputs"]

@@ -5,10 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from tests.credit.credit_testlib import traj
 
 from creditflow import credit
+from creditflow.credit import registry
 from creditflow.credit.registry import Knobs, parse_key_values, validate_model
 from creditflow.credit.rewardflow import GraphKnobs, RewardFlowKnobs
 
@@ -31,6 +33,55 @@ def test_estimators_declare_what_they_need():
     assert credit.estimator_needs("unknown") == frozenset()
     with pytest.raises(ValueError, match="needs must be a subset"):
         credit.register_estimator("x", knobs=Knobs, needs={"tokens"})
+
+
+@pytest.fixture
+def new_estimators():
+    """Two estimators registered by a test (GRPO's kernel): one declaring it reads states, one named as a
+    trainer's own estimator."""
+    from creditflow.credit.grpo import GRPOKnobs, grpo
+
+    credit.register_estimator("zz_new", knobs=GRPOKnobs, needs={"state", "success"})(grpo)
+    credit.register_estimator("gae", knobs=GRPOKnobs)(grpo)
+    yield "zz_new", "gae"
+    for name in ("zz_new", "gae"):
+        registry._ESTIMATORS.pop(name)
+
+
+def test_a_new_estimator_needs_no_edit_elsewhere(new_estimators):
+    """What the integrations read comes from the registration: the trainer names (a name the trainers have for
+    an estimator of their own takes the prefix creditflow_), what it needs, and its advantages on the shared
+    row columns."""
+    from creditflow.integrations import rows
+
+    assert credit.estimator_needs("zz_new") == {"state", "success"}
+    assert rows.ESTIMATORS["zz_new"] == "zz_new" and rows.ESTIMATORS["creditflow_gae"] == "gae"
+    assert "gae" not in rows.ESTIMATORS and rows.ESTIMATORS["creditflow_grpo"] == "grpo"
+    cols = rows.columns(["g", "g", "g"], traj_ids=["a", "a", "b"], rewards=[0.0, 1.0, 0.0],
+                        success=[True, True, False], state_keys=["A", "B", "A"])
+    got, metrics = rows.advantages("zz_new", cols)
+    want, _ = rows.advantages("grpo", cols)
+    np.testing.assert_array_equal(got, want)
+    assert got[0] == got[1] > 0 > got[2] and isinstance(metrics, dict)
+    np.testing.assert_array_equal(rows.advantages("creditflow_gae", cols)[0], want)  # by its trainer name too
+
+
+def test_the_integrations_list_no_estimator():
+    """No integration lists estimators or compares with one (what they need, which exist): they read the registry
+    (ESTIMATORS, estimator_needs). A default argument may name one, and rows.TRAINERS_OWN lists the trainers'
+    own estimator names."""
+    names = set(credit.estimator_names())
+    integrations = Path(credit.__file__).parents[1] / "integrations"
+    for path in integrations.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        trainers_own = {id(n) for node in ast.walk(tree) if isinstance(node, ast.Assign)
+                        and any(getattr(t, "id", None) == "TRAINERS_OWN" for t in node.targets) for n in ast.walk(node)}
+        for node in ast.walk(tree):
+            if id(node) in trainers_own:
+                continue
+            if isinstance(node, (ast.List, ast.Tuple, ast.Set, ast.Dict, ast.Compare)):
+                found = {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and n.value in names}
+                assert not found, f"{path.name}:{node.lineno} names {sorted(found)}"
 
 
 def test_validate_knobs_returns_the_model_with_defaults():

@@ -24,13 +24,14 @@ from skyrl.backends.skyrl_train.utils.ppo_utils import AdvantageEstimatorRegistr
 from skyrl.train.generators.base import TrajectoryID  # noqa: E402
 from skyrl.train.trainer import RayPPOTrainer  # noqa: E402
 from skyrl.train.utils import validate_cfg  # noqa: E402
-from tests.integrations.testlib import ENV, MODEL, expected, turn_tokens  # noqa: E402
+from tests.integrations.testlib import ENV, MODEL, expected, extra_estimator, turn_tokens  # noqa: E402,F401
 
 from benchmarks.credit_speed import sokoban_batch  # noqa: E402
 from creditflow.integrations import rows as cf_rows  # noqa: E402
 from creditflow.integrations import skyrl as cf_skyrl  # noqa: E402
 
 ROLLOUTS = 4
+cf_skyrl.register()  # creditflow's estimators in SkyRL's registry, as skyrl_main does before validate_cfg
 
 
 @pytest.fixture(scope="module")
@@ -155,17 +156,23 @@ def training_batch(trainer, trajs, step_wise=True):
 # --------------------------------------------------------------------------------------------------
 
 
-def test_importing_creditflow_registers_the_estimators_in_skyrls_registry():
+def test_register_puts_every_estimator_in_skyrls_registry():
     import cloudpickle
 
     available = set(AdvantageEstimatorRegistry.list_available())
     assert set(cf_rows.ESTIMATORS) <= available and {"grpo", "rloo", "gae"} <= available
     fn = AdvantageEstimatorRegistry.get("rewardflow")
-    assert fn is cf_skyrl.creditflow_rewardflow_advantage
-    assert cloudpickle.loads(cloudpickle.dumps(fn)) is fn  # SkyRL's registry actor gets it by reference
+    assert fn == cf_skyrl.SkyRLEstimator("rewardflow") and fn.__name__ == "creditflow_rewardflow_advantage"
+    assert cloudpickle.loads(cloudpickle.dumps(fn)) == fn  # SkyRL's registry actor rebuilds it by name
     assert AdvantageEstimatorRegistry.get("grpo").__module__ == "skyrl.backends.skyrl_train.utils.ppo_utils"
     cf_skyrl.register()  # idempotent
     assert AdvantageEstimatorRegistry.get("rewardflow") is fn
+
+
+def test_an_estimator_registered_later_joins_skyrl_with_no_edit(extra_estimator):
+    cf_skyrl.register()
+    assert extra_estimator in cf_rows.ESTIMATORS
+    assert AdvantageEstimatorRegistry.get(extra_estimator) == cf_skyrl.SkyRLEstimator(extra_estimator)
 
 
 def test_skyrls_validate_cfg_accepts_the_names(tiny_model_dir, dataset_file):

@@ -227,7 +227,7 @@ def test_multi_turn_training_step_runs_with_each_estimator(tmp_path, tiny_model_
         assert any(not torch.equal(a, b) for a, b in zip(before, trainer.model.parameters()))
 
 
-@pytest.mark.parametrize("estimator", ["rewardflow", "gigpo", "graphgpo", "g2po", "grpo", "rloo"])
+@pytest.mark.parametrize("estimator", credit.estimator_names())  # every registered estimator, one added included
 def test_per_token_advantages_are_credit_score_on_each_turn(tmp_path, tiny_model_dir, estimator):
     """Issue 61 part 4: a step's advantage lands on exactly its own response tokens (never the prompt, which
     the advantages do not cover, nor env tokens or padding), and no step trains with zero advantage unless

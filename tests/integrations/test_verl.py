@@ -13,7 +13,7 @@ verl = pytest.importorskip("verl")  # only in .venv-verl (make verl); the main e
 import torch  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 from tests.credit.credit_testlib import traj  # noqa: E402
-from tests.integrations.testlib import ENV, MODEL, expected, turn_tokens  # noqa: E402
+from tests.integrations.testlib import ENV, MODEL, expected, extra_estimator, turn_tokens  # noqa: E402,F401
 from tests.integrations.testlib import row_advantages as token_rows  # noqa: E402
 from verl import DataProto  # noqa: E402
 from verl.trainer.ppo import core_algos  # noqa: E402
@@ -41,6 +41,17 @@ def test_the_plugin_entry_point_registers_the_estimators():
     assert set(cf_verl.ESTIMATORS) <= set(core_algos.ADV_ESTIMATOR_REGISTRY)
     assert core_algos.get_adv_estimator_fn("rewardflow").__name__ == "creditflow_rewardflow_advantage"
     assert core_algos.get_adv_estimator_fn("grpo").__module__.startswith("verl")  # verl's own stays
+
+
+def test_an_estimator_registered_later_joins_verl_with_no_edit(trajs, extra_estimator):
+    assert extra_estimator in cf_verl.ESTIMATORS and extra_estimator not in core_algos.ADV_ESTIMATOR_REGISTRY
+    cf_verl.register()
+    try:
+        assert core_algos.get_adv_estimator_fn(extra_estimator) == cf_verl.VerlEstimator(extra_estimator)
+        data = verl_compute_advantage(cf_verl.to_dataproto(trajs), adv_estimator=extra_estimator, config=CONFIG)
+        np.testing.assert_array_equal(row_advantages(data), expected(trajs, extra_estimator).astype(np.float32))
+    finally:
+        core_algos.ADV_ESTIMATOR_REGISTRY.pop(extra_estimator)
 
 
 def test_to_dataproto_builds_verl_agents_layout(trajs):

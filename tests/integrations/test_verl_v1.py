@@ -10,6 +10,9 @@ registered trainer class computes the advantages, read back from the TransferQue
 
 import asyncio
 import copy
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +31,7 @@ from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories  
 from benchmarks.credit_speed import sokoban_batch  # noqa: E402
 from creditflow.integrations import verl as cf_verl  # noqa: E402
 from creditflow.integrations import verl_v1  # noqa: E402
-from creditflow.integrations.rows import columns_from_rows  # noqa: E402
+from creditflow.integrations.rows import advantages, call_metrics, columns_from_rows  # noqa: E402
 from creditflow.integrations.verl import _next_state  # noqa: E402
 
 CONFIG = OmegaConf.create({"adv_estimator": "rewardflow", "creditflow": {}})
@@ -99,18 +102,42 @@ def test_the_plugin_puts_creditflow_trainers_under_verls_trainer_names():
     assert verl_v1.install() is TRAINER_REGISTRY and get_trainer_cls("sync").__mro__[2] is PPOTrainerSync  # once
 
 
+def test_the_bridge_modules_register_nothing_on_import():
+    """Only creditflow's verl.plugins modules register (verl's loader imports them and calls nothing): with the
+    plugins off, importing the bridges leaves verl's registries as they are, and the explicit calls fill them."""
+    code = ("from verl.trainer.ppo import core_algos; from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY;"
+            "from creditflow.integrations import verl, verl_v1;"
+            "assert 'rewardflow' not in core_algos.ADV_ESTIMATOR_REGISTRY;"
+            "assert not issubclass(TRAINER_REGISTRY['sync'], verl_v1.CreditflowAdvantage);"
+            "verl.register(); verl_v1.install();"
+            "assert core_algos.ADV_ESTIMATOR_REGISTRY['rewardflow'] == verl.VerlEstimator('rewardflow');"
+            "assert TRAINER_REGISTRY['sync'] is verl_v1.CreditflowPPOTrainerSync")
+    env = {**os.environ, "VERL_USE_EXTERNAL_PLUGINS": "none"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_v1_names_of_the_layout_keys_are_deprecated_aliases():
+    with pytest.warns(DeprecationWarning, match="STATE_KEYS"):
+        assert verl_v1.STATE_FIELDS is cf_verl.STATE_KEYS
+    with pytest.warns(DeprecationWarning, match="SUCCESS_KEYS"):
+        assert verl_v1.SUCCESS_FIELDS is cf_verl.SUCCESS_KEYS
+
+
 @pytest.mark.parametrize("name", list(cf_verl.ESTIMATORS))
 def test_verls_v1_advantage_function_equals_credit_score(trajs, name):
     outputs = v1_outputs(trajs)
     order = np.random.default_rng(1).permutation(len(outputs))  # the batch's order is verl's, not ours
     shuffled = [outputs[i] for i in order]
     rows = rows_of(shuffled, name)
-    with cf_verl.attached(rows):
+    with cf_verl.attached(rows) as call:
         data = compute_advantage_for_multi_trajectories(function_batch(shuffled), [o["key"] for o in shuffled],
                                                         adv_estimator=name, config=CONFIG)
     got = row_advantages(data.batch["advantages"].numpy(), data.batch["response_mask"].numpy())
     np.testing.assert_array_equal(got, expected(trajs, name).astype(np.float32)[order])
-    assert cf_verl.row_metrics(rows)["groups/entropy"] > 0
+    _, want = advantages(name, columns_from_rows(rows))
+    assert set(call.metrics) == set(want)  # the estimator left its metrics on the call
+    assert call_metrics(call)["groups/entropy"] > 0
 
 
 def test_plain_uids_without_rows_say_what_to_do(trajs):
@@ -155,7 +182,7 @@ def test_outcome_and_score_come_from_extra_fields_or_reward_extra_info(trajs):
         o["extra_fields"].update(o["extra_fields"].pop("reward_extra_info"))
     a, b = (columns_from_rows(rows_of(x, "creditflow_grpo")) for x in (outputs, moved))
     np.testing.assert_array_equal(a["success"], b["success"])
-    assert a["scores"] == b["scores"] == [float(t.score) for t in trajs for _ in t.steps]
+    assert a["scores"].tolist() == b["scores"].tolist() == [float(t.score) for t in trajs for _ in t.steps]
 
 
 def test_parse_key():

@@ -7,10 +7,24 @@ from __future__ import annotations
 import hashlib
 
 import numpy as np
+import pytest
 
 from creditflow import credit
+from creditflow.credit import registry
+from creditflow.credit.grpo import GRPOKnobs, grpo
 from creditflow.integrations.rows import ESTIMATORS
 from creditflow.rollout.trajectory import Trajectory
+
+EXTRA = "zz_test_grpo"
+
+
+@pytest.fixture
+def extra_estimator():
+    """An estimator a test registers (GRPO's kernel under a new name, declaring that it reads states): every
+    bridge takes it with no edit of its own."""
+    registry.register_estimator(EXTRA, knobs=GRPOKnobs, needs={"state"})(grpo)
+    yield EXTRA
+    registry._ESTIMATORS.pop(EXTRA)
 
 
 def expected(trajs, name, **knobs) -> np.ndarray:
