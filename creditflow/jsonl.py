@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator, NamedTuple
 
-from creditflow.atomic import atomic_open
+from creditflow.atomic import write_atomic
 
 _DECODER = json.JSONDecoder()
 _SCAN = _DECODER.scan_once  # json's C scanner: (value, end) of the JSON value at an index
@@ -359,8 +359,7 @@ class AppendLog:
 
     def rewrite(self, rows: list) -> None:
         """Replace the file with ``rows``, atomically."""
-        with atomic_open(self.path, "w") as fh:
-            fh.write("".join(self.line(r) for r in rows))
+        write_atomic(self.path, "".join(self.line(r) for r in rows))
 
     def keep(self, wanted: Callable[[Any], bool]) -> list:
         """Drop the rows not ``wanted`` and a torn last line; the file is rewritten only when that changes it."""
