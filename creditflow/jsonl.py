@@ -8,6 +8,10 @@ CRLF included, a byte-order mark, blank lines) and, for one array key of the top
 trajectory's ``"steps"``), where a new member of each object element goes and, for elements that hold
 some given keys, where each member's key and value are. A writer can then add or replace members of
 those objects and leave every other byte of the file as it was (``creditflow credit``).
+
+:class:`AppendLog` is the one append-only JSONL log of creditflow's own outputs (a run's ``metrics.jsonl``, an
+RRO collection's ``preferences.jsonl``, ``tasks.jsonl`` and ``trajectories.jsonl``): rows appended whole and
+flushed, a last line torn by a crash left out when read, and the file rewritten atomically without it.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Iterator, NamedTuple
+from typing import IO, Any, Callable, Iterator, NamedTuple
+
+from creditflow.atomic import write_atomic
 
 _DECODER = json.JSONDecoder()
 _SCAN = _DECODER.scan_once  # json's C scanner: (value, end) of the JSON value at an index
@@ -284,3 +290,121 @@ def _utf8(raw: bytes, first: bool, where: str, error: type[Exception]) -> str:
         if bad < 0:
             return text
     raise error(f"{where}: not UTF-8 text (byte 0x{raw[bad]:02x} at column {bad + 1}); JSONL files are UTF-8")
+
+
+# -- the append-only log ------------------------------------------------------------------------------
+
+
+class AppendLog:
+    """An append-only JSONL file, one row per line, that a crash may leave with a torn last line.
+
+    Rows are written whole and flushed (:meth:`append`, or :meth:`open` for a writer kept open), so a crash
+    can tear the last line only; :meth:`read` leaves a torn last line out and says so, and :meth:`keep` /
+    :meth:`rewrite` replace the file atomically (without it) before the next append would glue a row onto it.
+
+    ``dumps``: the ``json.dumps`` keywords of a line. Reading is strict with ``error`` (a run's metrics): every
+    line is a JSON object, a bad line before the last is ``error("file:line: not a <what> (...)")``, and a last
+    line that lacks only its newline is kept. Without ``error`` it is lenient (an RRO collection, whose
+    unfinished task is dropped on reopening anyway): a line that does not parse, and a last line without its
+    newline, are left out.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, error: type[Exception] | None = None, what: str = "row",
+                 **dumps: Any):
+        self.path = Path(path)
+        self.error = error
+        self.what = what
+        self.dumps = dumps
+
+    def line(self, row: Any) -> str:
+        return json.dumps(row, **self.dumps) + "\n"
+
+    def read(self) -> tuple[list, bool]:
+        """``(rows, torn)``: the rows (none when the file does not exist), and whether something was left out
+        (a torn last line) or the last row lacks its newline, which the next append would glue onto."""
+        if not self.path.exists():
+            return [], False
+        try:
+            data = self.path.read_bytes()
+        except OSError as exc:
+            if self.error is None:
+                raise
+            raise self.error(f"{self.path}: cannot read ({exc.strerror or exc})") from None
+        *lines, tail = data.split(b"\n")
+        torn = tail != b""  # no newline at the end: the last write was cut (or never finished)
+        if self.error is None:
+            rows = []
+            for raw in lines:
+                try:
+                    rows.append(json.loads(raw))
+                except ValueError:
+                    torn = True
+            return rows, torn
+        return self._read_strict([*lines, tail], torn)
+
+    def _read_strict(self, lines: list[bytes], torn: bool) -> tuple[list, bool]:
+        numbered = [(n, raw) for n, raw in enumerate(lines, start=1) if raw.strip(b" \t\r")]
+        rows = []
+        for k, (n, raw) in enumerate(numbered):
+            try:
+                row = json.loads(raw)
+                if not isinstance(row, dict):
+                    raise ValueError(f"a JSON {type(row).__name__}, not an object")
+            except ValueError as exc:
+                if k == len(numbered) - 1:  # the last line: a row torn by a crash (or zeros after a power loss)
+                    return rows, True
+                raise self.error(f"{self.path}:{n}: not a {self.what} ({str(exc).splitlines()[0]})") from None
+            rows.append(row)
+        return rows, torn
+
+    def rewrite(self, rows: list) -> None:
+        """Replace the file with ``rows``, atomically."""
+        write_atomic(self.path, "".join(self.line(r) for r in rows))
+
+    def keep(self, wanted: Callable[[Any], bool]) -> list:
+        """Drop the rows not ``wanted`` and a torn last line; the file is rewritten only when that changes it."""
+        rows, torn = self.read()
+        kept = [r for r in rows if wanted(r)]
+        if torn or len(kept) != len(rows):
+            self.rewrite(kept)
+        return kept
+
+    def append(self, rows: list) -> None:
+        """Append ``rows`` and put them on disk (fsync) before returning; nothing to append opens nothing."""
+        if not rows:
+            return
+        with self.open() as writer:
+            writer.write_text("".join(self.line(r) for r in rows))
+            writer.sync()
+
+    def open(self) -> LogWriter:
+        return LogWriter(self)
+
+
+class LogWriter:
+    """The log opened for appending: each write is flushed at once (a crash tears at most the last line),
+    :meth:`sync` puts what was written on disk."""
+
+    def __init__(self, log: AppendLog):
+        self.log = log
+        self._fh = log.path.open("a", encoding="utf-8")
+
+    def write(self, row: Any) -> None:
+        self.write_text(self.log.line(row))
+
+    def write_text(self, text: str) -> None:
+        self._fh.write(text)
+        self._fh.flush()
+
+    def sync(self) -> None:
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> LogWriter:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()

@@ -15,7 +15,7 @@ import networkx as nx
 from matplotlib.figure import Figure
 
 LAYERS = [  # low to high, as in pyproject's import-linter contract
-    ["errors"], ["atomic", "jsonl"], ["config"], ["envs", "policy"], ["rollout"],
+    ["errors"], ["atomic"], ["jsonl"], ["config"], ["envs", "policy"], ["rollout"],
     ["credit", "curriculum", "pairs"], ["trainer"], ["recipes", "integrations"], ["api"], ["cli"],
 ]
 # pyproject's ignore_imports (empty: no import goes up a layer)

@@ -19,12 +19,11 @@ at a crash) and any torn last line, and refuses settings that differ from the st
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-from creditflow.atomic import atomic_open
+from creditflow.atomic import write_atomic
 from creditflow.errors import UserError
-from creditflow.jsonl import iter_json_lines
+from creditflow.jsonl import AppendLog, iter_json_lines
 
 PAIRS = "preferences.jsonl"
 TASKS = "tasks.jsonl"
@@ -43,48 +42,19 @@ def preference_record(prompt: list[dict], chosen: str, rejected: str, **meta) ->
             "rejected": [{"role": "assistant", "content": rejected}], **meta}
 
 
-def _read_jsonl_lines(path: Path) -> tuple[list[dict], bool]:
-    """Complete JSON lines of ``path`` and whether something (a torn or bad line) was dropped."""
-    if not path.exists():
-        return [], False
-    rows, dropped = [], False
-    data = path.read_bytes()
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    elif lines:  # no newline at the end: the last write was cut
-        lines.pop()
-        dropped = True
-    for raw in lines:
-        try:
-            rows.append(json.loads(raw))
-        except ValueError:
-            dropped = True
-    return rows, dropped
+def _log(path: Path) -> AppendLog:
+    """A collection's JSONL file as an append-log: non-ASCII kept as is, read leniently (a line that does not
+    parse is left out, as a torn last line is)."""
+    return AppendLog(path, ensure_ascii=False)
 
 
 def _keep_finished(path: Path, finished: set[str]) -> list[dict]:
     """Drop the rows of unfinished tasks (the one in flight at a crash) and a torn last line."""
-    rows, torn = _read_jsonl_lines(path)
-    kept = [r for r in rows if r.get("task_id") in finished]
-    if torn or len(kept) != len(rows):
-        _write_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept))
-    return kept
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    with atomic_open(path, "w") as fh:
-        fh.write(text)
+    return _log(path).keep(lambda row: row.get("task_id") in finished)
 
 
 def _append(path: Path, rows: list[dict]) -> None:
-    if not rows:
-        return
-    with open(path, "a", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
+    _log(path).append(rows)
 
 
 def aggregate(records: list[dict]) -> dict:
@@ -205,14 +175,14 @@ class PreferenceWriter:
         tasks_path, pairs_path = self.dir / TASKS, self.dir / PAIRS
         if not tasks_path.exists() and not pairs_path.exists():
             return
-        records, torn = _read_jsonl_lines(tasks_path)
+        records, torn = _log(tasks_path).read()
         seen: set[str] = set()
         for r in records:
             if r.get("task_id") not in seen:
                 seen.add(r.get("task_id"))
                 self.records.append(r)
         if torn:
-            _write_atomic(tasks_path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.records))
+            _log(tasks_path).rewrite(self.records)
         self.pairs = len(_keep_finished(pairs_path, seen))
         _keep_finished(self.dir / TRAJECTORIES, seen)
         self.resumed = True
@@ -246,8 +216,8 @@ class PreferenceWriter:
 
     def write_summary(self) -> dict:
         summary = self.summary()
-        _write_atomic(self.dir / SUMMARY, json.dumps(summary, indent=2) + "\n")
-        _write_atomic(self.dir / CARD, _card(summary))
+        write_atomic(self.dir / SUMMARY, json.dumps(summary, indent=2) + "\n")
+        write_atomic(self.dir / CARD, _card(summary))
         return summary
 
 
@@ -331,7 +301,7 @@ def chosen_valid(path: str | Path, pairs: list[dict]) -> list[bool]:
         raise UserError(f"{traj_path}: not found; pairs without a chosen_valid column need the collection's "
                         "explored trajectories to tell whether the chosen action was valid")
     valid: dict[tuple[str, int], bool] = {}
-    for traj in _read_jsonl_lines(traj_path)[0]:
+    for traj in _log(traj_path).read()[0]:
         for i, step in enumerate(traj.get("steps", [])):
             valid[(traj.get("task_id"), i + 1)] = bool(step.get("valid", True))
     out = []

@@ -24,7 +24,7 @@ from transformers.pytorch_utils import Conv1D
 
 from creditflow.config import LoRAConfig
 from creditflow.errors import UserError
-from creditflow.policy.model import others_deprecations_hidden
+from creditflow.policy.load import others_deprecations_hidden
 
 # layer types PEFT's LoRA can wrap (peft.tuners.lora.model.LoraModel._create_new_module)
 _WRAPPABLE = (torch.nn.Linear, torch.nn.Embedding, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d, Conv1D)

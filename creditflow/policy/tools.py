@@ -1,7 +1,7 @@
 """Tool calling for a ChatML policy, such as the built-in tiny one: a chat template and the parser that reads
 its tool calls back (docs/trl.md, "Offline, end to end").
 
-The built-in tiny policy's chat template (:data:`creditflow.policy.model.CHAT_TEMPLATE`) renders
+The built-in tiny policy's chat template (:data:`creditflow.policy.tiny.CHAT_TEMPLATE`) renders
 ``content`` only, so TRL's ``environment_factory`` refuses it ("The provided chat template does not support tool
 calling"). :func:`add_tool_calling` gives a tokenizer
 

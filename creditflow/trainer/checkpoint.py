@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, Validat
 from creditflow.atomic import crash_point, publish_dir, temporary_dir, write_atomic
 from creditflow.errors import UserError
 from creditflow.policy import inference
-from creditflow.policy.model import safetensors_header
+from creditflow.policy.validate import safetensors_header
 from creditflow.trainer.distributed import barrier
 
 MANIFEST = "manifest.json"

@@ -24,7 +24,7 @@ import torch
 from transformers.cache_utils import DynamicLayer
 
 from creditflow.config import RunConfig
-from creditflow.policy.model import mixed_precision
+from creditflow.policy.load import mixed_precision
 from creditflow.trainer.loss import token_logprobs
 from creditflow.trainer.sequences import Row, collate, decisions, pack_microbatches
 

@@ -9,13 +9,12 @@ events after that step too, ``purge_step``).
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from pathlib import Path
 
-from creditflow.atomic import atomic_open, crash_point
+from creditflow.atomic import crash_point
 from creditflow.errors import UserError
+from creditflow.jsonl import AppendLog
 
 
 class MetricsLogger:
@@ -26,7 +25,8 @@ class MetricsLogger:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if resume_step is not None:
             truncate_after(self.path, resume_step)
-        self._fh = self.path.open("a", encoding="utf-8")
+        self._log = metrics_log(self.path)
+        self._out = self._log.open()
         self._tb = None
         if tensorboard:
             try:  # optional at run time (tensorboard=false skips it); a slow import
@@ -39,9 +39,9 @@ class MetricsLogger:
 
     def log(self, metrics: dict) -> None:
         row = {k: v for k, v in metrics.items() if isinstance(v, (int, float, str, bool)) or v is None}
-        line = json.dumps(row, sort_keys=True) + "\n"
-        crash_point("metrics.row", before=lambda: self._write(line[: len(line) // 2]))  # tests: a torn row
-        self._write(line)
+        line = self._log.line(row)
+        crash_point("metrics.row", before=lambda: self._out.write_text(line[: len(line) // 2]))  # tests: a torn row
+        self._out.write_text(line)
         if self._tb is not None:
             step = int(metrics.get("step", 0))
             for k, v in row.items():
@@ -49,17 +49,12 @@ class MetricsLogger:
                     self._tb.add_scalar(k, v, step)
             self._tb.flush()
 
-    def _write(self, text: str) -> None:
-        self._fh.write(text)
-        self._fh.flush()
-
     def sync(self) -> None:
         """The rows logged so far are on disk (called before a checkpoint is written)."""
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        self._out.sync()
 
     def close(self) -> None:
-        self._fh.close()
+        self._out.close()
         if self._tb is not None:
             self._tb.close()
 
@@ -78,44 +73,19 @@ class NullLogger:
         pass
 
 
+def metrics_log(path: str | Path) -> AppendLog:
+    """``metrics.jsonl`` as an append-log: one row per line with its keys sorted, read strictly (any bad line
+    but the last is a one-line UserError naming ``file:line``)."""
+    return AppendLog(path, error=UserError, what="metrics row", sort_keys=True)
+
+
 def read_metrics(path: str | Path) -> list[dict]:
     """The rows of a ``metrics.jsonl`` (none when it does not exist). A last line that is not a JSON row is a
     row torn by a crash and left out; any other bad line is a one-line UserError naming ``file:line``."""
-    return _read_rows(Path(path))[0]
-
-
-def _read_rows(path: Path) -> tuple[list[dict], bool]:
-    """``(rows, torn)``: the rows, and whether a torn last line was left out (or the last row lacks its
-    newline, which the next append would glue onto)."""
-    if not path.exists():
-        return [], False
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    lines = data.split(b"\n")
-    torn = lines[-1] != b""  # no newline at the end: the last write was cut (or never finished)
-    numbered = [(n, raw) for n, raw in enumerate(lines, start=1) if raw.strip(b" \t\r")]
-    rows = []
-    for k, (n, raw) in enumerate(numbered):
-        try:
-            row = json.loads(raw)
-            if not isinstance(row, dict):
-                raise ValueError(f"a JSON {type(row).__name__}, not an object")
-        except ValueError as exc:
-            if k == len(numbered) - 1:  # the last line: a row torn by a crash (or zeros after a power loss)
-                return rows, True
-            raise UserError(f"{path}:{n}: not a metrics row ({str(exc).splitlines()[0]})") from None
-        rows.append(row)
-    return rows, torn
+    return metrics_log(path).read()[0]
 
 
 def truncate_after(path: Path, step: int) -> None:
     """Drop the rows logged after ``step`` (a run that crashed after its last checkpoint) and a torn last
     row; the file is rewritten atomically, only when something changes."""
-    rows, torn = _read_rows(path)
-    keep = [r for r in rows if int(r.get("step", 0)) <= step]
-    if not torn and len(keep) == len(rows):
-        return
-    with atomic_open(path, "w") as fh:
-        fh.write("".join(json.dumps(r, sort_keys=True) + "\n" for r in keep))
+    metrics_log(path).keep(lambda row: int(row.get("step", 0)) <= step)

@@ -20,7 +20,7 @@ import datasets
 import torch
 from transformers import PrinterCallback, TrainerCallback, TrainingArguments
 
-from creditflow.policy.model import float32_attention_on_cpu, others_deprecations_hidden
+from creditflow.policy.load import float32_attention_on_cpu, others_deprecations_hidden
 
 
 @dataclass
@@ -119,7 +119,7 @@ def run_trl(trainer_cls: type, config_cls: type[TrainingArguments], model, token
     datasets.disable_progress_bars()
     args = training_args(config_cls, model, out_dir, name=name, seed=seed, settings=settings, autocast=autocast)
     if autocast == "bf16" and args.use_cpu:
-        float32_attention_on_cpu(model)  # bf16 linear layers, float32 attention (policy.model.mixed_precision)
+        float32_attention_on_cpu(model)  # bf16 linear layers, float32 attention (policy.load.mixed_precision)
     logger = _LogRows(name, log_keys, log)
     callbacks = [logger] + ([_Progress(progress)] if progress is not None else [])
     with others_deprecations_hidden():  # TRL reads a name transformers 5 deprecated, every step

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from creditflow.errors import UserError
-from creditflow.policy.model import check_model_dir, safetensors_header
+from creditflow.policy.validate import check_model_dir, safetensors_header
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 from creditflow.config import build_config
 from creditflow.envs import make
-from creditflow.policy.model import train_tokenizer
+from creditflow.policy.tiny import train_tokenizer
 from creditflow.recipes import common
 
 CORPUS = ["Back to Search [SEP] B07G43PAFX [SEP] Pellham Face Moisturizer - Hyaluronic Acid [SEP] $26.63",

@@ -9,8 +9,8 @@ from creditflow.config import build_config
 from creditflow.errors import UserError
 from creditflow.policy.backends.base import SamplingParams
 from creditflow.policy.backends.hf import HFBackend
-from creditflow.policy.model import (CPU_FLOAT32_SDPA, autocast_note, check_device_and_dtype, float32_attention_on_cpu,
-                                     load_policy, mixed_precision)
+from creditflow.policy.load import (CPU_FLOAT32_SDPA, autocast_note, check_device_and_dtype, float32_attention_on_cpu,
+                                    load_policy, mixed_precision)
 from creditflow.trainer.forward import Forward
 from creditflow.trainer.rl import policy_update
 from creditflow.trainer.sequences import Sample, collate, window_rows

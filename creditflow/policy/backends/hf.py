@@ -25,7 +25,7 @@ import torch
 from transformers.cache_utils import Cache, DynamicLayer
 
 from creditflow.policy.backends.base import Generation, SamplingParams
-from creditflow.policy.model import mixed_precision
+from creditflow.policy.load import mixed_precision
 
 
 # tokens; a shorter shared prefix is not worth its own forward call (generation; the update weighs its levels
