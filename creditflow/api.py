@@ -39,9 +39,10 @@ from creditflow.auditing import AuditResult, AuditSettings
 from creditflow.auditing import audit as run_audit
 from creditflow.config import RunConfig, build_config, setting
 from creditflow.errors import Interrupted, UserError, UserTypeError
-from creditflow.recipes.eval import evaluate_policy
+from creditflow.recipes.eval import evaluate_saved_policy
 from creditflow.recipes.rro import run_rro
-from creditflow.recipes.train import config_for_resume, run_sft_stage, run_train
+from creditflow.recipes.sft import sft as run_sft
+from creditflow.recipes.train import config_for_resume, run_train
 from creditflow.rollout.trajectory import SuccessRule, Trajectory
 from creditflow.trainer.checkpoint import checkpoint_root
 
@@ -234,7 +235,7 @@ def sft(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.PathL
     overrides = _named(_check_overrides(overrides), model=model, out=out)
     _check_env(env)
     cfg = with_env(load_config(config, overrides), env)
-    model, metrics = run_sft_stage(cfg)
+    model, metrics = run_sft(cfg)
     return RunResult(Path(cfg.out_dir), model, dict(metrics))
 
 
@@ -262,7 +263,7 @@ def evaluate(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.
     if model is None:
         raise UserError("evaluate: give model=DIR (a model directory, checkpoint or run directory)")
     try:
-        metrics, trajectories = evaluate_policy(cfg, model, episodes, split=split)
+        metrics, trajectories = evaluate_saved_policy(cfg, model, episodes, split=split)
     except KeyboardInterrupt:
         raise Interrupted("during the evaluation; nothing saved") from None
     return EvalResult(Path(model), metrics, trajectories)

@@ -193,12 +193,12 @@ def test_a_fault_after_a_checkpoint_keeps_the_run_resumable(tiny_model_dir, tmp_
 
 def test_sft_finds_an_expert_without_won_before_it_builds_anything(tmp_path, capsys, monkeypatch):
     """Without --model, SFT builds the tiny policy: the env's fault is found first, and is the only line."""
-    import creditflow.recipes.common as common
+    import creditflow.policy.factory as policy_factory
 
     def never(*args, **kwargs):
         raise AssertionError("the tiny policy was built before the env was known good")
 
-    monkeypatch.setattr(common, "build_tiny_policy", never)
+    monkeypatch.setattr(policy_factory, "build_tiny_policy", never)
     p.Misbehaves.resets = 0
     code, err = _run(["sft", "--env", ENV, "--out", str(tmp_path / "run"), "sft.demos=3", "env.kwargs.fault=no won",
                       "env.kwargs.step=3"], capsys)
@@ -456,16 +456,17 @@ def _full(*args, **kwargs):
 
 @pytest.mark.parametrize("where", ["config.yaml", "the tiny policy", "SFT's save"])
 def test_sft_on_a_full_disk_leaves_nothing_and_says_one_line(where, tmp_path, capsys, monkeypatch):
-    import creditflow.recipes.common as common
-    import creditflow.recipes.train as train
+    import creditflow.policy.factory as policy_factory
+    import creditflow.recipes.rundir as rundir
+    import creditflow.recipes.sft as sft
 
     monkeypatch.chdir(tmp_path)
     if where == "config.yaml":
-        monkeypatch.setattr(common, "dump_config", _full)
+        monkeypatch.setattr(rundir, "dump_config", _full)
     elif where == "the tiny policy":
-        monkeypatch.setattr(common, "build_tiny_policy", _full)
+        monkeypatch.setattr(policy_factory, "build_tiny_policy", _full)
     else:
-        monkeypatch.setattr(train, "run_sft", lambda *a, **k: (_ for _ in ()).throw(RuntimeError(
+        monkeypatch.setattr(sft, "run_sft", lambda *a, **k: (_ for _ in ()).throw(RuntimeError(
             "[enforce fail at inline_container.cc:672] . PytorchStreamWriter failed writing file data/0: file write "
             "failed\nsecond line")))
     code, err = _run(["sft", "--out", "runs/deep/x", "sft.demos=2", "sft.epochs=1", "policy.tiny_hidden_size=32",

@@ -18,7 +18,9 @@ from typing import Sequence
 from creditflow.config import RunConfig
 from creditflow.envs.base import has_snapshot
 from creditflow.policy.model import load_policy
-from creditflow.recipes import common
+from creditflow.policy.factory import with_model_settings
+from creditflow.recipes.checks import check_run
+from creditflow.rollout.factory import make_engine
 from creditflow.rollout.trajectory import StartState
 from creditflow.trainer.checkpoint import policy_in
 
@@ -52,7 +54,7 @@ def policy_menu(cfg: RunConfig, model_path: str | Path, factory, size: int = 4, 
     checkpoint) with the settings it was trained with (``creditflow_inference.json``), sampling at
     ``generation.temperature``, on ``factory()`` envs."""
     model_path = policy_in(model_path)
-    common.check_run(cfg, model=model_path)
-    cfg = common.with_model_settings(cfg, model_path, log)
+    check_run(cfg, model=model_path)
+    cfg = with_model_settings(cfg, model_path, log)
     model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.weights_dtype)
-    return PolicyMenu(common.make_engine(cfg, model, tok, factory), size, expert)
+    return PolicyMenu(make_engine(cfg, model, tok, factory), size, expert)

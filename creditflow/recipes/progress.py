@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
 
-from creditflow.rollout.engine import RolloutEngine
+from creditflow.trainer.distributed import World
 
 
 def _columns():
@@ -95,31 +95,6 @@ class RunProgress:
                 self.log(f"{description}: {shown}{' ' + unit if unit else ''} in {_clock(bar.elapsed)}")
 
 
-class WatchedEngine(RolloutEngine):
-    """A :class:`RolloutEngine` that shows each rollout as a bar of turns (``watch``: description or None).
-
-    The bar counts turns up to the episode cap, with the episodes still running; it uses the engine's own
-    ``on_turn`` hook and changes nothing else. ``keep_bar``: the bar stays when the rollout ends.
-    """
-
-    watch: str | None = None
-    progress: RunProgress | None = None
-    turn_limit: int | None = None
-    keep_bar: bool = False
-
-    def rollout_groups(self, specs, group_size=1, **kwargs):
-        if self.watch is None or self.progress is None:
-            return super().rollout_groups(specs, group_size, **kwargs)
-        episodes = len(specs) * group_size
-        limit = kwargs.get("max_turns") or self.turn_limit
-        caller = kwargs.get("on_turn")
-        with self.progress.bar(self.watch, limit, keep=self.keep_bar, unit="turns") as update:
-            def on_turn(turn: int, active: int) -> None:
-                update(turn, f"{active}/{episodes} episodes running")
-                if caller is not None:
-                    caller(turn, active)
-
-            kwargs["on_turn"] = on_turn
-            result = super().rollout_groups(specs, group_size, **kwargs)
-            update(limit or 0, f"{episodes} episodes done")
-            return result
+def rank_progress(progress: RunProgress, world: World) -> RunProgress:
+    """``progress`` on rank 0; silent bars elsewhere (rank 0 speaks for every process)."""
+    return progress if world.main else RunProgress(Console(stderr=True, quiet=True))

@@ -15,21 +15,27 @@ from __future__ import annotations
 import json
 import shutil
 import time
+import warnings
 from pathlib import Path
 from typing import Callable
 
 from creditflow.atomic import publish_dir, temporary_dir, write_atomic
 from creditflow.config import RunConfig
 from creditflow.errors import RERUN, Interrupted, UserError, noted
+from creditflow.envs.configured import env_factory, require_expert
 from creditflow.policy import inference
+from creditflow.policy.backends.factory import check_backend, close_backend, make_backend
+from creditflow.policy.factory import with_model_settings
 from creditflow.policy.model import load_policy, load_tokenizer
 from creditflow.pairs.collect import PreferenceCollector
 from creditflow.pairs.preferences import PreferenceWriter, check_collection, chosen_valid, read_preferences
-from creditflow.recipes import common
-from creditflow.recipes.eval import evaluate_policy as _evaluate
-from creditflow.recipes.progress import RunProgress
-from creditflow.recipes.train import sft_policy
+from creditflow.recipes.checks import check_run
+from creditflow.recipes.eval import evaluate_saved_policy
+from creditflow.recipes.progress import RunProgress, rank_progress
+from creditflow.recipes.rundir import first_missing, new_run_dir, start_world
+from creditflow.recipes.sft import SFTRecipe
 from creditflow.rollout.executors import make_env_executor
+from creditflow.rollout.factory import make_engine
 from creditflow.rollout.seeding import seed_everything
 from creditflow.spill import write_results
 from creditflow.trainer import distributed
@@ -54,7 +60,7 @@ def sft_model_path(cfg: RunConfig, out: Path, train_factory, log: Callable[[str]
     if not (target / "config.json").exists():
         seed_everything(cfg.seed)
         try:
-            sft_policy(cfg, out, train_factory, log, progress)
+            SFTRecipe(cfg, train_factory, log, progress).setup(out).run()
         except KeyboardInterrupt:
             raise Interrupted(f"during SFT; nothing saved yet ({target} is written when SFT ends)", RERUN) from None
     return target
@@ -88,14 +94,14 @@ def collection_settings(cfg: RunConfig, model_path: Path) -> dict:
 
 def _check_collect(cfg: RunConfig, model_path: Path | None):
     """The checks of ``rro collect`` before any work; returns the training env factory."""
-    common.check_run(cfg, model=model_path)
-    common.check_backend(cfg)
-    train_factory = common.env_factory(cfg, "train")
+    check_run(cfg, model=model_path)
+    check_backend(cfg)
+    train_factory = env_factory(cfg, "train")
     if model_path is None:
         model_path = _collect_model(cfg)
         if not (model_path / "config.json").exists():  # π_SFT is trained first
-            common.require_expert(cfg, train_factory, "π_SFT is trained on expert demonstrations first; give "
-                                                      "--model DIR, the policy to collect with")
+            require_expert(cfg, train_factory, "π_SFT is trained on expert demonstrations first; give "
+                                               "--model DIR, the policy to collect with")
     check_collection(data_dir(cfg), collection_settings(cfg, model_path))
     return train_factory
 
@@ -114,14 +120,14 @@ def run_collect(cfg: RunConfig, log: Callable[[str], None] | None = None, model_
     progress = progress or RunProgress()
     log = log or progress.log
     train_factory = _check_collect(cfg, model_path)
-    made_data = common.first_missing(data_dir(cfg))  # created by this command: removed after a failed start
+    made_data = first_missing(data_dir(cfg))  # created by this command: removed after a failed start
     writers: list[PreferenceWriter] = []
     try:
-        with common.new_run_dir(cfg, keep=lambda: bool(writers and writers[0].records)) as out:
+        with new_run_dir(cfg, keep=lambda: bool(writers and writers[0].records)) as out:
             if model_path is None:
                 model_path = (served_model_dir(cfg, out) if cfg.policy.backend == "openai"
                               else sft_model_path(cfg, out, train_factory, log, progress))
-            cfg = common.with_model_settings(cfg, model_path, log)  # the prompt layout π was trained with
+            cfg = with_model_settings(cfg, model_path, log)  # the prompt layout π was trained with
             writers.append(PreferenceWriter(data_dir(cfg), collection_settings(cfg, model_path)))
             return _collect(cfg, writers[0], model_path, train_factory, log, progress)
     except UserError as exc:
@@ -144,12 +150,12 @@ def _collect(cfg: RunConfig, writer: PreferenceWriter, model_path: Path, train_f
         model, tok = None, load_tokenizer(model_path)
     else:
         model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.weights_dtype)
-    backend = common.make_backend(cfg, model, tok, model_path)
+    backend = make_backend(cfg, model, tok, model_path)
     executor = make_env_executor(cfg.rro.executor, train_factory, num_workers=cfg.rro.ray_workers,
                                  address=cfg.rro.ray_address)
     done0 = sum(1 for s in seeds if writer.done(f"{cfg.env.name}/{s}"))
     try:
-        engine = common.make_engine(cfg, model, tok, train_factory, env_executor=executor, backend=backend)
+        engine = make_engine(cfg, model, tok, train_factory, env_executor=executor, backend=backend)
         collector = PreferenceCollector(engine, exploration=cfg.rro.exploration,
                                         candidates=cfg.rro.candidates, mc_rollouts=cfg.rro.mc_rollouts,
                                         seed=cfg.seed, env_name=cfg.env.name,
@@ -167,7 +173,7 @@ def _collect(cfg: RunConfig, writer: PreferenceWriter, model_path: Path, train_f
                           "(the task under way is redone)", RERUN) from None
     finally:
         executor.close()
-        common.close_backend(backend)
+        close_backend(backend)
     log(f"collected: {summary['samples_per_step']:.2f} samples/step over {summary['steps']} steps, "
         f"{summary['pairs']} pairs, {summary['rollouts']} rollouts -> {writer.dir}")
     return summary
@@ -200,13 +206,13 @@ def run_dpo_training(cfg: RunConfig, log: Callable[[str], None] | None = None,
             raise UserError(f"rro.dpo.pairs=valid_chosen: all {collected} pairs of {data_dir(cfg)} choose an invalid "
                             "action; nothing is left to train on")
     model_path = _dpo_start(cfg, model_path)
-    common.check_run(cfg, model=model_path)
-    cfg = common.with_model_settings(cfg, model_path, log)
-    world = common.start_world(cfg)
+    check_run(cfg, model=model_path)
+    cfg = with_model_settings(cfg, model_path, log)
+    world = start_world(cfg)
     if not world.main:
-        progress = common.rank_progress(progress, world)
+        progress = rank_progress(progress, world)
         log = progress.log
-    with common.new_run_dir(cfg, world) as out:
+    with new_run_dir(cfg, world) as out:
         seed_everything(cfg.seed)
         model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.weights_dtype)
     target = out / "dpo_model"
@@ -239,9 +245,10 @@ def run_dpo_training(cfg: RunConfig, log: Callable[[str], None] | None = None,
     return target, metrics
 
 
-def evaluate_policy(cfg: RunConfig, model_path: Path, episodes: int, progress: RunProgress | None = None) -> dict:
-    """Held-out success/score of a saved policy (greedy by default, ``generation.eval_temperature``)."""
-    return _evaluate(cfg, model_path, episodes, progress)[0]
+def held_out_metrics(cfg: RunConfig, model_path: Path, episodes: int, progress: RunProgress | None = None) -> dict:
+    """The metrics alone of :func:`~creditflow.recipes.eval.evaluate_saved_policy`: held-out success/score of a
+    saved policy (greedy by default, ``generation.eval_temperature``)."""
+    return evaluate_saved_policy(cfg, model_path, episodes, progress)[0]
 
 
 def run_rro(cfg: RunConfig, log: Callable[[str], None] | None = None, progress: RunProgress | None = None) -> dict:
@@ -252,9 +259,9 @@ def run_rro(cfg: RunConfig, log: Callable[[str], None] | None = None, progress: 
     progress = progress or RunProgress()
     log = log or progress.log
     train_factory = _check_collect(cfg, Path(cfg.policy.model) if cfg.policy.model else None)
-    common.env_factory(cfg, "test")  # the held-out envs of the final evaluation
+    env_factory(cfg, "test")  # the held-out envs of the final evaluation
     t0 = time.perf_counter()
-    with common.new_run_dir(cfg) as out:
+    with new_run_dir(cfg) as out:
         sft_path = sft_model_path(cfg, out, train_factory, log, progress)
     t_sft = time.perf_counter()
     collection = run_collect(cfg, log, model_path=sft_path, progress=progress)
@@ -266,9 +273,9 @@ def run_rro(cfg: RunConfig, log: Callable[[str], None] | None = None, progress: 
         dpo_path, dpo_metrics = sft_path, {"dpo/train_loss": None, "dpo/steps": 0}
     t_dpo = time.perf_counter()
     try:
-        sft_eval = evaluate_policy(cfg, sft_path, cfg.rro.eval_episodes, progress)
-        dpo_eval = sft_eval if dpo_path == sft_path else evaluate_policy(cfg, dpo_path, cfg.rro.eval_episodes,
-                                                                         progress)
+        sft_eval = held_out_metrics(cfg, sft_path, cfg.rro.eval_episodes, progress)
+        dpo_eval = sft_eval if dpo_path == sft_path else held_out_metrics(cfg, dpo_path, cfg.rro.eval_episodes,
+                                                                          progress)
     except KeyboardInterrupt:
         raise Interrupted(f"during the held-out evaluation; π_SFT ({sft_path}), the preference data ({data_dir(cfg)})"
                           f" and π_DPO ({dpo_path}) are saved and reused", RERUN) from None
@@ -294,3 +301,11 @@ def run_rro(cfg: RunConfig, log: Callable[[str], None] | None = None, progress: 
                f"{collection['generated_tokens']} generated tokens.", ""]
     write_results(out / "rro_summary.md", lambda p: write_atomic(p, "\n".join(md)), "results")
     return summary
+
+
+def __getattr__(name: str):
+    if name == "evaluate_policy":  # its name until 0.2, shared with another function that returned more
+        warnings.warn("creditflow.recipes.rro.evaluate_policy is now held_out_metrics; the old name goes in the "
+                      "next release", DeprecationWarning, stacklevel=2)
+        return held_out_metrics
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

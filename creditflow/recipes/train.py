@@ -1,10 +1,12 @@
-"""The ``sft`` and ``train`` recipes (with ``--resume``): run directories, pi_SFT, the RL loop.
+"""The ``train`` recipe (with ``--resume``): RL from ``policy.model`` or from π_SFT trained first.
 
 A run directory holds ``config.yaml``, ``metrics.jsonl``, ``tb/``, the policy RL starts from
 (``sft_model/`` when creditflow trained it), ``checkpoints/`` and ``report/``.
 
-Everything that can be checked is checked before any work (:func:`creditflow.recipes.common.check_run`, the
-env factories, the checkpoint of a resumed run). Ctrl-C (or SIGTERM) ends a run with an
+:class:`TrainRecipe` has torchtune's shape: its construction checks everything that can be checked before any
+work (:func:`creditflow.recipes.checks.check_run`, the env factories, the checkpoint of a resumed run),
+:meth:`~TrainRecipe.setup` builds the policy, the engines and the trainer (a fresh start and a resume are its
+two paths), :meth:`~TrainRecipe.run` trains. Ctrl-C (or SIGTERM) ends a run with an
 :class:`~creditflow.errors.Interrupted` that says what is on disk and how to continue.
 
 Launched as N processes (``accelerate launch``, ``torchrun``), ``train`` and ``sft`` are data parallel
@@ -13,116 +15,207 @@ Launched as N processes (``accelerate launch``, ``torchrun``), ``train`` and ``s
 
 from __future__ import annotations
 
-import json
+import contextlib
 import shlex
-import shutil
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
-from creditflow.atomic import clear_temporaries, publish_dir, temporary_dir, write_atomic
+from creditflow.atomic import clear_temporaries
 from creditflow.config import RunConfig, build_config, changed_settings, dump_config
 from creditflow.curriculum.hooks import build_hooks
+from creditflow.envs.configured import env_factory, require_expert
 from creditflow.errors import Interrupted, UserError, noted
-from creditflow.policy import inference, lora
+from creditflow.policy import lora
+from creditflow.policy.backends.factory import check_backend, close_backend, make_backend, sampling_params
+from creditflow.policy.factory import with_model_settings
 from creditflow.policy.model import is_adapter_dir, load_policy, tiny_model_built
-from creditflow.recipes import common
-from creditflow.recipes.progress import RunProgress
-from creditflow.policy.tools import TOOL_MARKUP
-from creditflow.rollout.expert import expert_tool_conversations, expert_trajectories
+from creditflow.recipes.checks import check_data_parallel, check_run
+from creditflow.recipes.progress import RunProgress, rank_progress
+from creditflow.recipes.rundir import new_run_dir, start_world
+from creditflow.recipes.sft import SFTRecipe
+from creditflow.rollout.factory import make_engine
 from creditflow.rollout.seeding import seed_everything
 from creditflow.trainer import distributed
 from creditflow.trainer.checkpoint import (Found, checkpoint_root, checkpoint_world_size, load_trainer_state,
-                                         newest_checkpoint, resume_checkpoint)
-from creditflow.trainer.distributed import World
+                                           newest_checkpoint, resume_checkpoint)
 from creditflow.trainer.metrics import MetricsLogger, NullLogger, read_metrics
 from creditflow.trainer.rl import RLTrainer
-from creditflow.trainer.sft import (check_max_length, demo_examples, prompt_lengths, run_sft, tool_calling_tokenizer,
-                                  tool_corpus, tool_examples)
 
 
-def sft_policy(cfg: RunConfig, out: Path, train_factory, log: Callable[[str], None],
-               progress: RunProgress | None = None, world: World = World()):
-    """Build (or load) the starting policy and fine-tune it on expert demos -> ``out/sft_model``. Under N
-    processes TRL trains data parallel (each process a share of every batch) and rank 0 saves."""
-    progress = progress or RunProgress()
-    notes: list[str] = []  # said once the demonstrations pass the length check (else the error is the one line)
-    env = train_factory()
-    seeds = [cfg.sft.seed_offset + i for i in range(cfg.sft.demos)]
-    if cfg.sft.tools:  # tool-calling chats, for TRL's environment_factory (docs/trl.md)
-        demos = expert_tool_conversations(train_factory, seeds, common.success_rule(cfg))
-    else:
-        demos = expert_trajectories(train_factory, seeds, common.success_rule(cfg))  # the env's faults before any work
-    if not demos:
-        raise UserError(f"{common.env_label(cfg)}: the expert reached the goal in none of the {len(seeds)} demo "
-                        f"episodes (sft.demos, seeds {seeds[0]}..{seeds[-1]}; success is info['won']"
-                        + (f" or score >= {cfg.env.success_threshold:g}" if cfg.env.success_threshold is not None
-                           else "") + "): SFT would have no demonstration")
-    if cfg.sft.tools:
-        model, tok = common.load_or_build_policy(cfg, out, train_factory, log=notes.append, progress=progress,
-                                                 world=world, corpus=tool_corpus(demos), words=TOOL_MARKUP)
-        tok = tool_calling_tokenizer(tok, common.env_label(cfg) if not cfg.policy.model else cfg.policy.model)
-        examples = tool_examples(demos)
-    else:
-        model, tok = common.load_or_build_policy(cfg, out, train_factory, log=notes.append, progress=progress,
-                                                 world=world)
-        examples = demo_examples(demos, common.prompt_builder(cfg, env))
-    dropped = check_max_length(prompt_lengths(examples, tok), cfg.sft.max_length)
-    for note in notes:
-        log(note)
-    log(f"SFT on {len(examples)} expert {'tool-calling turns' if cfg.sft.tools else 'steps'} from {len(demos)} "
-        "solved episodes")
-    if dropped:
-        log(f"note: sft.max_length={cfg.sft.max_length} drops {dropped} of {len(examples)} steps whose prompt "
-            f"alone fills it")
-    target = out / "sft_model"
-    tmp = temporary_dir(target) if world.main else target.with_name(f".{target.name}.tmp")
-    try:
-        with progress.bar("SFT", None, unit="steps") as update:
-            metrics = run_sft(model, tok, examples, out, cfg.sft, seed=cfg.seed, lora=cfg.policy.lora, save_to=tmp,
-                              progress=lambda step, total, info: update(step, info, total=total),
-                              autocast=cfg.policy.autocast)
-    except BaseException:
-        if world.main:
-            shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    finally:
-        if world.main:
-            shutil.rmtree(out / "sft_tmp", ignore_errors=True)  # TRL's scratch dir (nothing is saved there)
-    if world.main:  # the metrics first: a complete sft_model/ is the sign that SFT is done
-        write_atomic(out / "sft_metrics.json", json.dumps(metrics, indent=2))
-        inference.save(tmp, cfg)  # the prompt layout π_SFT was trained with travels with it
-        publish_dir(tmp, target)
-    distributed.barrier(world)  # sft_model is there for every process
-    return model, tok, metrics
+def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[str], None] | None = None,
+              progress: RunProgress | None = None):
+    """RL training (``cfg.rl``); starts from ``cfg.policy.model`` or from a freshly SFT-ed tiny model;
+    ``(run directory, trainer, last metrics row)``. ``hooks``: the curriculum hooks (default from
+    ``cfg.curriculum``); the other arguments are :class:`TrainRecipe`'s."""
+    recipe = TrainRecipe(cfg, resume=resume, hooks=hooks, log=log, progress=progress)
+    with recipe.session():
+        recipe.setup()
+        last = recipe.run()
+    if not last and recipe.world.main:  # no training step ran (rl.steps=0): report the step-0 evaluation
+        last = read_metrics(recipe.out / "metrics.jsonl")[-1]
+    return recipe.out, recipe.trainer, last
 
 
-def run_sft_command(cfg: RunConfig, progress: RunProgress | None = None) -> Path:
-    """``creditflow sft``: π_SFT in ``out_dir/sft_model``; returns its path."""
-    return run_sft_stage(cfg, progress)[0]
+class TrainRecipe:
+    """RL training, in torchtune's shape: construction checks, :meth:`setup` builds, :meth:`run` trains, all
+    inside :meth:`session`.
 
+    ``resume``: continue the run in ``cfg.out_dir`` from its newest intact checkpoint (damaged newer ones are
+    skipped with a note); a run without a checkpoint yet starts again from step 0 in its directory, reusing a
+    complete π_SFT (or tiny policy) it saved: a fresh start that reuses.
 
-def run_sft_stage(cfg: RunConfig, progress: RunProgress | None = None) -> tuple[Path, dict]:
-    """SFT of ``cfg`` as a run of its own: π_SFT in ``out_dir/sft_model``; its path and the SFT metrics."""
-    common.check_run(cfg, tools=True)
-    train_factory = common.env_factory(cfg, "train")
-    common.require_expert(cfg, train_factory, "SFT trains on expert demonstrations (RL can start from a given "
-                                              "--model instead)")
-    world = common.start_world(cfg)
-    progress = common.rank_progress(progress or RunProgress(), world)
-    with common.new_run_dir(cfg, world) as out:
+    Under N launched processes every process runs this (data parallel); rank 0 writes the run directory
+    and logs, and each process seeds its sampling with ``seed + rank``."""
+
+    def __init__(self, cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[str], None] | None = None,
+                 progress: RunProgress | None = None):
+        self.progress = progress or RunProgress()
+        self.log = log or self.progress.log
+        self.resume, self.hooks, self.trainer = resume, hooks, None
+        self.out = Path(cfg.out_dir)
+        self.found = self._check(cfg)
+        self._run_dir = contextlib.ExitStack()  # a fresh start's run directory, open until the run ends
+        self._started = False
+
+    def _check(self, cfg: RunConfig) -> Found | None:
+        """Everything that can be checked, before any work (SFT and model building take minutes); the
+        checkpoint a resume continues from (None: a fresh start)."""
+        check_run(cfg, knobs=True)
+        if not self.resume and cfg.policy.model:  # the prompt layout the given model was trained with
+            cfg = with_model_settings(cfg, cfg.policy.model, self.log)
+        self.cfg = cfg
+        check_backend(cfg, trains=True)
+        check_data_parallel(cfg)
+        self.train_factory = env_factory(cfg, "train")
+        self.eval_factory = env_factory(cfg, "test")
+        if not self.resume and not cfg.policy.model:
+            require_expert(cfg, self.train_factory, "without --model, train starts from SFT on expert "
+                                                    "demonstrations; give --model DIR, the policy to start RL from")
+        if cfg.curriculum.warm_start_demos:
+            require_expert(cfg, self.train_factory, "curriculum.warm_start_demos fills the buffer with expert "
+                                                    "solutions; set it to 0")
+        if not self.resume:
+            if (self.out / "metrics.jsonl").exists():
+                raise UserError(f"out_dir {str(self.out)!r} already holds a run; use --resume {self.out} or another "
+                                "out_dir")
+            return None
+        found = resume_checkpoint(self.out)
+        if found is not None:
+            _check_checkpoint(cfg, self.out, found.path)
+        return found
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[TrainRecipe]:
+        """Where :meth:`setup` and :meth:`run` happen: a fresh start's run directory closes at its end (a user
+        error before the first checkpoint leaves nothing), an interrupt says what is saved, and the trainer's
+        logger and backend are closed."""
         try:
-            _, _, metrics = sft_policy(cfg, out, train_factory, progress.log, progress, world)
+            with self._run_dir:
+                yield self
         except KeyboardInterrupt:
-            raise Interrupted(f"during SFT; nothing saved yet ({out / 'sft_model'} is written when SFT ends)"
-                              + _kept_tiny(out)) from None
-    progress.log(f"SFT done: loss {metrics['sft/train_loss']:.4f} over {metrics['sft/steps']} steps -> "
-                 f"{out / 'sft_model'}")
-    return out / "sft_model", metrics
+            if not self._started:
+                raise
+            raise _interrupted(self.out, self.trainer, self.cfg) from None
+        finally:
+            if self.trainer is not None:
+                self.trainer.logger.close()
+                close_backend(self.trainer.train_engine.backend)
+
+    def setup(self) -> None:
+        """Join the processes, seed, and build the policy, its engines and the trainer: from the checkpoint
+        (:meth:`_setup_resumed`) or from the start (:meth:`_setup_fresh`)."""
+        self.world = start_world(self.cfg)
+        distributed.barrier(self.world)  # every process has checked before rank 0 writes anything
+        if not self.world.main:
+            self.progress, self.log = rank_progress(self.progress, self.world), _silent
+        seed_everything(self.cfg.seed + self.world.rank)
+        if self.resume and self.world.main:  # what writes killed mid-way left (a checkpoint, π_SFT, a replaced file)
+            for directory in (self.out, checkpoint_root(self.out)):
+                clear_temporaries(directory)
+        self._started = True
+        if self.found is not None:
+            self._setup_resumed()
+        else:
+            self._setup_fresh()
+
+    def _setup_resumed(self) -> None:
+        cfg, ckpt = self.cfg, self.found.path
+        note = self.found.note()
+        if note:
+            self.log(note)
+        model, tok, ref_model, model_path = _resumed_policy(cfg, ckpt, _reference_dir(cfg, self.out))
+        self.trainer = self._trainer(model, tok, model_path, ref_model, resume_step=self.found.step)
+        load_trainer_state(self.trainer, ckpt)
+        if self.world.main:
+            dump_config(cfg, self.out / "config.yaml")  # the settings in force now, with what this resume changed
+        self.log(f"resumed from {ckpt} at step {self.trainer.step}{_changes(cfg, self.trainer.step)}")
+
+    def _setup_fresh(self) -> None:
+        """Until the first checkpoint, a user error leaves nothing of this run (the same command runs again)."""
+        cfg, out = self.cfg, self.out
+        self._run_dir.enter_context(new_run_dir(cfg, self.world, keep=lambda: newest_checkpoint(out) is not None))
+        if self.resume:
+            self.log(f"no checkpoint in {out} yet: the run starts again from step 0")
+        model, tok, model_path = self._starting_policy()
+        if cfg.policy.lora.enabled:  # a fresh adapter on pi_SFT, which stays the frozen base
+            model = lora.wrap(model, cfg.policy.lora, base_dir=model_path)
+        self.trainer = self._trainer(model, tok, model_path, None, resume_step=-1 if self.resume else None)
+
+    def _starting_policy(self):
+        """``(model, tokenizer, directory)`` RL starts from: ``policy.model``, else π_SFT trained now into
+        ``out/sft_model`` (a resume without a checkpoint loads a complete one already there instead)."""
+        cfg, out = self.cfg, self.out
+        if cfg.policy.model:
+            model, tok = load_policy(cfg.policy.model, cfg.policy.device, cfg.policy.weights_dtype)
+            return model, tok, Path(cfg.policy.model)
+        sft = out / "sft_model"
+        if self.resume and (sft / "config.json").exists():
+            self.log(f"reusing π_SFT in {sft}")
+            model, tok = load_policy(sft, cfg.policy.device, cfg.policy.weights_dtype)
+        else:
+            model, tok, _ = SFTRecipe(cfg, self.train_factory, self.log, self.progress, self.world).setup(out).run()
+        seed_everything(cfg.seed + self.world.rank)
+        return model, tok, sft
+
+    def _trainer(self, model, tok, model_path: Path, ref_model, resume_step: int | None) -> RLTrainer:
+        """The trainer and its engines; ``model_path``: the directory ``model`` was loaded from (a vLLM engine
+        starts from it); ``resume_step``: the metric rows after it are dropped (see :class:`MetricsLogger`)."""
+        cfg, progress = self.cfg, self.progress
+        hooks = self.hooks
+        if hooks is None:  # curriculum (CRPS / ExpReplay) or diagnostics only, from cfg.curriculum
+            hooks = build_hooks(cfg, self.train_factory, warm_start=self.found is None)
+        # hf: each engine generates with the trained module; vllm: one engine serves both, synced every step
+        backend = make_backend(cfg, model, tok, model_path) if cfg.policy.backend != "hf" else None
+        train_engine = make_engine(cfg, model, tok, self.train_factory, backend=backend, progress=progress,
+                                   watch="  rollout")
+        eval_engine = make_engine(cfg, model, tok, self.eval_factory, backend=backend, progress=progress,
+                                  watch="  eval")
+        # rank 0 writes metrics.jsonl and TensorBoard (resume_step: drop rows logged after it, -1: all)
+        logger = MetricsLogger(self.out, cfg.tensorboard, resume_step=resume_step) if self.world.main else NullLogger()
+        return RLTrainer(cfg, model, tok, train_engine, eval_engine, self.out, logger, hooks=hooks,
+                         ref_model=ref_model, eval_sampling=sampling_params(cfg, tok, evaluation=True),
+                         world=self.world)
+
+    def run(self) -> dict:
+        """``trainer.fit()``: the last step's metrics (empty when no step ran)."""
+        return _fit(self.cfg, self.trainer, self.progress, self.log, self.out)
 
 
-def _kept_tiny(out: Path) -> str:
-    tiny = out / "tiny_model"
-    return f"; the untrained tiny policy in {tiny} is reused next time" if tiny_model_built(tiny) else ""
+def _reference_dir(cfg: RunConfig, out: Path) -> Path:
+    """The policy RL started from: the KL reference, and a LoRA run's base model."""
+    return Path(cfg.policy.model) if cfg.policy.model else out / "sft_model"
+
+
+def _check_checkpoint(cfg: RunConfig, out: Path, ckpt: Path) -> None:
+    """A resume's checkpoint (and the reference it needs) usable by this run, before any work."""
+    check_run(cfg, model=ckpt)
+    if cfg.rl.kl_coef > 0 or cfg.policy.lora.enabled:  # LoRA: the adapter goes on this base
+        check_run(cfg, model=_reference_dir(cfg, out))
+    _check_processes(ckpt, distributed.launched_size())
+    if cfg.policy.lora.enabled != is_adapter_dir(ckpt):
+        raise UserError(f"--resume {str(out)!r}: checkpoint {ckpt} holds "
+                        f"{'a LoRA adapter' if is_adapter_dir(ckpt) else 'full weights'} but policy.lora.enabled "
+                        f"is {cfg.policy.lora.enabled}")
 
 
 def _interrupted(out: Path, trainer: RLTrainer | None, cfg: RunConfig) -> Interrupted:
@@ -147,112 +240,6 @@ def _interrupted(out: Path, trainer: RLTrainer | None, cfg: RunConfig) -> Interr
     return Interrupted(f"{where}{kept}; a resume starts again from step 0", resume=resume)
 
 
-def run_train(cfg: RunConfig, resume: bool = False, hooks=None, log: Callable[[str], None] | None = None,
-              progress: RunProgress | None = None):
-    """RL training (``cfg.rl``); starts from ``cfg.policy.model`` or from a freshly SFT-ed tiny model.
-
-    ``resume``: continue the run in ``cfg.out_dir`` from its newest intact checkpoint (damaged newer ones are
-    skipped with a note); a run without a checkpoint yet starts again from step 0 in its directory, reusing a
-    complete π_SFT (or tiny policy) it saved.
-
-    Under N launched processes every process runs this (data parallel); rank 0 writes the run directory
-    and logs, and each process seeds its sampling with ``seed + rank``."""
-    progress = progress or RunProgress()
-    log = log or progress.log
-    # everything that can be checked, before any work (SFT and model building take minutes)
-    common.check_run(cfg, knobs=True)
-    if not resume and cfg.policy.model:  # the prompt layout the given model was trained with (policy/inference.py)
-        cfg = common.with_model_settings(cfg, cfg.policy.model, log)
-    common.check_backend(cfg, trains=True)
-    common.check_data_parallel(cfg)
-    train_factory = common.env_factory(cfg, "train")
-    eval_factory = common.env_factory(cfg, "test")
-    if not resume and not cfg.policy.model:
-        common.require_expert(cfg, train_factory, "without --model, train starts from SFT on expert demonstrations; "
-                                                  "give --model DIR, the policy to start RL from")
-    if cfg.curriculum.warm_start_demos:
-        common.require_expert(cfg, train_factory, "curriculum.warm_start_demos fills the buffer with expert "
-                                                  "solutions; set it to 0")
-    out = Path(cfg.out_dir)
-    found: Found | None = None
-    if resume:
-        found = resume_checkpoint(out)
-    if found is not None:
-        ckpt = found.path
-        ref_path = Path(cfg.policy.model) if cfg.policy.model else out / "sft_model"
-        common.check_run(cfg, model=ckpt)
-        if cfg.rl.kl_coef > 0 or cfg.policy.lora.enabled:  # LoRA: the adapter goes on this base
-            common.check_run(cfg, model=ref_path)
-        _check_processes(ckpt, distributed.launched_size())
-        if cfg.policy.lora.enabled != is_adapter_dir(ckpt):
-            raise UserError(f"--resume {str(out)!r}: checkpoint {ckpt} holds "
-                            f"{'a LoRA adapter' if is_adapter_dir(ckpt) else 'full weights'} but policy.lora.enabled "
-                            f"is {cfg.policy.lora.enabled}")
-    elif not resume and (out / "metrics.jsonl").exists():
-        raise UserError(f"out_dir {str(out)!r} already holds a run; use --resume {out} or another out_dir")
-    world = common.start_world(cfg)
-    distributed.barrier(world)  # every process has checked before rank 0 writes anything
-    if not world.main:
-        progress, log = common.rank_progress(progress, world), _silent
-    seed_everything(cfg.seed + world.rank)
-    if resume and world.main:  # what writes killed mid-way left (a checkpoint, π_SFT, a file being replaced)
-        for directory in (out, checkpoint_root(out)):
-            clear_temporaries(directory)
-    trainer = None
-    try:
-        if found is not None:
-            note = found.note()
-            if note:
-                log(note)
-            model, tok, ref_model, model_path = _resumed_policy(cfg, ckpt, ref_path)
-            trainer = _trainer(cfg, out, model, tok, model_path, train_factory, eval_factory, hooks, ref_model,
-                               progress, resume=True, world=world, resume_step=found.step)
-            load_trainer_state(trainer, ckpt)
-            if world.main:
-                dump_config(cfg, out / "config.yaml")  # the settings in force now, with what this resume changed
-            log(f"resumed from {ckpt} at step {trainer.step}{_changes(cfg, trainer.step)}")
-        else:  # until the first checkpoint, a user error leaves nothing of this run (the same command runs again)
-            with common.new_run_dir(cfg, world, keep=lambda: newest_checkpoint(out) is not None):
-                if resume:
-                    log(f"no checkpoint in {out} yet: the run starts again from step 0")
-                model, tok, model_path = _starting_policy(cfg, out, train_factory, log, progress, world,
-                                                          reuse=resume)
-                if cfg.policy.lora.enabled:  # a fresh adapter on pi_SFT, which stays the frozen base
-                    model = lora.wrap(model, cfg.policy.lora, base_dir=model_path)
-                trainer = _trainer(cfg, out, model, tok, model_path, train_factory, eval_factory, hooks, None,
-                                   progress, resume=False, world=world, resume_step=-1 if resume else None)
-                last = _fit(cfg, trainer, progress, log, out)
-        if found is not None:
-            last = _fit(cfg, trainer, progress, log, out)
-    except KeyboardInterrupt:
-        raise _interrupted(out, trainer, cfg) from None
-    finally:
-        if trainer is not None:
-            trainer.logger.close()
-            common.close_backend(trainer.train_engine.backend)
-    if not last and world.main:  # no training step ran (rl.steps=0): report the step-0 evaluation
-        last = read_metrics(out / "metrics.jsonl")[-1]
-    return out, trainer, last
-
-
-def _starting_policy(cfg: RunConfig, out: Path, train_factory, log: Callable[[str], None], progress: RunProgress,
-                     world: World, reuse: bool):
-    """``(model, tokenizer, directory)`` RL starts from: ``policy.model``, else π_SFT trained now into
-    ``out/sft_model`` (``reuse``: a complete one already there, from a run that stopped before its first
-    checkpoint, is loaded instead)."""
-    if cfg.policy.model:
-        model, tok = load_policy(cfg.policy.model, cfg.policy.device, cfg.policy.weights_dtype)
-        return model, tok, Path(cfg.policy.model)
-    sft = out / "sft_model"
-    if reuse and (sft / "config.json").exists():
-        log(f"reusing π_SFT in {sft}")
-        model, tok = load_policy(sft, cfg.policy.device, cfg.policy.weights_dtype)
-    else:
-        model, tok, _ = sft_policy(cfg, out, train_factory, log, progress, world)
-    seed_everything(cfg.seed + world.rank)
-    return model, tok, sft
-
-
 def _silent(_message: str) -> None:
     """The log of every process but rank 0."""
 
@@ -266,11 +253,6 @@ def _check_processes(ckpt: Path, launched: int) -> None:
                         f"with {how}")
 
 
-def _logger(cfg: RunConfig, out: Path, world: World, resume_step: int | None) -> MetricsLogger | NullLogger:
-    """Rank 0 writes metrics.jsonl and TensorBoard (``resume_step``: drop rows logged after it, -1: all)."""
-    return MetricsLogger(out, cfg.tensorboard, resume_step=resume_step) if world.main else NullLogger()
-
-
 def _resumed_policy(cfg: RunConfig, ckpt: Path, ref_path: Path):
     """``(model, tokenizer, reference, engine_dir)`` of the checkpoint ``ckpt``: the policy, its KL reference
     (None: none, or LoRA's adapter-disabled policy) and the directory a vLLM engine starts from. LoRA: the base
@@ -281,23 +263,6 @@ def _resumed_policy(cfg: RunConfig, ckpt: Path, ref_path: Path):
     model, tok = load_policy(ckpt, cfg.policy.device, cfg.policy.weights_dtype)
     ref_model = load_policy(ref_path, cfg.policy.device, cfg.policy.weights_dtype)[0] if cfg.rl.kl_coef > 0 else None
     return model, tok, ref_model, ckpt
-
-
-def _trainer(cfg: RunConfig, out: Path, model, tok, model_path: Path, train_factory, eval_factory, hooks, ref_model,
-             progress: RunProgress, resume: bool, world: World, resume_step: int | None = None) -> RLTrainer:
-    """The trainer and its engines; ``model_path``: the directory ``model`` was loaded from (a vLLM engine
-    starts from it); ``resume_step``: the metric rows after it are dropped (see :class:`MetricsLogger`)."""
-    if hooks is None:  # curriculum (CRPS / ExpReplay) or diagnostics only, from cfg.curriculum
-        hooks = build_hooks(cfg, train_factory, warm_start=not resume)
-    # hf: each engine generates with the trained module; vllm: one engine serves both, synced every step
-    backend = common.make_backend(cfg, model, tok, model_path) if cfg.policy.backend != "hf" else None
-    train_engine = common.make_engine(cfg, model, tok, train_factory, backend=backend, progress=progress,
-                                      watch="  rollout")
-    eval_engine = common.make_engine(cfg, model, tok, eval_factory, backend=backend, progress=progress,
-                                     watch="  eval")
-    return RLTrainer(cfg, model, tok, train_engine, eval_engine, out, _logger(cfg, out, world, resume_step),
-                     hooks=hooks, ref_model=ref_model, eval_sampling=common.sampling_params(cfg, tok, evaluation=True),
-                     world=world)
 
 
 def _fit(cfg: RunConfig, trainer: RLTrainer, progress: RunProgress, log: Callable[[str], None], out: Path) -> dict:

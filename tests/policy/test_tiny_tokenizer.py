@@ -2,8 +2,8 @@
 
 from creditflow.config import build_config
 from creditflow.envs import make
+from creditflow.policy.factory import tiny_vocab_size
 from creditflow.policy.tiny import train_tokenizer
-from creditflow.recipes import common
 
 CORPUS = ["Back to Search [SEP] B07G43PAFX [SEP] Pellham Face Moisturizer - Hyaluronic Acid [SEP] $26.63",
           "i am looking for a face moisturizer, with size: 2.5 oz", "click[b07g43pafx]", "search[face moisturizer]",
@@ -37,9 +37,9 @@ def test_isolated_chars_are_tokens_of_their_own():
 
 def test_tiny_vocab_size_comes_from_config_then_env_then_1024():
     webshop, sokoban = make("webshop", num_products=50), make("sokoban")
-    assert common.tiny_vocab_size(build_config(None, []), webshop) == 4096
-    assert common.tiny_vocab_size(build_config(None, []), sokoban) == 1024
-    assert common.tiny_vocab_size(build_config(None, ["policy.tiny_vocab_size=512"]), webshop) == 512
+    assert tiny_vocab_size(build_config(None, []), webshop) == 4096
+    assert tiny_vocab_size(build_config(None, []), sokoban) == 1024
+    assert tiny_vocab_size(build_config(None, ["policy.tiny_vocab_size=512"]), webshop) == 512
 
 
 def test_words_are_one_token_each_wherever_they_occur_and_survive_saving(tmp_path):

@@ -18,7 +18,9 @@ from creditflow.policy import gguf as gguf_module
 from creditflow.policy.gguf import RECORD
 from creditflow.policy.model import load_policy
 from creditflow.policy.prompts import Turn
-from creditflow.recipes import common
+from creditflow.envs.configured import env_factory
+from creditflow.policy.backends.factory import chat_encoder
+from creditflow.rollout.factory import make_engine
 from creditflow.rollout.engine import TaskSpec
 from creditflow.trainer.sequences import collate, rows_from
 
@@ -106,7 +108,7 @@ def test_the_converted_model_is_the_gguf_files_in_any_dtype(tmp_path, smollm2_di
 
 def test_smollm2_answers_sensibly(smollm2_dir):
     model, tok = load_policy(smollm2_dir, "cpu")
-    ids = common.chat_encoder(tok)([{"role": "user", "content": "What is the capital of France?"}])
+    ids = chat_encoder(tok)([{"role": "user", "content": "What is the capital of France?"}])
     assert tok.decode(ids).startswith("<|im_start|>system\nYou are a helpful AI assistant named SmolLM")
     out = model.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False)
     assert "Paris" in tok.decode(out[0, len(ids):])
@@ -125,8 +127,8 @@ def test_conversation_tokens_are_the_chat_templates_render_of_each_turn(smollm2_
                               "generation.max_new_tokens=12", "generation.temperature=1.0", "policy.device=cpu",
                               "seed=3"])
     model, tok = load_policy(smollm2_dir, "cpu")
-    factory = common.env_factory(cfg)
-    engine = common.make_engine(cfg, model, tok, factory)
+    factory = env_factory(cfg)
+    engine = make_engine(cfg, model, tok, factory)
     torch.manual_seed(3)
     trajs = engine.rollout([TaskSpec("sokoban/7", 7)], 2)
     assert trajs and all(len(t.steps) == 3 for t in trajs)

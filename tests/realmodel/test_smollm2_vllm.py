@@ -12,7 +12,7 @@ pytest.importorskip("vllm")
 from creditflow.policy.backends.base import SamplingParams  # noqa: E402
 from creditflow.policy.backends.vllm import VLLMBackend  # noqa: E402
 from creditflow.policy.model import load_policy  # noqa: E402
-from creditflow.recipes import common  # noqa: E402
+from creditflow.policy.backends.factory import chat_encoder  # noqa: E402
 from creditflow.trainer.forward import Forward  # noqa: E402
 from creditflow.trainer.sequences import Sample, window_rows  # noqa: E402
 
@@ -31,7 +31,7 @@ def gap(model, prompts, gens) -> float:
 @pytest.mark.slow
 def test_vllm_runs_smollm2_as_the_hf_model_does(smollm2_dir):
     model, tok = load_policy(smollm2_dir, "cpu", "float32")
-    encode = common.chat_encoder(tok)
+    encode = chat_encoder(tok)
     prompts = [encode([{"role": "user", "content": q}]) for q in
                ("What is the capital of France?", "Name a colour of the sky.", "What is 2 + 2?")]
     backend = VLLMBackend(str(smollm2_dir), tok, dtype="float32", seed=0, max_model_len=512, kv_cache_gib=0.25)

@@ -8,8 +8,9 @@ import pytest
 from creditflow.config import build_config
 from creditflow.errors import UserError
 from creditflow.policy import inference
-from creditflow.recipes import common
-from creditflow.recipes.eval import evaluate_policy
+from creditflow.policy.factory import with_model_settings
+from creditflow.rollout import factory as rollout_factory
+from creditflow.recipes.eval import evaluate_saved_policy
 from creditflow.recipes.export import export_policy
 from creditflow.recipes.train import run_train
 
@@ -22,18 +23,18 @@ def test_the_model_settings_apply_unless_given(tmp_path):
     model.mkdir()
     inference.save(model, settings={"policy.template": "compact", "rollout.history_length": 4, "other.key": 1})
     notes = []
-    cfg = common.with_model_settings(build_config(None, []), model, notes.append)
+    cfg = with_model_settings(build_config(None, []), model, notes.append)
     assert (cfg.policy.template, cfg.rollout.history_length, cfg.rollout.history) == ("compact", 4, "window")
     assert notes == [] and "template" not in cfg.policy.model_fields_set
-    given = common.with_model_settings(build_config(None, ["policy.template=paper"]), model, notes.append)
+    given = with_model_settings(build_config(None, ["policy.template=paper"]), model, notes.append)
     assert given.policy.template == "paper" and given.rollout.history_length == 4
     assert len(notes) == 1 and "policy.template=paper as given" in notes[0] and "policy.template=compact" in notes[0]
     plain = tmp_path / "plain"  # a model from elsewhere: nothing to apply
     plain.mkdir()
-    assert common.with_model_settings(build_config(None, []), plain, notes.append).policy.template == "paper"
+    assert with_model_settings(build_config(None, []), plain, notes.append).policy.template == "paper"
     (model / inference.FILE).write_text("[1, 2]")
     with pytest.raises(UserError, match="not a creditflow inference file"):
-        common.with_model_settings(build_config(None, []), model)
+        with_model_settings(build_config(None, []), model)
 
 
 def test_a_run_with_a_compact_template_is_evaluated_and_exported_with_it(tmp_path, tiny_model_dir, monkeypatch):
@@ -45,17 +46,17 @@ def test_a_run_with_a_compact_template_is_evaluated_and_exported_with_it(tmp_pat
     assert saved == {"policy.template": "compact", "rollout.history": "window", "rollout.history_length": 1}
 
     seen = []
-    original = common.prompt_builder
+    original = rollout_factory.prompt_builder
 
     def spy(cfg, env):
         seen.append((cfg.policy.template, cfg.rollout.history_length))
         return original(cfg, env)
 
-    monkeypatch.setattr(common, "prompt_builder", spy)
-    metrics, _ = evaluate_policy(build_config(None, ["env.name=sokoban"]), out, 1)  # the run dir: its checkpoint
+    monkeypatch.setattr(rollout_factory, "prompt_builder", spy)
+    metrics, _ = evaluate_saved_policy(build_config(None, ["env.name=sokoban"]), out, 1)  # the run dir: its checkpoint
     assert seen[-1] == ("compact", 1) and "eval/success_rate" in metrics
     (ckpt / inference.FILE).unlink()  # a checkpoint from before the file: its run's config.yaml says
-    evaluate_policy(build_config(None, ["env.name=sokoban"]), ckpt, 1)
+    evaluate_saved_policy(build_config(None, ["env.name=sokoban"]), ckpt, 1)
     assert seen[-1] == ("compact", 1)
     exported = export_policy(ckpt, tmp_path / "exported")
     assert json.loads((exported / inference.FILE).read_text())["inference"]["policy.template"] == "compact"

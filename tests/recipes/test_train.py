@@ -8,7 +8,7 @@ import pytest
 from creditflow.cli import main
 from creditflow.config import build_config
 from creditflow.errors import UserError
-from creditflow.recipes import train as train_recipe
+from creditflow.recipes import sft as sft_recipe
 from creditflow.recipes.train import config_for_resume, run_train
 from creditflow.trainer.metrics import read_metrics
 from creditflow.trainer.rl import RLTrainer
@@ -115,7 +115,7 @@ def test_interrupted_sft_says_nothing_was_saved(tmp_path, tiny_model_dir, monkey
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(train_recipe, "run_sft", interrupted)
+    monkeypatch.setattr(sft_recipe, "run_sft", interrupted)
     out = tmp_path / "sft"
     with pytest.raises(SystemExit) as exc:
         main(["sft", "--model", str(tiny_model_dir), "--out", str(out), "sft.demos=2"])

@@ -8,7 +8,7 @@ import pytest
 from creditflow import envs
 from creditflow.config import build_config
 from creditflow.errors import UserError
-from creditflow.recipes.eval import evaluate_policy
+from creditflow.recipes.eval import evaluate_saved_policy
 from creditflow.recipes.report import write_report
 from creditflow.recipes.train import run_train
 from creditflow.rollout.seeding import held_out_seeds, split_seeds
@@ -90,7 +90,7 @@ def test_a_run_with_test_episodes_evaluates_the_test_split_before_and_after_only
 def test_eval_command_scores_the_test_split(tmp_path, tiny_model_dir):
     cfg = build_config(None, [f"policy.model={tiny_model_dir}", "generation.max_new_tokens=6",
                               "rollout.max_steps=2"])
-    _, val = evaluate_policy(cfg, tiny_model_dir, 2)
-    _, test = evaluate_policy(cfg, tiny_model_dir, 2, split="test")
+    _, val = evaluate_saved_policy(cfg, tiny_model_dir, 2)
+    _, test = evaluate_saved_policy(cfg, tiny_model_dir, 2, split="test")
     assert [t.meta["seed"] for t in val] == [1_000_000, 1_000_001]
     assert [t.meta["seed"] for t in test] == [2_000_000, 2_000_001]

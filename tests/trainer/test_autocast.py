@@ -174,11 +174,11 @@ def test_train_recipe_runs_with_autocast(tmp_path, tiny_model_dir):
 
 def test_run_check_prints_the_bf16_note_once(monkeypatch, capsys):
     """Every command's pre-flight check (check_run) prints the note on stderr, once per process."""
-    from creditflow.recipes import common
+    from creditflow.recipes import checks
 
-    monkeypatch.setattr(common, "autocast_note", lambda device, autocast: f"note: {autocast} is emulated here")
-    monkeypatch.setattr(common, "_NOTED", set())
+    monkeypatch.setattr(checks, "autocast_note", lambda device, autocast: f"note: {autocast} is emulated here")
+    monkeypatch.setattr(checks, "_NOTED", set())
     cfg = build_config(None, ["policy.autocast=bf16", "policy.device=cpu"])
-    common.check_run(cfg)
-    common.check_run(cfg)
+    checks.check_run(cfg)
+    checks.check_run(cfg)
     assert capsys.readouterr().err.count("note: bf16 is emulated here") == 1

@@ -90,7 +90,7 @@ class WebShopEnv(BaseTextEnv):
                    "On the search page act with search[keywords]; on other pages click[button] with one of "
                    "the page's buttons (a product's ID, an option value, < prev, next >, description, "
                    "features, reviews, back to search, buy now)")
-    # The tiny from-scratch policy's tokenizer (recipes.common.load_or_build_policy): product words, brands
+    # The tiny from-scratch policy's tokenizer (policy/factory.py, built by recipes/sft.py): product words, brands
     # and IDs need a larger vocabulary than 1024 to stay whole words, and folding case makes a result's
     # title read as the same tokens as the lower-case instruction, and its ID as the same tokens as its
     # lower-case click (measured: docs/environments.md "webshop").

@@ -1,0 +1,68 @@
+"""The envs of a run, made from its config: the train and held-out factories (``env.kwargs``,
+``env.eval_kwargs``), the checks a run makes on an env that is not built in, its turn limit, and the one line
+for a stage that needs an expert the env does not have."""
+
+from __future__ import annotations
+
+from creditflow import envs
+from creditflow.config import RunConfig
+from creditflow.envs.check import first_reset_problem
+from creditflow.envs.checked import CheckedFactory
+from creditflow.errors import UserError
+
+
+def env_factory(cfg: RunConfig, split: str = "train") -> envs.EnvFactory | CheckedFactory:
+    """Zero-argument, picklable factory for train or held-out (``split="test"``) envs (:class:`envs.EnvFactory`);
+    validates the options now, and for an env that is not built in (a plug-in, ``module:Class``, an object
+    given to the Python API) the first reset too (:func:`check_user_env`). Such an env's factory is a
+    :class:`~creditflow.envs.checked.CheckedFactory`: every value its envs return during the run is checked."""
+    kwargs = dict(cfg.env.kwargs)
+    if split == "test":
+        kwargs.update(cfg.env.eval_kwargs)
+        if "split" in envs.env_options(cfg.env.name) and "split" not in cfg.env.eval_kwargs:
+            kwargs["split"] = "test"
+    try:
+        factory = envs.factory(cfg.env.name, **kwargs)
+        env = factory()  # fail early, with the env's own message, on bad options
+        if not envs.is_builtin(cfg.env.name):
+            check_user_env(cfg, env)
+    except envs.EnvError as exc:
+        if split == "test" and cfg.env.eval_kwargs:
+            raise envs.EnvError(f"held-out envs (env.kwargs + env.eval_kwargs): {exc}") from None
+        raise
+    if not envs.is_builtin(cfg.env.name):
+        return CheckedFactory(factory, cfg.env.name, env_label(cfg))
+    return factory
+
+
+def env_label(cfg: RunConfig) -> str:
+    """How messages name the run's env: ``env 'x'``, with where it comes from when that is not its name."""
+    where = envs.source(cfg.env.name)
+    return f"env {cfg.env.name!r}" + ("" if where in ("built-in", cfg.env.name) else f" ({where})")
+
+
+def check_user_env(cfg: RunConfig, env) -> None:
+    """What a run needs of an env that is not built in, checked on ``env`` before any work: a first reset that
+    returns an observation and an info with every key of the protocol, of the right type, and a turn limit
+    (the env's ``max_steps`` or ``rollout.max_steps``). ``creditflow envs check`` runs every check."""
+    problem = first_reset_problem(env)
+    if problem is not None:
+        raise envs.EnvError(f"{env_label(cfg)}: {problem} (creditflow envs check {cfg.env.name} runs every check)")
+    if cfg.rollout.max_steps is None and turn_limit(cfg, env) is None:
+        raise envs.EnvError(f"{env_label(cfg)} has no max_steps (a positive integer): episodes need a turn limit; "
+                            f"set max_steps on the env or give rollout.max_steps")
+
+
+def turn_limit(cfg: RunConfig, env) -> int | None:
+    """The most turns of an episode: ``rollout.max_steps``, capped by the env's own ``max_steps``."""
+    own = getattr(env, "max_steps", None)
+    own = own if isinstance(own, int) and not isinstance(own, bool) and own >= 1 else None
+    limits = [n for n in (cfg.rollout.max_steps, own) if n is not None]
+    return min(limits) if limits else None
+
+
+def require_expert(cfg: RunConfig, factory, need: str) -> None:
+    """One line, before any work, when a stage that needs expert demonstrations (``need`` says which and what
+    to do instead) runs on an env without ``expert_actions()``."""
+    if not callable(getattr(factory(), "expert_actions", None)):
+        raise UserError(f"{env_label(cfg)} has no expert (an expert_actions() method): {need}")
