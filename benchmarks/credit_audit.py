@@ -1,9 +1,9 @@
 """The credit audit's records (issue 71): coverage, advantage accuracy against Monte-Carlo A^π, the tabular
 learning race and RRO's pairs, per setting, resumable.
 
-    python benchmarks/credit_audit.py --setting sokoban6 [--parts coverage accuracy race rro] [--commit]
-    python benchmarks/credit_audit.py --speed      # the speed benchmark -> benchmarks/results/credit_audit_speed.json
-    python benchmarks/credit_audit.py --speed-from-records   # the same record from the sokoban6 run's wall times
+    python -m benchmarks.credit_audit --setting sokoban6 [--parts coverage accuracy race rro] [--commit]
+    python -m benchmarks.credit_audit --speed      # the speed benchmark -> benchmarks/results/credit_audit_speed.json
+    python -m benchmarks.credit_audit --speed-from-records   # the same record from the sokoban6 run's wall times
 
 Settings (``SETTINGS``, fixed before any run; the ε values were chosen by one thing only, that groups of the
 ε-expert mix successes and failures on both Sokoban settings: success 0.86 / 0.52 / 0.35 on 6×6 and
@@ -46,22 +46,17 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
 
-for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.machine import machine_info  # noqa: E402
-from creditflow import envs  # noqa: E402
-from creditflow.auditing.estimators import arms  # noqa: E402
-from creditflow.auditing.race import race_arms  # noqa: E402
-from creditflow.auditing.run import AuditSettings, accuracy_seed, policies, race_seed, rro_seed  # noqa: E402
-from creditflow.auditing.sim import Sim  # noqa: E402
+import benchmarks.one_thread  # noqa: F401 (before numpy loads: the audit runs single-threaded)
+from benchmarks.machine import machine_info
+from creditflow import envs
+from creditflow.auditing.estimators import arms
+from creditflow.auditing.race import race_arms
+from creditflow.auditing.run import AuditSettings, accuracy_seed, policies, race_seed, rro_seed
+from creditflow.auditing.sim import Sim
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"

@@ -1,6 +1,6 @@
 """Does CRPS help where GRPO's groups are all-fail or all-success? GRPO vs +ExpReplay vs +CRPS vs RewardFlow+CRPS.
 
-    python benchmarks/crps_learning.py [--setting hard|demo|webshop] [--model SFT_DIR] [--seeds 0 1 2] [--steps 60]
+    python -m benchmarks.crps_learning [--setting hard|demo|webshop] [--model SFT_DIR] [--seeds 0 1 2] [--steps 60]
                                        [--threads 1] [--smoke] [key=value ...]
 
 Settings (``SETTINGS``): ``hard`` (Sokoban, 2 boxes in 7x7), ``demo`` (the demo's 6x6 1-box levels with
@@ -26,17 +26,15 @@ spends fewer *policy* env-steps per group than fresh groups; the tables report `
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import learning  # noqa: E402
-from benchmarks.machine import machine_info  # noqa: E402
-from creditflow.config import build_config  # noqa: E402
+from benchmarks import learning
+from benchmarks.machine import machine_info
+from creditflow.config import build_config
 
 METHODS = {"grpo": "none", "grpo+expreplay": "expreplay", "grpo+crps": "crps", "rewardflow+crps": "crps"}
 # the advantage estimator of each arm (rl.algo); the combined RewardFlow + CRPS arm is one no paper measured

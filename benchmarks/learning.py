@@ -35,6 +35,7 @@ import numpy as np
 import yaml
 from matplotlib.figure import Figure
 
+from benchmarks.runner import child_env, module_command
 from benchmarks.stats import BOOTSTRAP_REPS, interval_estimates  # noqa: F401 (re-exported for the scripts)
 from creditflow.config import build_config
 from creditflow.recipes.train import run_train
@@ -44,7 +45,8 @@ from creditflow.trainer.metrics import read_metrics
 def parse_args(doc: str, name: str, methods, default_steps: int, add=None, default_methods=None) -> tuple[argparse.Namespace, Path, Path]:
     """The options every learning check shares; ``add(parser)`` adds the script's own. Sets torch's
     thread count and returns ``(args, results path without suffix, work directory)``; smoke runs get
-    ``*_smoke`` paths of both."""
+    ``*_smoke`` paths of both. ``args.module`` is the benchmark's module (``benchmarks.<name>``): what a
+    ``--jobs`` child runs."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--model", default=None, help="pi_SFT directory shared by all runs (default: build one)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -69,6 +71,7 @@ def parse_args(doc: str, name: str, methods, default_steps: int, add=None, defau
         add(ap)
     ap.add_argument("extra", nargs="*", help="extra key=value overrides for every RL run")
     args = ap.parse_args()
+    args.module = f"benchmarks.{name}"
     if args.jobs < 1:
         ap.error(f"--jobs must be at least 1, got {args.jobs}")
     if args.one:  # one run of a --jobs pool: only it, one thread, no tables
@@ -139,8 +142,8 @@ def weights_sha256(model: Path) -> str:
 
 def train_in_parallel(args, overrides_of, model: Path, work: Path) -> None:
     """Train the (method, seed) runs of ``args`` that have no record as ``args.jobs`` processes at once: each
-    is this script again, given ``--one METHOD:SEED`` and the built pi_SFT, which trains that run at one
-    torch thread and writes its record (``overrides_of(method)`` is the run's overrides, as the caller trains
+    is this benchmark again (``python -m benchmarks.<name>``), given ``--one METHOD:SEED`` and the built pi_SFT,
+    which trains that run at one torch thread and writes its record (``overrides_of(method)`` is the run's overrides, as the caller trains
     it). Each child's output goes to ``work/logs/<method>_s<seed>.log``. The caller then builds its tables
     from the records, as ``--only-recorded`` does; a failed run has none and is left out."""
     import signal
@@ -169,9 +172,9 @@ def train_in_parallel(args, overrides_of, model: Path, work: Path) -> None:
             while todo and len(running) < args.jobs:
                 method, seed = todo.pop(0)
                 log = (logs / f"{method}_s{seed}.log").open("w")
-                cmd = [sys.executable, sys.argv[0], "--one", f"{method}:{seed}", "--model", str(model), *sys.argv[1:]]
-                running[(method, seed)] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log,
-                                           time.time())
+                cmd = module_command(args.module, "--one", f"{method}:{seed}", "--model", str(model), *sys.argv[1:])
+                running[(method, seed)] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                                            env=child_env()), log, time.time())
             time.sleep(2)
             for key, (proc, log, t0) in list(running.items()):
                 if proc.poll() is None:

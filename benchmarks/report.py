@@ -1,7 +1,7 @@
 """The documentation's results, generated from the committed records: nothing in them is typed by hand.
 
-    python benchmarks/report.py           # write docs/results/*.md (+ img/) and the README's two tables
-    python benchmarks/report.py --check   # exit 1, naming the files, when a committed file is not what it generates
+    python -m benchmarks.report           # write docs/results/*.md (+ img/) and the README's two tables
+    python -m benchmarks.report --check   # exit 1, naming the files, when a committed file is not what it generates
 
 Reads every learning check's summary (``benchmarks/results/<check>.json``) and its per-run records
 (``<check>_runs/``; checks made before records existed keep their runs inside the summary) and writes:
@@ -32,9 +32,8 @@ from pathlib import Path
 
 import jinja2
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import stats  # noqa: E402
+from benchmarks import stats
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -1409,7 +1408,7 @@ def main() -> int:
         for b in bad:
             print(f"out of date: {b}", file=sys.stderr)
         if bad:
-            print("run: python benchmarks/report.py", file=sys.stderr)
+            print("run: python -m benchmarks.report", file=sys.stderr)
         return 1 if bad else 0
     for p in DOCS.rglob("*"):
         if p.is_file() and p not in files:

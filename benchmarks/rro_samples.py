@@ -1,6 +1,6 @@
 """RRO vs fixed-size exploration with the tiny model: samples per step and held-out results.
 
-    python benchmarks/rro_samples.py [--env sokoban|webshop] [--model SFT_DIR] [--seeds 0 1 2] [--tasks 32] [--smoke]
+    python -m benchmarks.rro_samples [--env sokoban|webshop] [--model SFT_DIR] [--seeds 0 1 2] [--tasks 32] [--smoke]
 
 ``--env webshop`` runs the shopping env, whose graded score (WebShop's reward) is where RRO's process
 rewards differ most between candidates; results go to ``rro_samples_webshop.{json,md}``. The π_SFT of the
@@ -58,14 +58,13 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.learning import weights_sha256  # noqa: E402
-from benchmarks.stats import interval_estimates, paired  # noqa: E402
-from benchmarks.machine import machine_info  # noqa: E402
-from creditflow.config import build_config  # noqa: E402
-from creditflow.recipes import common  # noqa: E402
-from creditflow.recipes.rro import evaluate_policy, run_collect, run_dpo_training, sft_model_path  # noqa: E402
+from benchmarks.learning import weights_sha256
+from benchmarks.stats import interval_estimates, paired
+from benchmarks.machine import machine_info
+from creditflow.config import build_config
+from creditflow.recipes import common
+from creditflow.recipes.rro import evaluate_policy, run_collect, run_dpo_training, sft_model_path
 
 METHODS = ("fixed", "rising")
 ENVS = {  # per-env settings on top of the shared ones

@@ -1,6 +1,6 @@
 """RL step cost: one RL step of 16 tasks x 4 rollouts (the issue's demo setting), six layouts side by side.
 
-    python benchmarks/step_cost.py [--steps 5] [--models DIR] [--threads N] [--no-levers] [--setting demo]
+    python -m benchmarks.step_cost [--steps 5] [--models DIR] [--threads N] [--no-levers] [--setting demo]
 
 Layouts: ``window`` + ``paper`` (the papers' default: a fresh prompt with the last 2 observation/action pairs
 each turn, one training row per decision) and ``conversation`` + ``compact`` (one growing chat per episode,
@@ -39,27 +39,25 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.machine import cpu_label, machine_info  # noqa: E402
-from creditflow.config import build_config  # noqa: E402
-from creditflow.curriculum.hooks import build_hooks  # noqa: E402
-from creditflow.policy.model import CPU_FLOAT32_SDPA, load_policy  # noqa: E402
-from creditflow.recipes import common  # noqa: E402
+from benchmarks.machine import cpu_label, machine_info
+from creditflow.config import build_config
+from creditflow.curriculum.hooks import build_hooks
+from creditflow.policy.model import CPU_FLOAT32_SDPA, load_policy
+from creditflow.recipes import common
 # the setting the issue names and the committed tables measured (the demo now runs RewardFlow on 8 x 8)
-from creditflow.recipes.demo import DEMO_DEFAULTS, DEMO_ENV_SETTINGS, EARLIER_GRPO_DEMO  # noqa: E402
-from creditflow.recipes.train import run_sft_command  # noqa: E402
-from creditflow.trainer.forward import PREFIX_LEVELS, Forward, spread  # noqa: E402
-from creditflow.trainer.loss import token_logprobs  # noqa: E402
-from creditflow.trainer.rl import RLTrainer, fill_ref_logprobs  # noqa: E402
-from creditflow.trainer.sequences import rows_from  # noqa: E402
+from creditflow.recipes.demo import DEMO_DEFAULTS, DEMO_ENV_SETTINGS, EARLIER_GRPO_DEMO
+from creditflow.recipes.train import run_sft_command
+from creditflow.trainer.forward import PREFIX_LEVELS, Forward, spread
+from creditflow.trainer.loss import token_logprobs
+from creditflow.trainer.rl import RLTrainer, fill_ref_logprobs
+from creditflow.trainer.sequences import rows_from
 
 LAYOUTS = {  # share_prefix=false: every prompt and row in full, as before policy.share_prefix existed
     "window+paper": ["rollout.history=window", "policy.template=paper", "policy.share_prefix=false"],

@@ -268,9 +268,9 @@ def test_jobs_parent_stopped_by_sigterm_stops_its_children(tmp_path, tiny_model_
     from benchmarks import credit_learning
 
     work = tmp_path / "runs"
-    cmd = [sys.executable, credit_learning.__file__, "--jobs", "2", "--model", str(tiny_model_dir), "--seeds", "0",
-           "--steps", "50", "--methods", "grpo", "rewardflow", "--out", str(tmp_path / "credit"), "--work", str(work),
-           "--", *SMALL]
+    cmd = [sys.executable, "-m", "benchmarks.credit_learning", "--jobs", "2", "--model", str(tiny_model_dir),
+           "--seeds", "0", "--steps", "50", "--methods", "grpo", "rewardflow", "--out", str(tmp_path / "credit"),
+           "--work", str(work), "--", *SMALL]
 
     def children():
         found = []
