@@ -52,6 +52,7 @@ from pathlib import Path
 
 import benchmarks.one_thread  # noqa: F401 (before numpy loads: the audit runs single-threaded)
 from benchmarks.machine import machine_info
+from benchmarks.sft_models import require_weights
 from creditflow import envs
 from creditflow.auditing.estimators import arms
 from creditflow.auditing.race import race_arms
@@ -91,8 +92,7 @@ def make_sim(spec: dict) -> Sim:
         from creditflow.recipes.audit import policy_menu
 
         m = spec["menu"]
-        if not (ROOT / m["model"]).is_dir():
-            raise SystemExit(f"{m['model']}: no such model; build it with: {m.get('build', 'creditflow sft')}")
+        require_weights(ROOT / m["model"], m.get("build"))
         cfg = build_config(None, [f"env.name={spec['env']}", *m["overrides"]])
         menu = policy_menu(cfg, ROOT / m["model"], factory, m["size"], log=lambda *_: None)
     return Sim(factory, menu=menu)

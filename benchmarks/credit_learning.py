@@ -167,7 +167,7 @@ def main() -> None:
                      "eval_episodes": cfg.rl.eval_episodes, "seeds": sorted({r["seed"] for rs in runs.values() for r in rs}), "model": str(model),
                      "smoke": args.smoke, "overrides": [*ENV, *budget, *args.extra], "extra": args.extra},
         "summary": {m: learning.summarize(rs, CURVES) for m, rs in runs.items()},
-        "runs": runs,
+        "runs": learning.run_index(runs, args.records),
         "minutes": (time.perf_counter() - t0) / 60,
         "note": args.note,
         "machine": learning.machine_of(args, machine_info()),

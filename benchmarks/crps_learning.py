@@ -237,7 +237,7 @@ def main() -> None:
         "mixture_check": {"iters": iters, "B": 8, "G": 8, "p_replay": 0.2, "policy": "uniform random, no training",
                           "means_over_second_half": mixture},
         "summary": {m: learning.summarize(rs, CURVES) for m, rs in runs.items()},
-        "runs": runs,
+        "runs": learning.run_index(runs, args.records),
         "minutes": (time.perf_counter() - t0) / 60,
         "machine": learning.machine_of(args, machine_info()),
         "note": args.note,

@@ -14,7 +14,9 @@ tests/test_report.py fails.
 
 Resumable across sessions: each finished run's record is written to ``<results>_runs/<arm>_s<seed>.json``
 next to the results table (commit it as it lands) together with the run's full config; a rerun with the
-same config reuses the record without training, even on a machine without the run directory. A run that
+same config reuses the record without training, even on a machine without the run directory. The results
+JSON keeps the aggregates (``summarize``) and an index of those records (``run_index``), not the runs again, so
+it stays small as arms and seeds join it. A run that
 was stopped part-way (Ctrl-C, a killed job, a lease that ended) continues from its newest checkpoint
 (``rl.save_every`` steps apart) exactly as ``creditflow train --resume`` does, when its directory is still
 there; a run directory of another config is trained again from the start.
@@ -38,6 +40,7 @@ from matplotlib.figure import Figure
 from benchmarks.runner import child_env, module_command
 from benchmarks.stats import BOOTSTRAP_REPS, interval_estimates  # noqa: F401 (re-exported for the scripts)
 from creditflow.config import build_config
+from creditflow.credit import validate_knobs
 from creditflow.recipes.train import run_train
 from creditflow.trainer.checkpoint import checkpoint_step, latest_checkpoint
 from creditflow.trainer.metrics import read_metrics
@@ -99,7 +102,7 @@ def train_one(out: Path, overrides: list[str], seed: int, curves: tuple[str, ...
     want = _config_key(cfg)
     if record is not None and record.exists():
         stored = json.loads(record.read_text())
-        if same_config(stored.get("config"), want):
+        if same_config(_before_ddof(stored.get("config")), want):
             return {**stored["record"], "reused": True}
     t0 = time.perf_counter()
     reused = finished_run(out, cfg)
@@ -206,7 +209,7 @@ def recorded(overrides: list[str], out: Path, seed: int, record: Path) -> bool:
     if not record.exists():
         return False
     cfg = build_config(None, [f"out_dir={out}", f"seed={seed}", *overrides])
-    return same_config(json.loads(record.read_text()).get("config"), _config_key(cfg))
+    return same_config(_before_ddof(json.loads(record.read_text()).get("config")), _config_key(cfg))
 
 
 def machine_of(args, default: dict) -> dict:
@@ -224,6 +227,16 @@ def same_config(stored: dict | None, want: dict) -> bool:
     if stored is None:
         return False
     return _same(_effective(stored), _effective(want), _config_key(build_config(None, [])))
+
+
+def _before_ddof(stored: dict | None) -> dict | None:
+    """A record's GRPO config without ``rl.credit.ddof`` was made before the knob existed (issue 74), when GRPO's
+    std was the population std: ddof 0, which the learning checks' GRPO arms now pin (today's default is 1).
+    Records made since name it (``_config_key``)."""
+    rl = (stored or {}).get("rl")
+    if not isinstance(rl, dict) or rl.get("algo") != "grpo" or "ddof" in (rl.get("credit") or {}):
+        return stored
+    return {**stored, "rl": {**rl, "credit": {**(rl.get("credit") or {}), "ddof": 0}}}
 
 
 TINY_BUILD = ("tiny_vocab_size", "tiny_hidden_size", "tiny_layers")  # used only to build the tiny default
@@ -274,6 +287,10 @@ def _config_key(cfg) -> dict:
             policy["dtype"] = str(resolve_dtype("auto", resolve_device(policy.get("device", "auto")))).removeprefix("torch.")
         except UserError:  # a device this machine lacks (tables made elsewhere): what auto means there is unknown
             pass
+    rl = key.get("rl")
+    if isinstance(rl, dict) and rl.get("algo") == "grpo" and isinstance(rl.get("credit"), dict):
+        # GRPO's std named even at its default: a record without it is older than the knob (_before_ddof)
+        rl["credit"].setdefault("ddof", validate_knobs("grpo", {}).ddof)
     return key
 
 
@@ -369,6 +386,14 @@ def summarize(runs: list[dict], curves: tuple[str, ...]) -> dict:
                 by_step.setdefault(step, []).append(v)
         out["curves"][key] = [[s, float(np.mean(v)), float(np.std(v))] for s, v in sorted(by_step.items())]
     return out
+
+
+def run_index(runs: dict[str, list[dict]], records: Path) -> dict[str, list[dict]]:
+    """A summary's ``runs``: per arm, each run's seed and its record (``<arm>_s<seed>.json`` in ``records``, named
+    from the results folder). The records hold each run (curves, diagnostics, config); the summary keeps only
+    their aggregates, so it stays small however many arms and seeds join it."""
+    return {arm: [{"seed": r["seed"], "record": f"{records.name}/{arm}_s{r['seed']}.json"} for r in rs]
+            for arm, rs in runs.items()}
 
 
 def ms_of(vals: list[float]) -> dict:

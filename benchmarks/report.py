@@ -292,8 +292,11 @@ def learning_runs(stem: str, summary: dict, borrow: dict) -> list[Run]:
             if ran != steps:  # a run of another budget (a smoke run, another suite) must not join this check
                 raise SystemExit(f"error: {rel(path)} ran {ran} RL steps, its check {stem} {steps}")
             runs.append(run_of(arm, stored["record"], rel(path)))
-    else:
+    else:  # an older summary that still holds its runs (today's keep an index of their records: learning.run_index)
         for arm, rs in summary["runs"].items():
+            if rs and "record" in rs[0]:
+                raise SystemExit(f"error: {rel(RESULTS / stem)}.json indexes its runs in {rel(records)}, "
+                                 "which is missing")
             runs += [run_of(arm, r, f"{rel(RESULTS / stem)}.json") for r in rs]
     for arm, folder in borrow.items():
         for path in sorted((RESULTS / folder).glob(f"{arm}_s*.json")):

@@ -4,7 +4,8 @@
 
 ``--env webshop`` runs the shopping env, whose graded score (WebShop's reward) is where RRO's process
 rewards differ most between candidates; results go to ``rro_samples_webshop.{json,md}``. The π_SFT of the
-committed webshop suite is ``benchmarks/results/webshop_sft_E4b/sft_model`` (a rebuild differs by host).
+committed webshop suite is ``benchmarks/results/webshop_sft_E4b/sft_model`` (a rebuild differs by host; its
+weights are not in git: ``benchmarks/sft_models.py`` says how to rebuild them).
 
 From one shared π_SFT (``--model DIR``, else built here by the SFT pipeline), for every seed: collect
 preference data with fixed-size exploration (N = ``--candidates``, §4.2) and with reward-rising sampling
@@ -62,6 +63,7 @@ from pathlib import Path
 from benchmarks.learning import weights_sha256
 from benchmarks.stats import interval_estimates, paired
 from benchmarks.machine import machine_info
+from benchmarks.sft_models import require_weights
 from creditflow.config import build_config
 from creditflow.recipes import common
 from creditflow.recipes.rro import evaluate_policy, run_collect, run_dpo_training, sft_model_path
@@ -375,7 +377,7 @@ def main() -> None:
 
     records = work / "records" if args.smoke else out.parent / f"{out.name}_runs"  # smoke: nothing committed
     t_start = time.perf_counter()
-    sft = Path(args.model) if args.model else build_sft(args, work, log)
+    sft = require_weights(args.model) if args.model else build_sft(args, work, log)
     base = settings(args) + [f"policy.model={sft}"]
     cfg0 = build_config(None, base + [f"out_dir={work / 'eval_sft'}"])
     log(f"π_SFT = {sft}; evaluating it on {args.eval_episodes} held-out levels")

@@ -25,6 +25,7 @@ from pathlib import Path
 
 
 from benchmarks.machine import machine_info
+from benchmarks.sft_models import require_weights
 
 SETTINGS = ["env.name=webshop", "policy.template=compact", "rollout.history_length=0",
             "generation.max_new_tokens=48", "tensorboard=false"]  # the rro_samples webshop suite's
@@ -81,6 +82,8 @@ def main() -> None:
     missing = [d for d in models.values() if not Path(d).is_dir()]
     if missing:
         sys.exit(f"webshop_actions: not a model directory: {', '.join(missing)}")
+    for path in models.values():  # the committed π_SFT's weights are not in git: say how to rebuild them
+        require_weights(path)
     from creditflow.config import build_config
     from creditflow.recipes.eval import evaluate_policy
 
