@@ -74,15 +74,16 @@ PANELS = [("eval/success_rate", "held-out success (greedy)"), ("train/success_ra
 
 
 def build_sft(out: Path, smoke: bool, env: list[str], extra: list[str] = ()) -> Path:
-    """pi_SFT as the demo builds it (same function as ``creditflow sft``), plus a setting's ``SFT_EXTRA``."""
+    """pi_SFT as the demo builds it (``creditflow.api.sft``, what ``creditflow sft`` runs), plus a setting's
+    ``SFT_EXTRA``."""
     import contextlib
     import io
 
-    from creditflow.recipes.train import run_sft_command
+    from creditflow import api
 
-    cfg = build_config(None, [f"out_dir={out}", *env, *(SMOKE_SFT if smoke else [*SFT, *extra])])
+    overrides = [f"out_dir={out}", *env, *(SMOKE_SFT if smoke else [*SFT, *extra])]
     with contextlib.redirect_stderr(io.StringIO()) if smoke else contextlib.nullcontext():
-        return run_sft_command(cfg)
+        return api.sft(overrides=overrides).model
 
 
 def markdown(result: dict) -> str:

@@ -106,17 +106,17 @@ def mixture_check(env: list[str], curriculum: str, iters: int, B: int = 8, G: in
 
 
 def build_sft(env: list[str], out: Path, budget: dict, quiet: bool) -> Path:
-    """pi_SFT on the chosen setting, exactly what ``creditflow sft ...`` does (same function)."""
-    from creditflow.recipes.train import run_sft_command
+    """pi_SFT on the chosen setting, exactly what ``creditflow sft ...`` does (``creditflow.api.sft``)."""
+    from creditflow import api
 
-    cfg = build_config(None, [f"out_dir={out}", *env, *budget["sft"]])
+    overrides = [f"out_dir={out}", *env, *budget["sft"]]
     if quiet:
         import contextlib
         import io
 
         with contextlib.redirect_stderr(io.StringIO()):
-            return run_sft_command(cfg)
-    return run_sft_command(cfg)
+            return api.sft(overrides=overrides).model
+    return api.sft(overrides=overrides).model
 
 
 def run_overrides(env: list[str], model: Path, method: str, steps: int, budget: dict, extra: list[str],

@@ -47,13 +47,13 @@ import torch
 
 
 from benchmarks.machine import cpu_label, machine_info
+from creditflow import api
 from creditflow.config import build_config
 from creditflow.curriculum.hooks import build_hooks
 from creditflow.policy.model import CPU_FLOAT32_SDPA, load_policy
 from creditflow.recipes import common
 # the setting the issue names and the committed tables measured (the demo now runs RewardFlow on 8 x 8)
 from creditflow.recipes.demo import DEMO_DEFAULTS, DEMO_ENV_SETTINGS, EARLIER_GRPO_DEMO
-from creditflow.recipes.train import run_sft_command
 from creditflow.trainer.forward import PREFIX_LEVELS, Forward, spread
 from creditflow.trainer.loss import token_logprobs
 from creditflow.trainer.rl import RLTrainer, fill_ref_logprobs
@@ -93,7 +93,7 @@ def sft_model(layout: str, models: Path) -> Path:
     out = models / layout
     if not (out / "sft_model" / "config.json").exists():
         with contextlib.redirect_stderr(io.StringIO()):
-            run_sft_command(demo_config(layout, out))
+            api.sft(demo_config(layout, out))  # what ``creditflow sft`` runs
     return out / "sft_model"
 
 
