@@ -51,6 +51,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import benchmarks.one_thread  # noqa: F401 (before numpy loads: the audit runs single-threaded)
+from benchmarks.cache import write_json
 from benchmarks.machine import machine_info
 from benchmarks.sft_models import require_weights
 from creditflow import envs
@@ -118,10 +119,7 @@ def load(path: Path) -> dict:
 
 
 def save(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_json(path, data, sort_keys=True, newline=True)
 
 
 def commit(paths: list[Path], message: str, enabled: bool) -> None:

@@ -38,7 +38,8 @@ import yaml
 from matplotlib.figure import Figure
 
 from benchmarks.runner import child_env, module_command
-from benchmarks.stats import BOOTSTRAP_REPS, interval_estimates  # noqa: F401 (re-exported for the scripts)
+from benchmarks.cache import write_json
+from benchmarks.stats import BOOTSTRAP_REPS, interval_estimates, mean_sd  # noqa: F401 (the scripts use the first two)
 from creditflow.config import build_config
 from creditflow.credit import validate_knobs
 from creditflow.recipes.train import run_train
@@ -123,10 +124,7 @@ def train_one(out: Path, overrides: list[str], seed: int, curves: tuple[str, ...
     if model is not None and model.is_dir():  # which pi_SFT this was: arms are paired only on the same weights
         result["sft_sha256"] = weights_sha256(model)  # ``minutes`` then counts this invocation only; rl_minutes is whole
     if record is not None:
-        record.parent.mkdir(parents=True, exist_ok=True)
-        tmp = record.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"config": want, "record": result}, indent=1))
-        tmp.replace(record)
+        write_json(record, {"config": want, "record": result})
     return result
 
 
@@ -397,10 +395,9 @@ def run_index(runs: dict[str, list[dict]], records: Path) -> dict[str, list[dict
 
 
 def ms_of(vals: list[float]) -> dict:
-    """Mean, ``std`` (``np.std``: ddof 0) and the values."""
-    if not vals:
-        return {"mean": None, "std": None, "values": []}
-    return {"mean": float(np.mean(vals)), "std": float(np.std(vals)), "values": [float(v) for v in vals]}
+    """Mean, ``std`` (``stats.mean_sd`` with ddof 0, as these summaries have always kept it) and the values."""
+    mean, sd = mean_sd(vals, ddof=0)
+    return {"mean": mean, "std": sd, "values": [float(v) for v in vals]}
 
 
 def fmt(stat: dict, digits: int = 3) -> str:
