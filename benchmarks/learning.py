@@ -37,8 +37,8 @@ import numpy as np
 import yaml
 from matplotlib.figure import Figure
 
-from benchmarks.runner import child_env, module_command
 from benchmarks.cache import write_json
+from benchmarks.runner import child_env, module_command
 from benchmarks.stats import BOOTSTRAP_REPS, interval_estimates, mean_sd  # noqa: F401 (the scripts use the first two)
 from creditflow.config import build_config
 from creditflow.credit import validate_knobs
@@ -144,8 +144,8 @@ def weights_sha256(model: Path) -> str:
 def train_in_parallel(args, overrides_of, model: Path, work: Path) -> None:
     """Train the (method, seed) runs of ``args`` that have no record as ``args.jobs`` processes at once: each
     is this benchmark again (``python -m benchmarks.<name>``), given ``--one METHOD:SEED`` and the built pi_SFT,
-    which trains that run at one torch thread and writes its record (``overrides_of(method)`` is the run's overrides, as the caller trains
-    it). Each child's output goes to ``work/logs/<method>_s<seed>.log``. The caller then builds its tables
+    which trains that run at one torch thread and writes its record (``overrides_of(method)`` is the run's
+    overrides, as the caller trains it). Each child's output goes to ``work/logs/<method>_s<seed>.log``. The caller then builds its tables
     from the records, as ``--only-recorded`` does; a failed run has none and is left out."""
     import signal
     import subprocess
