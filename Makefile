@@ -75,7 +75,7 @@ demo: install
 # docs/results/ and the README's results and performance tables, from the committed records (benchmarks/report.py);
 # tests/test_report.py fails when they are out of date
 report: install
-	$(PY) benchmarks/report.py
+	$(PY) -m benchmarks.report
 
 # The site's hooks (docs/hooks.py) generate the CLI and config reference from the code; --strict turns every
 # warning (a link, an anchor or an API reference that does not resolve, a page missing from the nav) into a failure.
@@ -203,7 +203,7 @@ $(SMOLLM2_DIR)/config.json: $(SMOLLM2_GGUF) | install
 smollm2: $(SMOLLM2_DIR)/config.json
 
 bench: install
-	$(PY) benchmarks/rollout_throughput.py
+	$(PY) -m benchmarks.rollout_throughput
 
 # pip itself is not locked; torch is written without its +cpu tag (the same version, CPU or CUDA build)
 UNPIN := grep -v '^pip==' | sed 's/^torch==2.13.0+cpu$$/torch==2.13.0/'

@@ -1,6 +1,6 @@
 """Rollout throughput by generation backend: HF ``generate`` vs a colocated vLLM engine, same tasks.
 
-    .venv-vllm/bin/python benchmarks/backend_throughput.py [--model DIR] [--tasks 8] [--group 8]
+    .venv-vllm/bin/python -m benchmarks.backend_throughput [--model DIR] [--tasks 8] [--group 8]
 
 Runs the lockstep engine (B tasks x G rollouts of Sokoban) once with each backend after a warm-up
 rollout, and reports env-steps/s and generated tokens/s, plus the vLLM engine's start time, its first
@@ -15,19 +15,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.machine import machine_info  # noqa: E402
-from creditflow.config import build_config  # noqa: E402
-from creditflow.recipes import common  # noqa: E402
-from creditflow.rollout.engine import TaskSpec  # noqa: E402
+from benchmarks.machine import machine_info
+from creditflow.config import build_config
+from creditflow.recipes import common
+from creditflow.rollout.engine import TaskSpec
 
 
 def measure(engine, specs, group) -> dict:

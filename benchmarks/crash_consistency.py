@@ -1,7 +1,7 @@
 """Crash consistency: kill the same small run at many moments, resume it each time, and compare where it ends
 with an uninterrupted run.
 
-    python benchmarks/crash_consistency.py [--kills 60] [--seed 0] [--minutes 12] [--work runs/crash_consistency]
+    python -m benchmarks.crash_consistency [--kills 60] [--seed 0] [--minutes 12] [--work runs/crash_consistency]
 
 The run is ``creditflow train`` from the tiny default policy, exactly as a user starts it (the real command
 line, a new process each time, imports included): the tiny policy is built, fine-tuned on a few expert demos
@@ -44,10 +44,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from creditflow.atomic import CRASH_AT  # noqa: E402
+from creditflow.atomic import CRASH_AT
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # each crash point and how many times a run passes it (the n of name@n is drawn up to that)
 CRASH_POINTS = {"checkpoint.model": 2, "checkpoint.tokenizer": 2, "checkpoint.optimizer": 2, "checkpoint.state": 2,

@@ -1,9 +1,9 @@
 """The credit audit's records (issue 71): coverage, advantage accuracy against Monte-Carlo A^π, the tabular
 learning race and RRO's pairs, per setting, resumable.
 
-    python benchmarks/credit_audit.py --setting sokoban6 [--parts coverage accuracy race rro] [--commit]
-    python benchmarks/credit_audit.py --speed      # the speed benchmark -> benchmarks/results/credit_audit_speed.json
-    python benchmarks/credit_audit.py --speed-from-records   # the same record from the sokoban6 run's wall times
+    python -m benchmarks.credit_audit --setting sokoban6 [--parts coverage accuracy race rro] [--commit]
+    python -m benchmarks.credit_audit --speed      # the speed benchmark -> benchmarks/results/credit_audit_speed.json
+    python -m benchmarks.credit_audit --speed-from-records   # the same record from the sokoban6 run's wall times
 
 Settings (``SETTINGS``, fixed before any run; the ε values were chosen by one thing only, that groups of the
 ε-expert mix successes and failures on both Sokoban settings: success 0.86 / 0.52 / 0.35 on 6×6 and
@@ -46,22 +46,19 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
 
-for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.machine import machine_info  # noqa: E402
-from creditflow import envs  # noqa: E402
-from creditflow.auditing.estimators import arms  # noqa: E402
-from creditflow.auditing.race import race_arms  # noqa: E402
-from creditflow.auditing.run import AuditSettings, accuracy_seed, policies, race_seed, rro_seed  # noqa: E402
-from creditflow.auditing.sim import Sim  # noqa: E402
+import benchmarks.one_thread  # noqa: F401 (before numpy loads: the audit runs single-threaded)
+from benchmarks.cache import write_json
+from benchmarks.machine import machine_info
+from benchmarks.sft_models import require_weights
+from creditflow import envs
+from creditflow.auditing.estimators import arms
+from creditflow.auditing.race import race_arms
+from creditflow.auditing.run import AuditSettings, accuracy_seed, policies, race_seed, rro_seed
+from creditflow.auditing.sim import Sim
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -96,8 +93,7 @@ def make_sim(spec: dict) -> Sim:
         from creditflow.recipes.audit import policy_menu
 
         m = spec["menu"]
-        if not (ROOT / m["model"]).is_dir():
-            raise SystemExit(f"{m['model']}: no such model; build it with: {m.get('build', 'creditflow sft')}")
+        require_weights(ROOT / m["model"], m.get("build"))
         cfg = build_config(None, [f"env.name={spec['env']}", *m["overrides"]])
         menu = policy_menu(cfg, ROOT / m["model"], factory, m["size"], log=lambda *_: None)
     return Sim(factory, menu=menu)
@@ -123,10 +119,7 @@ def load(path: Path) -> dict:
 
 
 def save(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_json(path, data, sort_keys=True, newline=True)
 
 
 def commit(paths: list[Path], message: str, enabled: bool) -> None:

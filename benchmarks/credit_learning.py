@@ -1,9 +1,9 @@
 """Learning check for state-graph credit: GRPO vs GiGPO vs RewardFlow with the tiny policy.
 
-    python benchmarks/credit_learning.py [--setting demo|hard|household|webshop] [--model SFT_DIR] [--seeds 0 1 2 3 4]
+    python -m benchmarks.credit_learning [--setting demo|hard|household|webshop] [--model SFT_DIR] [--seeds 0 1 2 3 4]
                                          [--steps 100] [--threads 1] [--smoke] [key=value ...]
-    python benchmarks/credit_learning.py --setting hard --build-sft runs/hard_sft   # only pi_SFT -> DIR/sft_model
-    python benchmarks/credit_learning.py --setting hard --build-sft runs/hard_sft -- policy.dtype=float32  # on a GPU
+    python -m benchmarks.credit_learning --setting hard --build-sft runs/hard_sft   # only pi_SFT -> DIR/sft_model
+    python -m benchmarks.credit_learning --setting hard --build-sft runs/hard_sft -- policy.dtype=float32  # on a GPU
 
 Settings (``SETTINGS``): ``demo`` (Sokoban 6x6, 1 box, the demo's levels), ``hard`` (2 boxes in 7x7: long
 horizons with many shared states, where the paper says graph credit matters), ``household`` (TextWorld
@@ -25,16 +25,14 @@ to check the pipeline; its results go to ``*_smoke.*`` and say nothing about the
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import learning  # noqa: E402
-from benchmarks.machine import machine_info  # noqa: E402
-from creditflow.config import build_config  # noqa: E402
-from creditflow.recipes.demo import DEMO_DEFAULTS, DEMO_ENV_SETTINGS  # noqa: E402
+from benchmarks import learning
+from benchmarks.machine import machine_info
+from creditflow.config import build_config
+from creditflow.recipes.demo import DEMO_DEFAULTS, DEMO_ENV_SETTINGS
 
 METHODS = ("grpo", "gigpo", "rewardflow", "rewardflow_official", "gigpo_official", "graphgpo", "g2po")
 # arm -> its overrides: the estimator, at its paper defaults unless the arm says otherwise. The *_official arms
@@ -76,15 +74,16 @@ PANELS = [("eval/success_rate", "held-out success (greedy)"), ("train/success_ra
 
 
 def build_sft(out: Path, smoke: bool, env: list[str], extra: list[str] = ()) -> Path:
-    """pi_SFT as the demo builds it (same function as ``creditflow sft``), plus a setting's ``SFT_EXTRA``."""
+    """pi_SFT as the demo builds it (``creditflow.api.sft``, what ``creditflow sft`` runs), plus a setting's
+    ``SFT_EXTRA``."""
     import contextlib
     import io
 
-    from creditflow.recipes.train import run_sft_command
+    from creditflow import api
 
-    cfg = build_config(None, [f"out_dir={out}", *env, *(SMOKE_SFT if smoke else [*SFT, *extra])])
+    overrides = [f"out_dir={out}", *env, *(SMOKE_SFT if smoke else [*SFT, *extra])]
     with contextlib.redirect_stderr(io.StringIO()) if smoke else contextlib.nullcontext():
-        return run_sft_command(cfg)
+        return api.sft(overrides=overrides).model
 
 
 def markdown(result: dict) -> str:
@@ -169,7 +168,7 @@ def main() -> None:
                      "eval_episodes": cfg.rl.eval_episodes, "seeds": sorted({r["seed"] for rs in runs.values() for r in rs}), "model": str(model),
                      "smoke": args.smoke, "overrides": [*ENV, *budget, *args.extra], "extra": args.extra},
         "summary": {m: learning.summarize(rs, CURVES) for m, rs in runs.items()},
-        "runs": runs,
+        "runs": learning.run_index(runs, args.records),
         "minutes": (time.perf_counter() - t0) / 60,
         "note": args.note,
         "machine": learning.machine_of(args, machine_info()),

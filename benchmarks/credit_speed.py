@@ -19,8 +19,8 @@ The reference's 1000 sweeps take the same time each (no early stop), so where ru
 take too long (``--ref-full-max``), it runs ``--ref-sweeps`` sweeps and scales the sweep time to 1000;
 the table marks those numbers as extrapolated. Its values are checked against RewardFlow's on every size.
 
-    python benchmarks/credit_speed.py            # writes benchmarks/results/credit_speed.{json,md}
-    python benchmarks/credit_speed.py --quick    # x1 and x10 only, fewer repeats
+    python -m benchmarks.credit_speed            # writes benchmarks/results/credit_speed.{json,md}
+    python -m benchmarks.credit_speed --quick    # x1 and x10 only, fewer repeats
 """
 
 from __future__ import annotations
@@ -34,21 +34,20 @@ import platform
 import random
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from creditflow.credit import compute, estimator_names, score, score_arrays, score_lines, validate_knobs  # noqa: E402
-from creditflow.credit.rewardflow import build_flow  # noqa: E402
-from creditflow.envs.sokoban import ACTION_NAMES, SokobanEnv  # noqa: E402
-from creditflow.jsonl import json_line  # noqa: E402
-from creditflow.rollout.trajectory import Step, Trajectory  # noqa: E402
+from creditflow.credit import compute, estimator_names, score, score_arrays, score_lines, validate_knobs
+from creditflow.credit.rewardflow import build_flow
+from creditflow.envs.sokoban import ACTION_NAMES, SokobanEnv
+from creditflow.jsonl import json_line
+from creditflow.rollout.trajectory import Step, Trajectory
+
+ROOT = Path(__file__).resolve().parents[1]
 
 ESTIMATORS = tuple(estimator_names())  # every registered estimator (grpo, rloo, gigpo, rewardflow, graphgpo, g2po, ...)
 PATHS = ("score(dicts)", "score(trajectories)", "score_arrays", "credit command")

@@ -1,6 +1,6 @@
 """Does CRPS help where GRPO's groups are all-fail or all-success? GRPO vs +ExpReplay vs +CRPS vs RewardFlow+CRPS.
 
-    python benchmarks/crps_learning.py [--setting hard|demo|webshop] [--model SFT_DIR] [--seeds 0 1 2] [--steps 60]
+    python -m benchmarks.crps_learning [--setting hard|demo|webshop] [--model SFT_DIR] [--seeds 0 1 2] [--steps 60]
                                        [--threads 1] [--smoke] [key=value ...]
 
 Settings (``SETTINGS``): ``hard`` (Sokoban, 2 boxes in 7x7), ``demo`` (the demo's 6x6 1-box levels with
@@ -26,17 +26,15 @@ spends fewer *policy* env-steps per group than fresh groups; the tables report `
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import learning  # noqa: E402
-from benchmarks.machine import machine_info  # noqa: E402
-from creditflow.config import build_config  # noqa: E402
+from benchmarks import learning
+from benchmarks.machine import machine_info
+from creditflow.config import build_config
 
 METHODS = {"grpo": "none", "grpo+expreplay": "expreplay", "grpo+crps": "crps", "rewardflow+crps": "crps"}
 # the advantage estimator of each arm (rl.algo); the combined RewardFlow + CRPS arm is one no paper measured
@@ -108,17 +106,17 @@ def mixture_check(env: list[str], curriculum: str, iters: int, B: int = 8, G: in
 
 
 def build_sft(env: list[str], out: Path, budget: dict, quiet: bool) -> Path:
-    """pi_SFT on the chosen setting, exactly what ``creditflow sft ...`` does (same function)."""
-    from creditflow.recipes.train import run_sft_command
+    """pi_SFT on the chosen setting, exactly what ``creditflow sft ...`` does (``creditflow.api.sft``)."""
+    from creditflow import api
 
-    cfg = build_config(None, [f"out_dir={out}", *env, *budget["sft"]])
+    overrides = [f"out_dir={out}", *env, *budget["sft"]]
     if quiet:
         import contextlib
         import io
 
         with contextlib.redirect_stderr(io.StringIO()):
-            return run_sft_command(cfg)
-    return run_sft_command(cfg)
+            return api.sft(overrides=overrides).model
+    return api.sft(overrides=overrides).model
 
 
 def run_overrides(env: list[str], model: Path, method: str, steps: int, budget: dict, extra: list[str],
@@ -239,7 +237,7 @@ def main() -> None:
         "mixture_check": {"iters": iters, "B": 8, "G": 8, "p_replay": 0.2, "policy": "uniform random, no training",
                           "means_over_second_half": mixture},
         "summary": {m: learning.summarize(rs, CURVES) for m, rs in runs.items()},
-        "runs": runs,
+        "runs": learning.run_index(runs, args.records),
         "minutes": (time.perf_counter() - t0) / 60,
         "machine": learning.machine_of(args, machine_info()),
         "note": args.note,

@@ -1,6 +1,6 @@
 """RL steps/s with one process and with two data-parallel processes (``accelerate launch``) on this machine.
 
-    python benchmarks/ddp_steps.py [--steps 4] [--tasks 8] [--work runs/ddp_steps]
+    python -m benchmarks.ddp_steps [--steps 4] [--tasks 8] [--work runs/ddp_steps]
 
 The policy is the default tiny one (Qwen2 architecture, hidden 128, 4 layers), fine-tuned once by
 ``creditflow sft`` on 64 expert demos (1 epoch; cached under ``--work``) so that episodes have the lengths of
@@ -29,10 +29,10 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from benchmarks.machine import machine_info  # noqa: E402
+from benchmarks.machine import machine_info
+
+ROOT = Path(__file__).resolve().parents[1]
 
 ACCELERATE = Path(sys.executable).with_name("accelerate")
 SETTINGS = ["rollout.group_size=4", "generation.max_new_tokens=16", "env.kwargs.describe_positions=true",

@@ -1,6 +1,6 @@
 """One ``creditflow demo`` run with its defaults, as a user starts it, recorded (docs/results/demo-seeds.md).
 
-    python benchmarks/demo_record.py [--work runs/demo_record] [key=value ...]
+    python -m benchmarks.demo_record [--work runs/demo_record] [key=value ...]
 
 Runs the demo in its own process, times the whole command (tiny policy built, pi_SFT, RL, evaluations,
 report) and copies what it wrote into ``benchmarks/results/``: ``demo_metrics.jsonl`` (every step's
@@ -20,10 +20,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.machine import machine_info  # noqa: E402
-from creditflow.trainer.metrics import read_metrics  # noqa: E402
+from benchmarks.machine import machine_info
+from creditflow.trainer.metrics import read_metrics
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -1,6 +1,6 @@
 """The main job's bar: ``creditflow demo`` with its defaults, held-out greedy success before and after RL.
 
-    python benchmarks/demo_seeds.py [--seeds 0 1 2] [--eval-levels 512] [--test-levels 512] [--name demo_seeds]
+    python -m benchmarks.demo_seeds [--seeds 0 1 2] [--eval-levels 512] [--test-levels 512] [--name demo_seeds]
                                     [key=value ...]
 
 (after ``--seeds``, put ``--`` before the overrides: ``--seeds 0 1 2 -- rl.eval_every=0``)
@@ -39,11 +39,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.stats import interval_estimates, t_interval  # noqa: E402
-from benchmarks.machine import machine_info  # noqa: E402
-from creditflow.trainer.metrics import read_metrics  # noqa: E402
+from benchmarks.stats import interval_estimates, t_interval
+from benchmarks.machine import machine_info
+from creditflow.trainer.metrics import read_metrics
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -21,7 +21,7 @@
 #   on the GPU machine (device tool): carry [".whl", "runs/hard_sft"] (+ "runs/credit_hard" to continue runs
 #   stopped earlier) and run `bash benchmarks/gpu_batch.sh`; .whl/ holds the wheels of the packages the machine
 #   lacks (benchmarks/gpu_wheels.sh downloads them here first). runs/hard_sft comes from
-#   `python benchmarks/credit_learning.py --setting hard --build-sft runs/hard_sft` on the CPU (a rebuild on another
+#   `python -m benchmarks.credit_learning --setting hard --build-sft runs/hard_sft` on the CPU (a rebuild on another
 #   CPU host has other weights: pair only runs from one build, which the records' sha256 tells apart).
 #   on the CPU, as its test: `SMOKE=1 BUDGET_S=90 JOBS=2 OUT=/tmp/gpu_batch bash benchmarks/gpu_batch.sh`
 #
@@ -80,7 +80,7 @@ for suite in "${SUITE_LIST[@]}"; do
     ARGS=(--model "$s_model" --work "$s_work" --steps 100)
   fi
   # shellcheck disable=SC2086
-  nice -n "${s_nice:-0}" "$PY" benchmarks/credit_learning.py --setting "$s_setting" "${ARGS[@]}" --out "$s_results" \
+  nice -n "${s_nice:-0}" "$PY" -m benchmarks.credit_learning --setting "$s_setting" "${ARGS[@]}" --out "$s_results" \
     --jobs "$s_jobs" --seeds $s_seeds --methods $s_arms -- policy.dtype=float32 $s_extra >> "$LOG" 2>&1 &
   PIDS+=($!)
   WORKS+=("$s_work")
@@ -111,7 +111,7 @@ rm -f "$STAMP"
 # unfinished runs: config, metrics and newest checkpoint, most advanced first (one limit over all suites)
 ALSO=()
 [ "${#WORKS[@]}" -gt 1 ] && ALSO=(--also "${WORKS[@]:1}")
-"$PY" benchmarks/gpu_pack.py "${WORKS[0]}" "$OUT" --limit "$MAX_RUN_FILES" "${ALSO[@]}" >> "$LOG" 2>&1
+"$PY" -m benchmarks.gpu_pack "${WORKS[0]}" "$OUT" --limit "$MAX_RUN_FILES" "${ALSO[@]}" >> "$LOG" 2>&1
 for w in "${WORKS[@]}"; do
   for f in "$w"/logs/*.log; do [ -f "$f" ] && { echo "== $f"; tail -n 3 "$f"; } >> "$LOG"; done
 done

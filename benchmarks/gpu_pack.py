@@ -1,6 +1,6 @@
 """Pack the unfinished learning runs of a work directory for the trip back from a lent GPU machine.
 
-    python benchmarks/gpu_pack.py WORK OUT [--limit 6] [--also WORK2 ...]
+    python -m benchmarks.gpu_pack WORK OUT [--limit 6] [--also WORK2 ...]
 
 Each run directory ``WORK/<arm>_s<seed>`` that has a checkpoint but has not reached its ``rl.steps`` becomes
 ``OUT/run_<arm>_s<seed>.tgz`` holding its ``config.yaml``, ``metrics.jsonl`` and newest checkpoint (paths as
@@ -13,15 +13,13 @@ checkpoint of the tiny policy is ~10 MB (benchmarks/gpu_batch.sh).
 from __future__ import annotations
 
 import argparse
-import sys
 import tarfile
 from pathlib import Path
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from creditflow.trainer.checkpoint import checkpoint_step, latest_checkpoint  # noqa: E402
+from creditflow.trainer.checkpoint import checkpoint_step, latest_checkpoint
 
 
 def unfinished(work: Path) -> list[tuple[int, Path, Path]]:

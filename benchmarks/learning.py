@@ -14,7 +14,9 @@ tests/test_report.py fails.
 
 Resumable across sessions: each finished run's record is written to ``<results>_runs/<arm>_s<seed>.json``
 next to the results table (commit it as it lands) together with the run's full config; a rerun with the
-same config reuses the record without training, even on a machine without the run directory. A run that
+same config reuses the record without training, even on a machine without the run directory. The results
+JSON keeps the aggregates (``summarize``) and an index of those records (``run_index``), not the runs again, so
+it stays small as arms and seeds join it. A run that
 was stopped part-way (Ctrl-C, a killed job, a lease that ended) continues from its newest checkpoint
 (``rl.save_every`` steps apart) exactly as ``creditflow train --resume`` does, when its directory is still
 there; a run directory of another config is trained again from the start.
@@ -35,8 +37,11 @@ import numpy as np
 import yaml
 from matplotlib.figure import Figure
 
-from benchmarks.stats import BOOTSTRAP_REPS, interval_estimates  # noqa: F401 (re-exported for the scripts)
+from benchmarks.cache import write_json
+from benchmarks.runner import child_env, module_command
+from benchmarks.stats import BOOTSTRAP_REPS, interval_estimates, mean_sd  # noqa: F401 (the scripts use the first two)
 from creditflow.config import build_config
+from creditflow.credit import validate_knobs
 from creditflow.recipes.train import run_train
 from creditflow.trainer.checkpoint import checkpoint_step, latest_checkpoint
 from creditflow.trainer.metrics import read_metrics
@@ -44,7 +49,8 @@ from creditflow.trainer.metrics import read_metrics
 def parse_args(doc: str, name: str, methods, default_steps: int, add=None, default_methods=None) -> tuple[argparse.Namespace, Path, Path]:
     """The options every learning check shares; ``add(parser)`` adds the script's own. Sets torch's
     thread count and returns ``(args, results path without suffix, work directory)``; smoke runs get
-    ``*_smoke`` paths of both."""
+    ``*_smoke`` paths of both. ``args.module`` is the benchmark's module (``benchmarks.<name>``): what a
+    ``--jobs`` child runs."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--model", default=None, help="pi_SFT directory shared by all runs (default: build one)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -69,6 +75,7 @@ def parse_args(doc: str, name: str, methods, default_steps: int, add=None, defau
         add(ap)
     ap.add_argument("extra", nargs="*", help="extra key=value overrides for every RL run")
     args = ap.parse_args()
+    args.module = f"benchmarks.{name}"
     if args.jobs < 1:
         ap.error(f"--jobs must be at least 1, got {args.jobs}")
     if args.one:  # one run of a --jobs pool: only it, one thread, no tables
@@ -96,7 +103,7 @@ def train_one(out: Path, overrides: list[str], seed: int, curves: tuple[str, ...
     want = _config_key(cfg)
     if record is not None and record.exists():
         stored = json.loads(record.read_text())
-        if same_config(stored.get("config"), want):
+        if same_config(_before_ddof(stored.get("config")), want):
             return {**stored["record"], "reused": True}
     t0 = time.perf_counter()
     reused = finished_run(out, cfg)
@@ -117,10 +124,7 @@ def train_one(out: Path, overrides: list[str], seed: int, curves: tuple[str, ...
     if model is not None and model.is_dir():  # which pi_SFT this was: arms are paired only on the same weights
         result["sft_sha256"] = weights_sha256(model)  # ``minutes`` then counts this invocation only; rl_minutes is whole
     if record is not None:
-        record.parent.mkdir(parents=True, exist_ok=True)
-        tmp = record.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"config": want, "record": result}, indent=1))
-        tmp.replace(record)
+        write_json(record, {"config": want, "record": result})
     return result
 
 
@@ -139,9 +143,9 @@ def weights_sha256(model: Path) -> str:
 
 def train_in_parallel(args, overrides_of, model: Path, work: Path) -> None:
     """Train the (method, seed) runs of ``args`` that have no record as ``args.jobs`` processes at once: each
-    is this script again, given ``--one METHOD:SEED`` and the built pi_SFT, which trains that run at one
-    torch thread and writes its record (``overrides_of(method)`` is the run's overrides, as the caller trains
-    it). Each child's output goes to ``work/logs/<method>_s<seed>.log``. The caller then builds its tables
+    is this benchmark again (``python -m benchmarks.<name>``), given ``--one METHOD:SEED`` and the built pi_SFT,
+    which trains that run at one torch thread and writes its record (``overrides_of(method)`` is the run's
+    overrides, as the caller trains it). Each child's output goes to ``work/logs/<method>_s<seed>.log``. The caller then builds its tables
     from the records, as ``--only-recorded`` does; a failed run has none and is left out."""
     import signal
     import subprocess
@@ -169,9 +173,9 @@ def train_in_parallel(args, overrides_of, model: Path, work: Path) -> None:
             while todo and len(running) < args.jobs:
                 method, seed = todo.pop(0)
                 log = (logs / f"{method}_s{seed}.log").open("w")
-                cmd = [sys.executable, sys.argv[0], "--one", f"{method}:{seed}", "--model", str(model), *sys.argv[1:]]
-                running[(method, seed)] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log,
-                                           time.time())
+                cmd = module_command(args.module, "--one", f"{method}:{seed}", "--model", str(model), *sys.argv[1:])
+                running[(method, seed)] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                                            env=child_env()), log, time.time())
             time.sleep(2)
             for key, (proc, log, t0) in list(running.items()):
                 if proc.poll() is None:
@@ -203,7 +207,7 @@ def recorded(overrides: list[str], out: Path, seed: int, record: Path) -> bool:
     if not record.exists():
         return False
     cfg = build_config(None, [f"out_dir={out}", f"seed={seed}", *overrides])
-    return same_config(json.loads(record.read_text()).get("config"), _config_key(cfg))
+    return same_config(_before_ddof(json.loads(record.read_text()).get("config")), _config_key(cfg))
 
 
 def machine_of(args, default: dict) -> dict:
@@ -221,6 +225,16 @@ def same_config(stored: dict | None, want: dict) -> bool:
     if stored is None:
         return False
     return _same(_effective(stored), _effective(want), _config_key(build_config(None, [])))
+
+
+def _before_ddof(stored: dict | None) -> dict | None:
+    """A record's GRPO config without ``rl.credit.ddof`` was made before the knob existed (issue 74), when GRPO's
+    std was the population std: ddof 0, which the learning checks' GRPO arms now pin (today's default is 1).
+    Records made since name it (``_config_key``)."""
+    rl = (stored or {}).get("rl")
+    if not isinstance(rl, dict) or rl.get("algo") != "grpo" or "ddof" in (rl.get("credit") or {}):
+        return stored
+    return {**stored, "rl": {**rl, "credit": {**(rl.get("credit") or {}), "ddof": 0}}}
 
 
 TINY_BUILD = ("tiny_vocab_size", "tiny_hidden_size", "tiny_layers")  # used only to build the tiny default
@@ -271,6 +285,10 @@ def _config_key(cfg) -> dict:
             policy["dtype"] = str(resolve_dtype("auto", resolve_device(policy.get("device", "auto")))).removeprefix("torch.")
         except UserError:  # a device this machine lacks (tables made elsewhere): what auto means there is unknown
             pass
+    rl = key.get("rl")
+    if isinstance(rl, dict) and rl.get("algo") == "grpo" and isinstance(rl.get("credit"), dict):
+        # GRPO's std named even at its default: a record without it is older than the knob (_before_ddof)
+        rl["credit"].setdefault("ddof", validate_knobs("grpo", {}).ddof)
     return key
 
 
@@ -368,11 +386,18 @@ def summarize(runs: list[dict], curves: tuple[str, ...]) -> dict:
     return out
 
 
+def run_index(runs: dict[str, list[dict]], records: Path) -> dict[str, list[dict]]:
+    """A summary's ``runs``: per arm, each run's seed and its record (``<arm>_s<seed>.json`` in ``records``, named
+    from the results folder). The records hold each run (curves, diagnostics, config); the summary keeps only
+    their aggregates, so it stays small however many arms and seeds join it."""
+    return {arm: [{"seed": r["seed"], "record": f"{records.name}/{arm}_s{r['seed']}.json"} for r in rs]
+            for arm, rs in runs.items()}
+
+
 def ms_of(vals: list[float]) -> dict:
-    """Mean, ``std`` (``np.std``: ddof 0) and the values."""
-    if not vals:
-        return {"mean": None, "std": None, "values": []}
-    return {"mean": float(np.mean(vals)), "std": float(np.std(vals)), "values": [float(v) for v in vals]}
+    """Mean, ``std`` (``stats.mean_sd`` with ddof 0, as these summaries have always kept it) and the values."""
+    mean, sd = mean_sd(vals, ddof=0)
+    return {"mean": mean, "std": sd, "values": [float(v) for v in vals]}
 
 
 def fmt(stat: dict, digits: int = 3) -> str:

@@ -1,6 +1,6 @@
 """LoRA vs full fine-tuning in RL: trainable parameters, peak memory (RSS) and step time.
 
-    python benchmarks/lora_memory.py [--steps 4] [--threads 1]
+    python -m benchmarks.lora_memory [--steps 4] [--threads 1]
 
 Two measurements, each configuration in its own process (its peak RSS is its own), one after another:
 
@@ -26,7 +26,6 @@ import os
 import resource
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -35,18 +34,18 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.machine import machine_info  # noqa: E402
-from creditflow.config import build_config  # noqa: E402
-from creditflow.policy import lora  # noqa: E402
-from creditflow.policy.backends.base import SamplingParams  # noqa: E402
-from creditflow.policy.model import build_tiny_policy, load_policy  # noqa: E402
-from creditflow.recipes import common  # noqa: E402
-from creditflow.rollout.expert import expert_corpus  # noqa: E402
-from creditflow.trainer.rl import RLTrainer, fill_ref_logprobs, policy_update  # noqa: E402
-from creditflow.trainer.sequences import Sample, window_rows  # noqa: E402
-from creditflow.trainer.metrics import read_metrics  # noqa: E402
+from benchmarks.machine import machine_info
+from benchmarks.runner import child_env, module_command
+from creditflow.config import build_config
+from creditflow.policy import lora
+from creditflow.policy.backends.base import SamplingParams
+from creditflow.policy.model import build_tiny_policy
+from creditflow.recipes import common
+from creditflow.rollout.expert import expert_corpus
+from creditflow.trainer.rl import RLTrainer, fill_ref_logprobs, policy_update
+from creditflow.trainer.sequences import Sample, window_rows
+from creditflow.trainer.metrics import read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -76,9 +75,9 @@ def child(command: list[str], threads: int) -> dict:
     # glibc keeps freed heap memory for reuse, so a process's peak RSS would also record its allocation
     # history; with this threshold every allocation over 64 KiB (every tensor that matters) is a mapping of
     # its own, returned when freed, and the peak RSS follows the peak of live memory
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false",
-           "MALLOC_MMAP_THRESHOLD_": "65536"}
-    proc = subprocess.run([sys.executable, __file__, *command], stdout=subprocess.PIPE, env=env, text=True)
+    env = child_env(OMP_NUM_THREADS=str(threads), TOKENIZERS_PARALLELISM="false", MALLOC_MMAP_THRESHOLD_="65536")
+    proc = subprocess.run(module_command("benchmarks.lora_memory", *command), stdout=subprocess.PIPE, env=env,
+                          text=True)
     if proc.returncode:
         raise SystemExit(f"{command}: exit {proc.returncode}")
     return json.loads(proc.stdout.strip().splitlines()[-1])

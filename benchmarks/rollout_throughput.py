@@ -1,6 +1,6 @@
 """Rollout throughput: the batched lockstep engine vs. one env at a time, same model and settings.
 
-    python benchmarks/rollout_throughput.py [--model DIR] [--tasks 8] [--group 8] [--sequential 16]
+    python -m benchmarks.rollout_throughput [--model DIR] [--tasks 8] [--group 8] [--sequential 16]
 
 Without ``--model`` it builds the tiny default policy (untrained: it uses the whole response budget
 every turn, which is the worst case for generation). Reports env-steps/s and generated tokens/s for
@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.machine import machine_info  # noqa: E402
-from creditflow.config import build_config  # noqa: E402
-from creditflow.rollout.engine import TaskSpec  # noqa: E402
-from creditflow.recipes import common  # noqa: E402
+from benchmarks.machine import machine_info
+from creditflow.config import build_config
+from creditflow.rollout.engine import TaskSpec
+from creditflow.recipes import common
 
 
 def measure(engine, specs, group):

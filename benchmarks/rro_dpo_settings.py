@@ -1,6 +1,6 @@
 """RRO's DPO settings side by side: every stored ``rro_samples`` run on one collection, whatever its variant.
 
-    python benchmarks/rro_dpo_settings.py [--env webshop] [--out benchmarks/results/rro_dpo_settings_webshop]
+    python -m benchmarks.rro_dpo_settings [--env webshop] [--out benchmarks/results/rro_dpo_settings_webshop]
 
 ``rro_samples.py`` stores each run (collection + DPO + held-out evaluation) under
 ``results/<name>_runs/``, one directory per variant: the collection rule (``--invalid-action-reward``) and
@@ -19,7 +19,6 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 RESULTS = Path(__file__).parent / "results"
 

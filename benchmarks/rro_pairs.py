@@ -11,7 +11,7 @@ r_t ≥ r_{t−1}. This counts, for each collection of an ``rro_samples.py`` wor
 - with ``--kinds`` (webshop): the pairs by page, chosen action's kind and rejected action's kind
   (``benchmarks/webshop_actions.py``'s classes), i.e. which decisions DPO is taught.
 
-Usage: ``python benchmarks/rro_pairs.py runs/bench_rro_webshop --out benchmarks/results/rro_pairs_webshop``
+Usage: ``python -m benchmarks.rro_pairs runs/bench_rro_webshop --out benchmarks/results/rro_pairs_webshop``
 """
 
 from __future__ import annotations
@@ -22,11 +22,10 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.machine import machine_info  # noqa: E402
-from benchmarks.webshop_actions import action_kind  # noqa: E402
-from creditflow.pairs.preferences import chosen_valid  # noqa: E402
+from benchmarks.machine import machine_info
+from benchmarks.webshop_actions import action_kind
+from creditflow.pairs.preferences import chosen_valid
 
 
 def count(collection: Path, kinds: bool = False) -> dict:

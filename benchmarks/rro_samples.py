@@ -1,10 +1,11 @@
 """RRO vs fixed-size exploration with the tiny model: samples per step and held-out results.
 
-    python benchmarks/rro_samples.py [--env sokoban|webshop] [--model SFT_DIR] [--seeds 0 1 2] [--tasks 32] [--smoke]
+    python -m benchmarks.rro_samples [--env sokoban|webshop] [--model SFT_DIR] [--seeds 0 1 2] [--tasks 32] [--smoke]
 
 ``--env webshop`` runs the shopping env, whose graded score (WebShop's reward) is where RRO's process
 rewards differ most between candidates; results go to ``rro_samples_webshop.{json,md}``. The π_SFT of the
-committed webshop suite is ``benchmarks/results/webshop_sft_E4b/sft_model`` (a rebuild differs by host).
+committed webshop suite is ``benchmarks/results/webshop_sft_E4b/sft_model`` (a rebuild differs by host; its
+weights are not in git: ``benchmarks/sft_models.py`` says how to rebuild them).
 
 From one shared π_SFT (``--model DIR``, else built here by the SFT pipeline), for every seed: collect
 preference data with fixed-size exploration (N = ``--candidates``, §4.2) and with reward-rising sampling
@@ -58,14 +59,16 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.learning import weights_sha256  # noqa: E402
-from benchmarks.stats import interval_estimates, paired  # noqa: E402
-from benchmarks.machine import machine_info  # noqa: E402
-from creditflow.config import build_config  # noqa: E402
-from creditflow.recipes import common  # noqa: E402
-from creditflow.recipes.rro import evaluate_policy, run_collect, run_dpo_training, sft_model_path  # noqa: E402
+from benchmarks import cache
+from benchmarks.cache import stored
+from benchmarks.learning import weights_sha256
+from benchmarks.stats import interval_estimates, mean_sd, paired
+from benchmarks.machine import machine_info
+from benchmarks.sft_models import require_weights
+from creditflow.config import build_config
+from creditflow.recipes import common
+from creditflow.recipes.rro import evaluate_policy, run_collect, run_dpo_training, sft_model_path
 
 METHODS = ("fixed", "rising")
 ENVS = {  # per-env settings on top of the shared ones
@@ -128,27 +131,9 @@ def settings(args) -> list[str]:
     return out + ENVS[args.env] + [f"rollout.history_length={args.history}"]
 
 
-def stored(path: Path, key: dict):
-    """The value stored at ``path`` by a finished run with the same ``key``, else None."""
-    if path.exists():
-        record = json.loads(path.read_text())
-        if record.get("key") == key:
-            return record["value"]
-    return None
-
-
 def cached(path: Path, key: dict, compute, note: str = ""):
-    """``compute()``'s result, stored at ``path`` with ``key`` and the machine it ran on (``note``: what shared
-    its cores); reused when a finished run has the same key."""
-    value = stored(path, key)
-    if value is not None:
-        return value
-    value = compute()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"key": key, "value": value, "machine": machine_info(), "note": note}, indent=1))
-    tmp.replace(path)
-    return value
+    """``cache.cached`` with the machine it ran on and ``note`` (what shared its cores) in the record."""
+    return cache.cached(path, key, compute, lambda: {"machine": machine_info(), "note": note})
 
 
 def shopping_table(args, base: list[str], sft: Path, sft_sha: str, work: Path, records: Path) -> dict[str, dict]:
@@ -242,8 +227,9 @@ def _interval(stat: dict) -> str:
 
 
 def mean_std(values: list[float]) -> tuple[float, float]:
-    vals = [float(v) for v in values]
-    return (statistics.fmean(vals), statistics.stdev(vals) if len(vals) > 1 else 0.0)
+    """Mean and sample sd (``stats.mean_sd``; 0 for one value)."""
+    mean, sd = mean_sd(values)
+    return mean, (sd if sd is not None else 0.0)
 
 
 def record_key(args, key: dict, method: str, seed: int) -> dict:
@@ -301,7 +287,9 @@ def train_runs(args, base: list[str], key: dict, sft: Path, sft_eval: dict, work
     return runs, missing
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The options, with each env's defaults filled in and the smoke budget applied; hides a GPU from CPU runs
+    and sets torch's threads."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--env", default="sokoban", choices=sorted(ENVS))
     ap.add_argument("--history", type=int, default=None,
@@ -363,46 +351,13 @@ def main() -> None:
         args.seeds = [0] if args.seeds == [0, 1, 2] else args.seeds
         args.tasks, args.candidates, args.mc_rollouts, args.eval_episodes = 3, 3, 3, 4
         args.sft_demos, args.sft_epochs, args.dpo_epochs = 64, 2.0, 1.0
-    name = ("rro_samples" + ("" if args.env == "sokoban" else f"_{args.env}") + collection_variant(args)
-            + variant(args) + ("_smoke" if args.smoke else ""))
-    out = Path(args.out or Path(__file__).parent / "results" / name)
-    tmp = tempfile.TemporaryDirectory() if args.smoke and not args.work else None
-    work = Path(args.work or (tmp.name if tmp else "runs/bench_rro" + ("" if args.env == "sokoban" else f"_{args.env}")
-                              + collection_variant(args)))
-    work.mkdir(parents=True, exist_ok=True)
+    return args
 
-    def log(msg) -> None:
-        print(msg, file=sys.stderr, flush=True)
 
-    records = work / "records" if args.smoke else out.parent / f"{out.name}_runs"  # smoke: nothing committed
-    t_start = time.perf_counter()
-    sft = Path(args.model) if args.model else build_sft(args, work, log)
-    base = settings(args) + [f"policy.model={sft}"]
-    cfg0 = build_config(None, base + [f"out_dir={work / 'eval_sft'}"])
-    log(f"π_SFT = {sft}; evaluating it on {args.eval_episodes} held-out levels")
-    # records made before 2026-11-27 have no sft_sha256 and match no run now (their π_SFT's weights are lost)
-    sft_sha = weights_sha256(sft)
-    key = {"model": str(sft), "sft_sha256": sft_sha, "overrides": base, "eval_episodes": args.eval_episodes}
-    sft_eval = cached(records / "sft_eval.json", key, lambda: evaluate_policy(cfg0, sft, args.eval_episodes),
-                      args.note)
-    # unfinished collections travel between sessions and machines in a snapshot, one per π_SFT. A DPO variant
-    # trains on the plain runs' collections: it reads their snapshot and leaves writing it to the plain suite
-    plain = out.with_name(out.name.removesuffix(variant(args))) if variant(args) else out
-    snapshot = ((records if args.smoke else plain.parent / f"{plain.name}_runs")
-                / f"unfinished_collections_{sft_sha[:12]}.tgz")
-    restore_collections(snapshot, work, log)
-    try:
-        runs, missing = train_runs(args, base, key, sft, sft_eval, work, records, log)
-    finally:
-        if not args.smoke and not variant(args):
-            snapshot_collections(snapshot, work, unfinished(args, key, work, records))
-    # webshop: each finished π_DPO's shopping record is made now, while its work directory is here
-    shopping = shopping_table(args, base, sft, sft_sha, work, records) if args.env == "webshop" else {}
-    if missing:
-        log(f"not run yet: {', '.join(missing)} (--methods {' '.join(args.methods)}); the finished runs are stored "
-            f"under {records}, and the tables are written once every arm has every seed")
-        return
-    runs.sort(key=lambda r: (r["seed"], METHODS.index(r["method"])))
+def aggregate(args, runs: list[dict], sft_eval: dict):
+    """Per arm: mean ± sd of every run metric (``aggregate``), the held-out score and success with their intervals
+    (``summary``, π_SFT included); the RRO / fixed ratio of samples per step, RRO − fixed seed by seed, and the
+    goal the issue set."""
     agg: dict[str, dict] = {}
     for method in METHODS:
         rows = [r for r in runs if r["method"] == method]
@@ -426,19 +381,14 @@ def main() -> None:
             "score_diff": {"seeds": diff.seeds, "values": diff.diffs, "mean": diff.summary.mean,
                            "bootstrap_ci95": diff.summary.boot, "t_ci95": diff.summary.t,
                            "separated": diff.separated}}
-    result = {
-        "benchmark": "rro_samples", "smoke": args.smoke,
-        "settings": {k: v for k, v in vars(args).items() if k not in ("out", "work", "note", "methods")} | {
-            "model": str(sft), "sft_sha256": sft_sha, "overrides": base,
-            "env": ("sokoban 6x6, 1 box" + ("" if args.bare_grid else ", describe_positions")
-                    if args.env == "sokoban" else "webshop (generated catalog, 1000 products)")},
-        "sft": {"success_rate": sft_eval.get("eval/success_rate"), "score": sft_eval.get("eval/score")},
-        "runs": runs, "shopping": shopping, "aggregate": agg, "summary": summary, "goal": goal,
-        "note": args.note, "wall_seconds": round(time.perf_counter() - t_start, 1),
-        "machine": machine_info(),
-    }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(result, indent=2))
+    return agg, summary, diff, goal
+
+
+def markdown(args, result: dict, diff) -> str:
+    """The results table (``<name>.md``) of ``result``; ``diff``: RRO − fixed seed by seed."""
+    agg, summary, goal, runs, shopping = (result["aggregate"], result["summary"], result["goal"], result["runs"],
+                                          result["shopping"])
+    ratio = goal["samples_ratio"]
     m = result["machine"]
 
     def fmt(pair, digits=3):
@@ -503,8 +453,68 @@ def main() -> None:
         for label, s in shopping.items():
             lines.append(f"| {label} | {s['first_action_valid_search']:.2f} | {s['second_action_valid_product_click']:.2f} | "
                          f"{s['bought']:.2f} | {s['mean_score']:.3f} | {s['invalid_frac']:.2f} | {s['success_rate']:.3f} |")
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    args = parse_args()
+    name = ("rro_samples" + ("" if args.env == "sokoban" else f"_{args.env}") + collection_variant(args)
+            + variant(args) + ("_smoke" if args.smoke else ""))
+    out = Path(args.out or Path(__file__).parent / "results" / name)
+    tmp = tempfile.TemporaryDirectory() if args.smoke and not args.work else None
+    work = Path(args.work or (tmp.name if tmp else "runs/bench_rro" + ("" if args.env == "sokoban" else f"_{args.env}")
+                              + collection_variant(args)))
+    work.mkdir(parents=True, exist_ok=True)
+
+    def log(msg) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    records = work / "records" if args.smoke else out.parent / f"{out.name}_runs"  # smoke: nothing committed
+    t_start = time.perf_counter()
+    sft = require_weights(args.model) if args.model else build_sft(args, work, log)
+    base = settings(args) + [f"policy.model={sft}"]
+    cfg0 = build_config(None, base + [f"out_dir={work / 'eval_sft'}"])
+    log(f"π_SFT = {sft}; evaluating it on {args.eval_episodes} held-out levels")
+    # records made before 2026-11-27 have no sft_sha256 and match no run now (their π_SFT's weights are lost)
+    sft_sha = weights_sha256(sft)
+    key = {"model": str(sft), "sft_sha256": sft_sha, "overrides": base, "eval_episodes": args.eval_episodes}
+    sft_eval = cached(records / "sft_eval.json", key, lambda: evaluate_policy(cfg0, sft, args.eval_episodes),
+                      args.note)
+    # unfinished collections travel between sessions and machines in a snapshot, one per π_SFT. A DPO variant
+    # trains on the plain runs' collections: it reads their snapshot and leaves writing it to the plain suite
+    plain = out.with_name(out.name.removesuffix(variant(args))) if variant(args) else out
+    snapshot = ((records if args.smoke else plain.parent / f"{plain.name}_runs")
+                / f"unfinished_collections_{sft_sha[:12]}.tgz")
+    restore_collections(snapshot, work, log)
+    try:
+        runs, missing = train_runs(args, base, key, sft, sft_eval, work, records, log)
+    finally:
+        if not args.smoke and not variant(args):
+            snapshot_collections(snapshot, work, unfinished(args, key, work, records))
+    # webshop: each finished π_DPO's shopping record is made now, while its work directory is here
+    shopping = shopping_table(args, base, sft, sft_sha, work, records) if args.env == "webshop" else {}
+    if missing:
+        log(f"not run yet: {', '.join(missing)} (--methods {' '.join(args.methods)}); the finished runs are stored "
+            f"under {records}, and the tables are written once every arm has every seed")
+        return
+    runs.sort(key=lambda r: (r["seed"], METHODS.index(r["method"])))
+    agg, summary, diff, goal = aggregate(args, runs, sft_eval)
+    result = {
+        "benchmark": "rro_samples", "smoke": args.smoke,
+        "settings": {k: v for k, v in vars(args).items() if k not in ("out", "work", "note", "methods")} | {
+            "model": str(sft), "sft_sha256": sft_sha, "overrides": base,
+            "env": ("sokoban 6x6, 1 box" + ("" if args.bare_grid else ", describe_positions")
+                    if args.env == "sokoban" else "webshop (generated catalog, 1000 products)")},
+        "sft": {"success_rate": sft_eval.get("eval/success_rate"), "score": sft_eval.get("eval/score")},
+        "runs": runs, "shopping": shopping, "aggregate": agg, "summary": summary, "goal": goal,
+        "note": args.note, "wall_seconds": round(time.perf_counter() - t_start, 1),
+        "machine": machine_info(),
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(result, indent=2))
+    text = markdown(args, result, diff)
+    out.with_suffix(".md").write_text(text)
+    print(text.removesuffix("\n"))
     print(f"\nwrote {out.with_suffix('.json')} and {out.with_suffix('.md')} ({result['wall_seconds']} s)")
     if tmp:
         tmp.cleanup()

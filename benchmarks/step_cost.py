@@ -1,6 +1,6 @@
 """RL step cost: one RL step of 16 tasks x 4 rollouts (the issue's demo setting), six layouts side by side.
 
-    python benchmarks/step_cost.py [--steps 5] [--models DIR] [--threads N] [--no-levers] [--setting demo]
+    python -m benchmarks.step_cost [--steps 5] [--models DIR] [--threads N] [--no-levers] [--setting demo]
 
 Layouts: ``window`` + ``paper`` (the papers' default: a fresh prompt with the last 2 observation/action pairs
 each turn, one training row per decision) and ``conversation`` + ``compact`` (one growing chat per episode,
@@ -39,27 +39,25 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.machine import cpu_label, machine_info  # noqa: E402
-from creditflow.config import build_config  # noqa: E402
-from creditflow.curriculum.hooks import build_hooks  # noqa: E402
-from creditflow.policy.model import CPU_FLOAT32_SDPA, load_policy  # noqa: E402
-from creditflow.recipes import common  # noqa: E402
+from benchmarks.machine import cpu_label, machine_info
+from creditflow import api
+from creditflow.config import build_config
+from creditflow.curriculum.hooks import build_hooks
+from creditflow.policy.model import CPU_FLOAT32_SDPA, load_policy
+from creditflow.recipes import common
 # the setting the issue names and the committed tables measured (the demo now runs RewardFlow on 8 x 8)
-from creditflow.recipes.demo import DEMO_DEFAULTS, DEMO_ENV_SETTINGS, EARLIER_GRPO_DEMO  # noqa: E402
-from creditflow.recipes.train import run_sft_command  # noqa: E402
-from creditflow.trainer.forward import PREFIX_LEVELS, Forward, spread  # noqa: E402
-from creditflow.trainer.loss import token_logprobs  # noqa: E402
-from creditflow.trainer.rl import RLTrainer, fill_ref_logprobs  # noqa: E402
-from creditflow.trainer.sequences import rows_from  # noqa: E402
+from creditflow.recipes.demo import DEMO_DEFAULTS, DEMO_ENV_SETTINGS, EARLIER_GRPO_DEMO
+from creditflow.trainer.forward import PREFIX_LEVELS, Forward, spread
+from creditflow.trainer.loss import token_logprobs
+from creditflow.trainer.rl import RLTrainer, fill_ref_logprobs
+from creditflow.trainer.sequences import rows_from
 
 LAYOUTS = {  # share_prefix=false: every prompt and row in full, as before policy.share_prefix existed
     "window+paper": ["rollout.history=window", "policy.template=paper", "policy.share_prefix=false"],
@@ -95,7 +93,7 @@ def sft_model(layout: str, models: Path) -> Path:
     out = models / layout
     if not (out / "sft_model" / "config.json").exists():
         with contextlib.redirect_stderr(io.StringIO()):
-            run_sft_command(demo_config(layout, out))
+            api.sft(demo_config(layout, out))  # what ``creditflow sft`` runs
     return out / "sft_model"
 
 
@@ -182,173 +180,214 @@ def update_pass(model, rows, pad_id: int, budget: int, all_positions: bool = Fal
 
 def levers(base: Trainer, fast: Trainer, base_trajs, fast_trajs) -> list[dict]:
     """Each lever measured on the first step's batch: before / after, seconds of one pass."""
-    out = []
-    pad = base.tok.pad_token_id
-    budget = base.cfg.rl.token_budget
-    rng = np.random.default_rng(0)
-    win_rows = [r for r in rows_from(base_trajs, "window") if any(s.advantage for s in r.samples)]
-    win_rows = [win_rows[i] for i in sorted(rng.choice(len(win_rows), min(48, len(win_rows)), replace=False))]
-    conv_rows = [r for r in rows_from(fast_trajs, "conversation") if any(s.advantage for s in r.samples)]
+    lv = Levers(base, fast, base_trajs, fast_trajs)
+    for group in (lv.update, lv.generation, lv.share_prefix, lv.attention, lv.autocast, lv.threads):
+        group()
+    return lv.out
 
-    def lever(name, on, before, after, labels):
-        out.append({"lever": name, "on": on, "before": before, "after": after,
-                    "before_label": labels[0], "after_label": labels[1]})
-        print(out[-1], flush=True)
 
-    lever("LM head at the trained positions only (update fwd+bwd)", f"{len(win_rows)} window rows",
-          timed(lambda: update_pass(base.model, win_rows, pad, budget, all_positions=True), 2),
-          timed(lambda: update_pass(base.model, win_rows, pad, budget), 2), ("every position", "trained only"))
+class Levers:
+    """The levers of one step's batch, in groups; each measurement is appended to ``out`` (and printed)."""
 
-    ref = copy.deepcopy(base.model).eval()
-    unshared = Forward(pad, budget, share_prefix=False)
-    plain = Forward.logprobs.__wrapped__  # without its inference_mode decorator
+    def __init__(self, base: Trainer, fast: Trainer, base_trajs, fast_trajs):
+        self.base, self.fast, self.out = base, fast, []
+        self.pad = base.tok.pad_token_id
+        self.budget = base.cfg.rl.token_budget
+        rng = np.random.default_rng(0)
+        win_rows = [r for r in rows_from(base_trajs, "window") if any(s.advantage for s in r.samples)]
+        self.win_rows = [win_rows[i] for i in sorted(rng.choice(len(win_rows), min(48, len(win_rows)), replace=False))]
+        self.conv_rows = [r for r in rows_from(fast_trajs, "conversation") if any(s.advantage for s in r.samples)]
+        self.base_trajs = base_trajs
+        self.all_win = None  # every trained window row, taken when the share_prefix levers start
+        self.specs = None  # the same 4 tasks for both layouts, drawn when the rollout levers start
+        self.conv_backend = fast.trainer.train_engine.backend
+        self.win_backend = base.trainer.train_engine.backend
 
-    def no_grad():
-        with torch.no_grad():
-            plain(unshared, ref, win_rows)
+    def lever(self, name, on, before, after, labels):
+        self.out.append({"lever": name, "on": on, "before": before, "after": after,
+                         "before_label": labels[0], "after_label": labels[1]})
+        print(self.out[-1], flush=True)
 
-    lever("reference log-probs under inference_mode", f"{len(win_rows)} window rows", timed(no_grad, 2),
-          timed(lambda: fill_ref_logprobs(ref, win_rows, unshared), 2), ("no_grad", "inference_mode"))
-
-    lever("conversation rows without padding (equal lengths only per micro-batch)",
-          f"{len(conv_rows)} conversation rows (fwd+bwd)",
-          timed(lambda: update_pass(fast.model, conv_rows, pad, budget, pad=True)),
-          timed(lambda: update_pass(fast.model, conv_rows, pad, budget, pad=False)), ("padded", "unpadded"))
-    lever("window rows without padding", f"{len(win_rows)} window rows (fwd+bwd)",
-          timed(lambda: update_pass(base.model, win_rows, pad, budget, pad=True), 2),
-          timed(lambda: update_pass(base.model, win_rows, pad, budget, pad=False), 2), ("padded", "unpadded"))
-    for tokens in (4096, 65536):
-        lever(f"micro-batch token budget {tokens} (default {budget})", f"{len(win_rows)} window rows (fwd+bwd)",
-              None, timed(lambda: update_pass(base.model, win_rows, pad, tokens), 2), ("", f"budget {tokens}"))
-
-    def rollout(trainer, backend, cached: bool):
+    def rollout(self, trainer, backend, cached: bool):
         engine = trainer.trainer.train_engine
         own = engine.backend
         engine.backend = backend
         torch.manual_seed(0)
         with backend.prefix_cache() if cached else contextlib.nullcontext():
-            engine.rollout(specs, trainer.cfg.rollout.group_size)
+            engine.rollout(self.specs, trainer.cfg.rollout.group_size)
         engine.backend = own
 
-    class FullPrompts:  # the backend without prefix_cache: transformers' generate on every full prompt
-        def __init__(self, backend):
-            self.backend = backend
-
-        def generate(self, prompts, params):
-            return self.backend.generate(prompts, params)
-
-    specs = base.trainer.fresh_specs(0)[:4]  # the same 4 tasks for both layouts
-    conv_backend = fast.trainer.train_engine.backend
-    lever("conversation generation reuses earlier turns' keys/values (prefix cache)", "conversation rollout 4 x 4",
-          timed(lambda: rollout(fast, FullPrompts(conv_backend), False)), timed(lambda: rollout(fast, conv_backend, False)),
-          ("generate, full prompts", "prefix cache"))
-    win_backend = base.trainer.train_engine.backend
-    lever("window generation through the prefix-cached loop (no reuse: preallocated cache only)",
-          "window rollout 4 x 4", timed(lambda: rollout(base, win_backend, False)),
-          timed(lambda: rollout(base, win_backend, True)), ("transformers generate", "own loop"))
-
-    # policy.share_prefix: distinct rows / prompts and the instruction they all start with, computed once
-    all_win = [r for r in rows_from(base_trajs, "window") if any(s.advantage for s in r.samples)]
-    lever("distinct rows and shared prefixes computed once (policy.share_prefix), update fwd+bwd",
-          f"all {len(all_win)} trained window rows of the step",
-          timed(lambda: update_pass(base.model, all_win, pad, budget)),
-          timed(lambda: update_pass(base.model, all_win, pad, budget, share=True)), ("every row in full", "shared"))
-    lever("distinct rows and shared prefixes computed once (policy.share_prefix), update fwd+bwd",
-          f"{len(conv_rows)} conversation rows",
-          timed(lambda: update_pass(fast.model, conv_rows, pad, budget, pad=False)),
-          timed(lambda: update_pass(fast.model, conv_rows, pad, budget, pad=False, share=True)),
-          ("every row in full", "shared"))
-
-    # 2 levels: one shared prefix (the instruction) + each distinct row, as policy.share_prefix ran until 2026-11-29
-    lever(f"prefix tree in {PREFIX_LEVELS} levels instead of 2 (policy.share_prefix), update fwd+bwd",
-          f"all {len(all_win)} trained window rows of the step",
-          timed(lambda: update_pass(base.model, all_win, pad, budget, share=True, levels=2), 2),
-          timed(lambda: update_pass(base.model, all_win, pad, budget, share=True), 2),
-          ("2 levels", f"{PREFIX_LEVELS} levels"))
-    lever(f"prefix tree in {PREFIX_LEVELS} levels instead of 2 (policy.share_prefix), update fwd+bwd",
-          f"{len(conv_rows)} conversation rows",
-          timed(lambda: update_pass(fast.model, conv_rows, pad, budget, pad=False, share=True, levels=2), 2),
-          timed(lambda: update_pass(fast.model, conv_rows, pad, budget, pad=False, share=True), 2),
-          ("2 levels", f"{PREFIX_LEVELS} levels"))
-
-    def shared_rollout(trainer, share: bool, cached: bool):
-        backend = trainer.trainer.train_engine.backend
-        backend.share_prefix = share
+    def rollout_in(self, autocast: str):
+        self.conv_backend.autocast = autocast
         try:
-            return timed(lambda: rollout(trainer, backend, cached))
+            return timed(lambda: self.rollout(self.fast, self.conv_backend, False))
         finally:
-            backend.share_prefix = trainer.cfg.policy.share_prefix
+            self.conv_backend.autocast = self.fast.cfg.policy.autocast
 
-    lever("each distinct prompt and the shared instruction prefilled once (policy.share_prefix)",
-          "window rollout 4 x 4", shared_rollout(base, False, False), shared_rollout(base, True, False),
-          ("transformers generate", "shared prefill"))
-    lever("each distinct prompt and the shared instruction prefilled once (policy.share_prefix)",
-          "conversation rollout 4 x 4", shared_rollout(fast, False, True), shared_rollout(fast, True, True),
-          ("prefix cache", "prefix cache + shared prefill"))
+    def update(self):
+        """The update's passes: LM head, reference log-probs, padding, the micro-batch token budget."""
+        base, fast, pad, budget, win_rows, conv_rows = (self.base, self.fast, self.pad, self.budget, self.win_rows,
+                                                        self.conv_rows)
+        self.lever("LM head at the trained positions only (update fwd+bwd)", f"{len(win_rows)} window rows",
+                   timed(lambda: update_pass(base.model, win_rows, pad, budget, all_positions=True), 2),
+                   timed(lambda: update_pass(base.model, win_rows, pad, budget), 2), ("every position", "trained only"))
 
-    def attention(gqa: bool):  # transformers reads this switch at every attention call
-        os.environ["TRANSFORMERS_SDPA_FORCE_GQA"] = "1" if gqa else "0"
-        try:
-            return timed(lambda: rollout(fast, conv_backend, False))
-        finally:
-            os.environ.pop("TRANSFORMERS_SDPA_FORCE_GQA")
+        ref = copy.deepcopy(base.model).eval()
+        unshared = Forward(pad, budget, share_prefix=False)
+        plain = Forward.logprobs.__wrapped__  # without its inference_mode decorator
 
-    # with a mask, transformers' sdpa copies keys/values once per query head; torch's CPU flash kernel can
-    # take the mask and the grouped heads together (enable_gqa), the same outputs without the copy
-    lever("grouped-query attention on the key/value heads (enable_gqa), no per-head copy",
-          "conversation rollout 4 x 4", attention(False), attention(True), ("sdpa: keys/values repeated", "enable_gqa"))
+        def no_grad():
+            with torch.no_grad():
+                plain(unshared, ref, win_rows)
 
-    # bf16 mixed precision (policy.autocast=bf16): float32 weights, the passes under torch.autocast
-    lever("bf16 autocast, update fwd+bwd (policy.autocast=bf16)", f"{len(conv_rows)} conversation rows",
-          timed(lambda: update_pass(fast.model, conv_rows, pad, budget, pad=False)),
-          timed(lambda: update_pass(fast.model, conv_rows, pad, budget, pad=False, autocast="bf16")), ("float32", "bf16"))
-    lever("bf16 autocast, update fwd+bwd (policy.autocast=bf16)", f"{len(win_rows)} window rows",
-          timed(lambda: update_pass(base.model, win_rows, pad, budget), 2),
-          timed(lambda: update_pass(base.model, win_rows, pad, budget, autocast="bf16"), 2), ("float32", "bf16"))
+        self.lever("reference log-probs under inference_mode", f"{len(win_rows)} window rows", timed(no_grad, 2),
+                   timed(lambda: fill_ref_logprobs(ref, win_rows, unshared), 2), ("no_grad", "inference_mode"))
 
-    def rollout_in(autocast: str):
-        conv_backend.autocast = autocast
-        try:
-            return timed(lambda: rollout(fast, conv_backend, False))
-        finally:
-            conv_backend.autocast = fast.cfg.policy.autocast
+        self.lever("conversation rows without padding (equal lengths only per micro-batch)",
+                   f"{len(conv_rows)} conversation rows (fwd+bwd)",
+                   timed(lambda: update_pass(fast.model, conv_rows, pad, budget, pad=True)),
+                   timed(lambda: update_pass(fast.model, conv_rows, pad, budget, pad=False)), ("padded", "unpadded"))
+        self.lever("window rows without padding", f"{len(win_rows)} window rows (fwd+bwd)",
+                   timed(lambda: update_pass(base.model, win_rows, pad, budget, pad=True), 2),
+                   timed(lambda: update_pass(base.model, win_rows, pad, budget, pad=False), 2), ("padded", "unpadded"))
+        for tokens in (4096, 65536):
+            self.lever(f"micro-batch token budget {tokens} (default {budget})",
+                       f"{len(win_rows)} window rows (fwd+bwd)", None,
+                       timed(lambda: update_pass(base.model, win_rows, pad, tokens), 2), ("", f"budget {tokens}"))
 
-    lever("bf16 autocast, generation (policy.autocast=bf16)", "conversation rollout 4 x 4", rollout_in("none"),
-          rollout_in("bf16"), ("float32", "bf16"))
+    def generation(self):
+        """Generation: the conversation layout's prefix cache, the window layout's own decoding loop."""
 
-    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
-    lever("one 2048 x 2048 x 2048 matrix product in bf16 instead of float32 (what autocast gives linear layers)",
-          "random matrices", timed(lambda: a @ b, 5), timed(lambda: a.bfloat16() @ b.bfloat16(), 5),
-          ("float32", "bf16, casts included"))
+        class FullPrompts:  # the backend without prefix_cache: transformers' generate on every full prompt
+            def __init__(self, backend):
+                self.backend = backend
 
-    # under CPU autocast, SDPA runs in bf16 unless the model's attention is switched to float32 (the default
-    # since 2026-11-29, policy.model.CPU_FLOAT32_SDPA); "bf16 attention" is plain torch.autocast on plain SDPA
-    def bf16_attention(model, fn):
-        model.set_attn_implementation("sdpa")
-        try:
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                return fn()
-        finally:
-            model.set_attn_implementation(CPU_FLOAT32_SDPA)
+            def generate(self, prompts, params):
+                return self.backend.generate(prompts, params)
 
-    for name, model, rows, unpadded in ((f"all {len(all_win)} trained window rows of the step", base.model, all_win,
-                                         False), (f"{len(conv_rows)} conversation rows", fast.model, conv_rows, True)):
-        lever("bf16 autocast on CPU: attention in float32 instead of bf16, update fwd+bwd", name,
-              bf16_attention(model, lambda: timed(lambda: update_pass(model, rows, pad, budget, pad=not unpadded,
-                                                                      share=True))),
-              timed(lambda: update_pass(model, rows, pad, budget, pad=not unpadded, autocast="bf16", share=True)),
-              ("bf16 attention", "float32 attention"))
-    lever("bf16 autocast on CPU: attention in float32 instead of bf16, generation", "conversation rollout 4 x 4",
-          bf16_attention(fast.model, lambda: timed(lambda: rollout(fast, conv_backend, False))), rollout_in("bf16"),
-          ("bf16 attention", "float32 attention"))
+        self.specs = self.base.trainer.fresh_specs(0)[:4]  # the same 4 tasks for both layouts
+        fast, base = self.fast, self.base
+        self.lever("conversation generation reuses earlier turns' keys/values (prefix cache)",
+                   "conversation rollout 4 x 4",
+                   timed(lambda: self.rollout(fast, FullPrompts(self.conv_backend), False)),
+                   timed(lambda: self.rollout(fast, self.conv_backend, False)),
+                   ("generate, full prompts", "prefix cache"))
+        self.lever("window generation through the prefix-cached loop (no reuse: preallocated cache only)",
+                   "window rollout 4 x 4", timed(lambda: self.rollout(base, self.win_backend, False)),
+                   timed(lambda: self.rollout(base, self.win_backend, True)), ("transformers generate", "own loop"))
 
-    threads = torch.get_num_threads()
-    for n in sorted({1, 2, os.cpu_count() or 1}):
-        torch.set_num_threads(n)
-        lever(f"torch threads = {n}", f"{len(win_rows)} window rows (fwd+bwd)", None,
-              timed(lambda: update_pass(base.model, win_rows, pad, budget), 2), ("", f"{n} thread(s)"))
-    torch.set_num_threads(threads)
-    return out
+    def share_prefix(self):
+        """policy.share_prefix: distinct rows / prompts and the instruction they all start with, computed once."""
+        self.all_win = [r for r in rows_from(self.base_trajs, "window") if any(s.advantage for s in r.samples)]
+        base, fast, pad, budget, all_win, conv_rows = (self.base, self.fast, self.pad, self.budget, self.all_win,
+                                                       self.conv_rows)
+        self.lever("distinct rows and shared prefixes computed once (policy.share_prefix), update fwd+bwd",
+                   f"all {len(all_win)} trained window rows of the step",
+                   timed(lambda: update_pass(base.model, all_win, pad, budget)),
+                   timed(lambda: update_pass(base.model, all_win, pad, budget, share=True)),
+                   ("every row in full", "shared"))
+        self.lever("distinct rows and shared prefixes computed once (policy.share_prefix), update fwd+bwd",
+                   f"{len(conv_rows)} conversation rows",
+                   timed(lambda: update_pass(fast.model, conv_rows, pad, budget, pad=False)),
+                   timed(lambda: update_pass(fast.model, conv_rows, pad, budget, pad=False, share=True)),
+                   ("every row in full", "shared"))
+
+        # 2 levels: one shared prefix (the instruction) + each distinct row, as policy.share_prefix ran until 2026-11-29
+        self.lever(f"prefix tree in {PREFIX_LEVELS} levels instead of 2 (policy.share_prefix), update fwd+bwd",
+                   f"all {len(all_win)} trained window rows of the step",
+                   timed(lambda: update_pass(base.model, all_win, pad, budget, share=True, levels=2), 2),
+                   timed(lambda: update_pass(base.model, all_win, pad, budget, share=True), 2),
+                   ("2 levels", f"{PREFIX_LEVELS} levels"))
+        self.lever(f"prefix tree in {PREFIX_LEVELS} levels instead of 2 (policy.share_prefix), update fwd+bwd",
+                   f"{len(conv_rows)} conversation rows",
+                   timed(lambda: update_pass(fast.model, conv_rows, pad, budget, pad=False, share=True, levels=2), 2),
+                   timed(lambda: update_pass(fast.model, conv_rows, pad, budget, pad=False, share=True), 2),
+                   ("2 levels", f"{PREFIX_LEVELS} levels"))
+
+        def shared_rollout(trainer, share: bool, cached: bool):
+            backend = trainer.trainer.train_engine.backend
+            backend.share_prefix = share
+            try:
+                return timed(lambda: self.rollout(trainer, backend, cached))
+            finally:
+                backend.share_prefix = trainer.cfg.policy.share_prefix
+
+        self.lever("each distinct prompt and the shared instruction prefilled once (policy.share_prefix)",
+                   "window rollout 4 x 4", shared_rollout(base, False, False), shared_rollout(base, True, False),
+                   ("transformers generate", "shared prefill"))
+        self.lever("each distinct prompt and the shared instruction prefilled once (policy.share_prefix)",
+                   "conversation rollout 4 x 4", shared_rollout(fast, False, True), shared_rollout(fast, True, True),
+                   ("prefix cache", "prefix cache + shared prefill"))
+
+    def attention(self):
+        """Grouped-query attention without the per-head copy of keys and values."""
+
+        def attention(gqa: bool):  # transformers reads this switch at every attention call
+            os.environ["TRANSFORMERS_SDPA_FORCE_GQA"] = "1" if gqa else "0"
+            try:
+                return timed(lambda: self.rollout(self.fast, self.conv_backend, False))
+            finally:
+                os.environ.pop("TRANSFORMERS_SDPA_FORCE_GQA")
+
+        # with a mask, transformers' sdpa copies keys/values once per query head; torch's CPU flash kernel can
+        # take the mask and the grouped heads together (enable_gqa), the same outputs without the copy
+        self.lever("grouped-query attention on the key/value heads (enable_gqa), no per-head copy",
+                   "conversation rollout 4 x 4", attention(False), attention(True),
+                   ("sdpa: keys/values repeated", "enable_gqa"))
+
+    def autocast(self):
+        """bf16 mixed precision (policy.autocast=bf16): float32 weights, the passes under torch.autocast."""
+        base, fast, pad, budget, win_rows, conv_rows, all_win = (self.base, self.fast, self.pad, self.budget,
+                                                                 self.win_rows, self.conv_rows, self.all_win)
+        self.lever("bf16 autocast, update fwd+bwd (policy.autocast=bf16)", f"{len(conv_rows)} conversation rows",
+                   timed(lambda: update_pass(fast.model, conv_rows, pad, budget, pad=False)),
+                   timed(lambda: update_pass(fast.model, conv_rows, pad, budget, pad=False, autocast="bf16")),
+                   ("float32", "bf16"))
+        self.lever("bf16 autocast, update fwd+bwd (policy.autocast=bf16)", f"{len(win_rows)} window rows",
+                   timed(lambda: update_pass(base.model, win_rows, pad, budget), 2),
+                   timed(lambda: update_pass(base.model, win_rows, pad, budget, autocast="bf16"), 2),
+                   ("float32", "bf16"))
+        self.lever("bf16 autocast, generation (policy.autocast=bf16)", "conversation rollout 4 x 4",
+                   self.rollout_in("none"), self.rollout_in("bf16"), ("float32", "bf16"))
+
+        a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+        self.lever("one 2048 x 2048 x 2048 matrix product in bf16 instead of float32 (what autocast gives linear "
+                   "layers)", "random matrices", timed(lambda: a @ b, 5), timed(lambda: a.bfloat16() @ b.bfloat16(), 5),
+                   ("float32", "bf16, casts included"))
+
+        # under CPU autocast, SDPA runs in bf16 unless the model's attention is switched to float32 (the default
+        # since 2026-11-29, policy.model.CPU_FLOAT32_SDPA); "bf16 attention" is plain torch.autocast on plain SDPA
+        def bf16_attention(model, fn):
+            model.set_attn_implementation("sdpa")
+            try:
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    return fn()
+            finally:
+                model.set_attn_implementation(CPU_FLOAT32_SDPA)
+
+        for name, model, rows, unpadded in ((f"all {len(all_win)} trained window rows of the step", base.model,
+                                             all_win, False), (f"{len(conv_rows)} conversation rows", fast.model,
+                                                               conv_rows, True)):
+            self.lever("bf16 autocast on CPU: attention in float32 instead of bf16, update fwd+bwd", name,
+                       bf16_attention(model, lambda: timed(lambda: update_pass(model, rows, pad, budget,
+                                                                               pad=not unpadded, share=True))),
+                       timed(lambda: update_pass(model, rows, pad, budget, pad=not unpadded, autocast="bf16",
+                                                 share=True)),
+                       ("bf16 attention", "float32 attention"))
+        self.lever("bf16 autocast on CPU: attention in float32 instead of bf16, generation",
+                   "conversation rollout 4 x 4",
+                   bf16_attention(fast.model, lambda: timed(lambda: self.rollout(fast, self.conv_backend, False))),
+                   self.rollout_in("bf16"), ("bf16 attention", "float32 attention"))
+
+    def threads(self):
+        """The update at 1, 2 and all torch threads."""
+        threads = torch.get_num_threads()
+        for n in sorted({1, 2, os.cpu_count() or 1}):
+            torch.set_num_threads(n)
+            self.lever(f"torch threads = {n}", f"{len(self.win_rows)} window rows (fwd+bwd)", None,
+                       timed(lambda: update_pass(self.base.model, self.win_rows, self.pad, self.budget), 2),
+                       ("", f"{n} thread(s)"))
+        torch.set_num_threads(threads)
 
 
 def load_snapshot() -> dict:

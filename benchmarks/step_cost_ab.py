@@ -1,10 +1,10 @@
 """Step cost of two checkouts, interleaved: is a change (B) slower than its parent (A)?
 
     git worktree add /tmp/parent <parent-commit>
-    python benchmarks/step_cost_ab.py --a /tmp/parent --b . [--reps 2] [--steps 3] [--note "what else ran"]
+    python -m benchmarks.step_cost_ab --a /tmp/parent --b . [--reps 2] [--steps 3] [--note "what else ran"]
 
-Runs ``benchmarks/step_cost.py --setting demo`` of each checkout with that checkout on ``PYTHONPATH``, in the
-order A B A B ... (``--reps`` each), so that load from other jobs falls on both alike; every run starts from
+Runs ``python -m benchmarks.step_cost --setting demo`` of each checkout, started in it with it on ``PYTHONPATH``,
+in the order A B A B ... (``--reps`` each), so that load from other jobs falls on both alike; every run starts from
 the same cached pi_SFT (``--models``) and takes the same seeded steps. The medians of each checkout's steps
 (all runs pooled) are compared per layout, next to the spread of each checkout's per-run medians (run-to-run
 noise). Writes ``benchmarks/results/step_cost_ab.{json,md}`` with machine info and the load before and after.
@@ -17,15 +17,14 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.machine import cpu_label, machine_info  # noqa: E402
-from benchmarks.step_cost import load_snapshot  # noqa: E402
+from benchmarks.machine import cpu_label, machine_info
+from benchmarks.runner import child_env, module_command
+from benchmarks.step_cost import load_snapshot
 
 PHASES = ("step_s", "rollout_s", "update_s")
 
@@ -39,10 +38,11 @@ def git_commit(tree: Path) -> str:
 
 def run(tree: Path, steps: int, models: Path, out: Path) -> dict:
     """One ``step_cost.py --setting demo`` run of ``tree``'s code; its JSON result."""
-    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    subprocess.run([sys.executable, str(tree / "benchmarks" / "step_cost.py"), "--setting", "demo", "--steps",
-                    str(steps), "--models", str(models), "--out", str(out)], env=env, check=True,
-                   stdout=subprocess.DEVNULL)
+    # started in ``tree``: ``-m`` puts the working directory first on sys.path, so ``benchmarks`` is that tree's
+    env = child_env(tree, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+    subprocess.run(module_command("benchmarks.step_cost", "--setting", "demo", "--steps", str(steps), "--models",
+                                  str(models.resolve()), "--out", str(out.resolve())), env=env, check=True,
+                   cwd=tree, stdout=subprocess.DEVNULL)
     return json.loads(out.with_suffix(".json").read_text())
 
 
@@ -61,8 +61,8 @@ def markdown(result: dict) -> str:
         f"Machine: {cpu_label(m)} ({m['cores']} cores), torch {m['torch']}, {m['date']}; matmul "
         f"{m.get('matmul_gflops')} GFLOP/s. Load average at start {result['load']['start']['loadavg']}, at end "
         f"{result['load']['end']['loadavg']}.", "",
-        f"`benchmarks/step_cost.py --setting demo` (creditflow demo's RL step), {s['steps']} seeded steps per run, "
-        f"runs in the order {' '.join(result['order'])}, every run from the same cached pi_SFT. Medians over "
+        f"`python -m benchmarks.step_cost --setting demo` (creditflow demo's RL step), {s['steps']} seeded steps "
+        f"per run, runs in the order {' '.join(result['order'])}, every run from the same cached pi_SFT. Medians over "
         f"every step of a checkout's runs; in brackets each run's own median (the run-to-run noise).", "",
         "| layout | phase | A s | B s | B / A |", "|---|---|---|---|---|",
     ]

@@ -1,6 +1,6 @@
 """What creditflow's credit step adds to a TRL GRPOTrainer training step (tiny policy, CPU), in one run.
 
-    python benchmarks/trl_credit_overhead.py [--cycles 6] [--rollouts 32] [--work runs/trl_credit_overhead]
+    python -m benchmarks.trl_credit_overhead [--cycles 6] [--rollouts 32] [--work runs/trl_credit_overhead]
 
 One ``CreditGRPOTrainer`` (creditflow.integrations.trl) trains the default tiny policy (Qwen2 architecture,
 hidden 128, 4 layers, tokenizer trained on Sokoban expert text; untrained) on the multi-turn walk of
@@ -30,16 +30,13 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.machine import cpu_label, machine_info
+
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-from benchmarks.machine import cpu_label, machine_info  # noqa: E402
 
 MODES = ("off", "rewardflow", "gigpo", "grpo", "rloo")
 GROUP = 8

@@ -1,6 +1,6 @@
 """Why the RL step stops near 2x on the 2-core CPU: the tiny policy's passes are compute-bound.
 
-    python benchmarks/update_roofline.py [--threads 2] [--repeats 3]
+    python -m benchmarks.update_roofline [--threads 2] [--repeats 3]
 
 Part 1, measured: one forward + backward of a micro-batch of the tiny policy's architecture (random
 weights: the rate does not depend on them) on rows as long as ``step_cost.py``'s median trained rows in
@@ -31,17 +31,15 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.machine import cpu_label, machine_info, matmul_gflops  # noqa: E402
-from creditflow.policy.model import tiny_config  # noqa: E402
+from benchmarks.machine import cpu_label, machine_info, matmul_gflops
+from creditflow.policy.model import tiny_config
 
 RESULTS = Path(__file__).resolve().parent / "results"
 LAYOUTS = {"window": "window+paper", "conversation": "conversation+compact"}  # step_cost.json's names

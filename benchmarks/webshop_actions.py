@@ -9,7 +9,7 @@ of them were invalid, and how episodes end (bought, or out of steps).
 
 Usage::
 
-    python benchmarks/webshop_actions.py SFT=benchmarks/results/webshop_sft_E4b/sft_model \\
+    python -m benchmarks.webshop_actions SFT=benchmarks/results/webshop_sft_E4b/sft_model \\
         DPO=runs/bench_rro_webshop_invalid-1/rising_s0/dpo_model --out benchmarks/results/webshop_actions_X
 """
 
@@ -23,9 +23,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.machine import machine_info  # noqa: E402
+from benchmarks.machine import machine_info
+from benchmarks.sft_models import require_weights
 
 SETTINGS = ["env.name=webshop", "policy.template=compact", "rollout.history_length=0",
             "generation.max_new_tokens=48", "tensorboard=false"]  # the rro_samples webshop suite's
@@ -82,6 +82,8 @@ def main() -> None:
     missing = [d for d in models.values() if not Path(d).is_dir()]
     if missing:
         sys.exit(f"webshop_actions: not a model directory: {', '.join(missing)}")
+    for path in models.values():  # the committed π_SFT's weights are not in git: say how to rebuild them
+        require_weights(path)
     from creditflow.config import build_config
     from creditflow.recipes.eval import evaluate_policy
 

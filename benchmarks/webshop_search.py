@@ -1,6 +1,6 @@
 """WebShop env: BM25 search latency on a 10,000-product catalog, and the scripted expert's score.
 
-    python benchmarks/webshop_search.py [--products 10000] [--queries 1000] [--expert-goals 200]
+    python -m benchmarks.webshop_search [--products 10000] [--queries 1000] [--expert-goals 200]
 
 Builds the generated catalog (``catalog_seed`` 0) with ``--products`` products, times the index build,
 then times ``SearchIndex.search`` (top 50, no result cache) on two query sets taken from the catalog's
@@ -16,19 +16,17 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import bm25s
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.machine import machine_info  # noqa: E402
-from creditflow.envs import make  # noqa: E402
-from creditflow.envs.webshop.catalog import generated_catalog, search_document  # noqa: E402
-from creditflow.envs.webshop.expert import search_query  # noqa: E402
-from creditflow.envs.webshop.search import B, K1, SEARCH_RETURN_N, SearchIndex  # noqa: E402
+from benchmarks.machine import machine_info
+from creditflow.envs import make
+from creditflow.envs.webshop.catalog import generated_catalog, search_document
+from creditflow.envs.webshop.expert import search_query
+from creditflow.envs.webshop.search import B, K1, SEARCH_RETURN_N, SearchIndex
 
 
 def latency_ms(index: SearchIndex, queries: list[str]) -> dict:

@@ -1,6 +1,6 @@
 """A π_SFT for webshop with the tiny from-scratch policy: what it takes to shop (the RRO check needs one).
 
-    python benchmarks/webshop_sft.py --run NAME [key=value ...] [--eval-episodes 64] [--threads 2]
+    python -m benchmarks.webshop_sft --run NAME [key=value ...] [--eval-episodes 64] [--threads 2]
 
 Each run fine-tunes the tiny default policy (built from scratch, the env's own 4,096-token case-folded
 tokenizer) on the scripted shopper's demonstrations with the given overrides on top of the shared webshop
@@ -27,13 +27,12 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.machine import machine_info  # noqa: E402
-from creditflow.config import build_config  # noqa: E402
-from creditflow.recipes import common  # noqa: E402
-from creditflow.recipes.eval import evaluate_policy  # noqa: E402
-from creditflow.recipes.rro import sft_model_path  # noqa: E402
+from benchmarks.machine import machine_info
+from creditflow.config import build_config
+from creditflow.recipes import common
+from creditflow.recipes.eval import evaluate_policy
+from creditflow.recipes.rro import sft_model_path
 
 SHARED = ["env.name=webshop", "sft.max_length=2048", "policy.template=compact", "generation.max_new_tokens=48",
           "tensorboard=false"]

@@ -268,9 +268,9 @@ def test_jobs_parent_stopped_by_sigterm_stops_its_children(tmp_path, tiny_model_
     from benchmarks import credit_learning
 
     work = tmp_path / "runs"
-    cmd = [sys.executable, credit_learning.__file__, "--jobs", "2", "--model", str(tiny_model_dir), "--seeds", "0",
-           "--steps", "50", "--methods", "grpo", "rewardflow", "--out", str(tmp_path / "credit"), "--work", str(work),
-           "--", *SMALL]
+    cmd = [sys.executable, "-m", "benchmarks.credit_learning", "--jobs", "2", "--model", str(tiny_model_dir),
+           "--seeds", "0", "--steps", "50", "--methods", "grpo", "rewardflow", "--out", str(tmp_path / "credit"),
+           "--work", str(work), "--", *SMALL]
 
     def children():
         found = []
@@ -723,3 +723,43 @@ def test_demo_seeds_continues_an_interrupted_seed_from_its_checkpoint(tmp_path, 
     assert calls[1][3] == "demo" and not (tmp_path / "s1" / "stale").exists()
     assert "resumed" in resumed and "resumed" not in fresh
     assert (resumed["sft_test_success"], resumed["final_test_success"]) == (0.5, 0.75)
+
+
+def test_grpo_record_from_before_the_ddof_knob_matches_the_pinned_arm(tmp_path):
+    """GRPO records made before ``rl.credit.ddof`` existed (issue 74) ran with ddof 0, which the learning checks'
+    GRPO arms now pin: they stay reusable (and in the summaries); a GRPO run at today's default (1) is another
+    run, new records name their ddof, and other estimators are not touched."""
+    import json
+
+    from benchmarks import learning
+
+    base = ["rl.steps=3"]
+
+    def cfg(*extra):
+        return build_config(None, [*base, *extra])
+
+    record = tmp_path / "grpo_s0.json"
+    old = learning._config_key(cfg("rl.algo=grpo"))
+    old["rl"]["credit"] = {}  # as the records of then hold it
+    record.write_text(json.dumps({"config": old, "record": {}}))
+    assert learning.recorded([*base, "rl.algo=grpo", "rl.credit.ddof=0"], tmp_path / "run", 0, record)
+    assert not learning.recorded([*base, "rl.algo=grpo"], tmp_path / "run", 0, record)
+    assert learning._config_key(cfg("rl.algo=grpo"))["rl"]["credit"] == {"ddof": 1}
+    assert learning.same_config(learning._config_key(cfg("rl.algo=gigpo")), learning._config_key(cfg("rl.algo=gigpo")))
+    assert "ddof" not in learning._config_key(cfg("rl.algo=gigpo"))["rl"]["credit"]
+
+
+def test_benchmarks_are_a_package_and_no_tracked_file_is_over_1_mb():
+    """``python -m benchmarks.X`` needs no path edits, and large binaries (model weights) stay out of git: the
+    records keep their sha256 and docs/benchmarks.md says how to rebuild them."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    for script in (root / "benchmarks").glob("*.py"):
+        text = script.read_text(encoding="utf-8")
+        assert "sys.path.insert" not in text and "noqa: E402" not in text, script.name
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, text=True)
+    if listed.returncode:
+        pytest.skip("not a git checkout")
+    sizes = {name: (root / name).stat().st_size for name in listed.stdout.split("\0") if (root / name).is_file()}
+    assert not {name: size for name, size in sizes.items() if size > 1_000_000}

@@ -12,7 +12,7 @@ from benchmarks import report, stats
 
 def test_committed_results_pages_and_readme_tables_are_generated_from_the_records():
     stale = report.stale(report.generate())
-    assert not stale, ("generated results differ from the committed files; run `python benchmarks/report.py`: "
+    assert not stale, ("generated results differ from the committed files; run `python -m benchmarks.report`: "
                        + ", ".join(stale))
 
 
