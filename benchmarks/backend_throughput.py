@@ -24,7 +24,10 @@ import torch
 
 from benchmarks.machine import machine_info
 from creditflow.config import build_config
-from creditflow.recipes import common
+from creditflow.envs.configured import env_factory
+from creditflow.policy.backends.factory import close_backend, make_backend
+from creditflow.recipes.sft import load_or_build_policy
+from creditflow.rollout.factory import make_engine
 from creditflow.rollout.engine import TaskSpec
 
 
@@ -57,17 +60,17 @@ def main() -> None:
         base = [f"out_dir={tmp}", f"generation.max_new_tokens={args.max_new_tokens}", f"policy.device={args.device}"]
         base += [f"policy.model={args.model}"] if args.model else []
         cfg = build_config(None, base)
-        factory = common.env_factory(cfg)
-        model, tok = common.load_or_build_policy(cfg, Path(tmp), factory, log=lambda *_: None)
+        factory = env_factory(cfg)
+        model, tok = load_or_build_policy(cfg, Path(tmp), factory, log=lambda *_: None)
         model_dir = Path(args.model) if args.model else Path(tmp) / "tiny_model"
         specs = [TaskSpec(f"sokoban/{s}", s) for s in range(args.tasks)]
         for name in ("hf", "vllm"):
             cfg = build_config(None, base + [f"policy.backend={name}"])
             t0 = time.perf_counter()
-            backend = common.make_backend(cfg, model, tok, model_dir)
+            backend = make_backend(cfg, model, tok, model_dir)
             start = time.perf_counter() - t0
             try:
-                engine = common.make_engine(cfg, model, tok, factory, backend=backend)
+                engine = make_engine(cfg, model, tok, factory, backend=backend)
                 cold = measure(engine, [TaskSpec("warmup", 10_000)], 2)
                 results[name] = measure(engine, specs, args.group)
                 results[name].update(backend_start_s=start, cold_rollout_s=cold["seconds"])
@@ -77,7 +80,7 @@ def main() -> None:
                         backend.sync_weights(model)
                     results[name]["weight_sync_ms"] = (time.perf_counter() - t0) / 5 * 1000
             finally:
-                common.close_backend(backend)
+                close_backend(backend)
     result = {
         "benchmark": "rollout_throughput_vllm",
         "settings": {"tasks": args.tasks, "group": args.group, "max_new_tokens": args.max_new_tokens,

@@ -79,7 +79,7 @@ def mixture_check(env: list[str], curriculum: str, iters: int, B: int = 8, G: in
     from creditflow.policy.backends.base import Generation, SamplingParams
     from creditflow.policy.prompts import PromptBuilder
     from creditflow.rollout.engine import RolloutEngine, TaskSpec
-    from creditflow.recipes import common
+    from creditflow.envs.configured import env_factory
 
     class RandomPolicy:
         def __init__(self):
@@ -89,7 +89,7 @@ def mixture_check(env: list[str], curriculum: str, iters: int, B: int = 8, G: in
             return [Generation(f"<action>{self.rng.choice(['up', 'down', 'left', 'right'])}</action>", [1], [0.0])
                     for _ in prompts]
 
-    factory = common.env_factory(build_config(None, env))
+    factory = env_factory(build_config(None, env))
     engine = RolloutEngine(RandomPolicy(), lambda messages: [0], factory, PromptBuilder("sokoban"), SamplingParams())
     hooks = CurriculumHooks(CurriculumConfig(name=curriculum, p_replay=p_replay), factory, "sokoban", seed)
     task_rng = np.random.default_rng(seed)

@@ -41,7 +41,8 @@ from creditflow.config import build_config
 from creditflow.policy import lora
 from creditflow.policy.backends.base import SamplingParams
 from creditflow.policy.model import build_tiny_policy
-from creditflow.recipes import common
+from creditflow.envs.configured import env_factory
+from creditflow.policy.factory import prompt_builder, tiny_vocab_size
 from creditflow.rollout.expert import expert_corpus
 from creditflow.trainer.rl import RLTrainer, fill_ref_logprobs, policy_update
 from creditflow.trainer.sequences import Sample, window_rows
@@ -62,10 +63,10 @@ def tiny_policy(root: Path) -> Path:
     out = root / "tiny_model"
     if not (out / "config.json").exists():
         cfg = build_config(None, [])
-        factory = common.env_factory(cfg)
+        factory = env_factory(cfg)
         env = factory()
-        corpus = expert_corpus(factory, common.prompt_builder(cfg, env), list(range(900_000, 900_400)))
-        build_tiny_policy(out, corpus, vocab_size=common.tiny_vocab_size(cfg, env), seed=0,
+        corpus = expert_corpus(factory, prompt_builder(cfg, env), list(range(900_000, 900_400)))
+        build_tiny_policy(out, corpus, vocab_size=tiny_vocab_size(cfg, env), seed=0,
                           isolate_chars=env.tokenizer_isolate_chars)
     return out
 

@@ -67,8 +67,8 @@ from benchmarks.stats import interval_estimates, mean_sd, paired
 from benchmarks.machine import machine_info
 from benchmarks.sft_models import require_weights
 from creditflow.config import build_config
-from creditflow.recipes import common
-from creditflow.recipes.rro import evaluate_policy, run_collect, run_dpo_training, sft_model_path
+from creditflow.envs.configured import env_factory
+from creditflow.recipes.rro import held_out_metrics, run_collect, run_dpo_training, sft_model_path
 
 METHODS = ("fixed", "rising")
 ENVS = {  # per-env settings on top of the shared ones
@@ -141,7 +141,7 @@ def shopping_table(args, base: list[str], sft: Path, sft_sha: str, work: Path, r
     that falls after DPO says which step broke. One cached record per policy; a π_DPO whose work directory
     is gone (another machine) and that has no record is left out."""
     from benchmarks.webshop_sft import shopping_metrics
-    from creditflow.recipes.eval import evaluate_policy as evaluate_with_trajectories
+    from creditflow.recipes.eval import evaluate_saved_policy as evaluate_with_trajectories
 
     policies = {"π_SFT": sft} | {f"{m} s{s}": work / f"{m}_s{s}{variant(args)}" / "dpo_model"
                                  for s in args.seeds for m in METHODS}
@@ -210,7 +210,7 @@ def build_sft(args, work: Path, log) -> Path:
     extra = ([f"sft.demos={args.sft_demos}", f"sft.epochs={args.sft_epochs}"]
              + (["policy.tiny_hidden_size=64", "policy.tiny_layers=2"] if args.smoke else []))
     cfg = build_config(None, settings(args) + extra + [f"out_dir={work / 'sft'}"])
-    return sft_model_path(cfg, work / "sft", common.env_factory(cfg, "train"), log)
+    return sft_model_path(cfg, work / "sft", env_factory(cfg, "train"), log)
 
 
 def _arm_stat(values: list[float]) -> dict:
@@ -254,7 +254,7 @@ def train_runs(args, base: list[str], key: dict, sft: Path, sft_eval: dict, work
                 t1 = time.perf_counter()
                 if col["pairs"]:
                     dpo_path, dpo = run_dpo_training(cfg, log, model_path=sft)
-                    ev = evaluate_policy(cfg, dpo_path, args.eval_episodes)
+                    ev = held_out_metrics(cfg, dpo_path, args.eval_episodes)
                 else:
                     log("no pairs: π_DPO = π_SFT")
                     dpo, ev = {"dpo/steps": 0, "dpo/train_loss": None}, sft_eval
@@ -478,7 +478,7 @@ def main() -> None:
     # records made before 2026-11-27 have no sft_sha256 and match no run now (their π_SFT's weights are lost)
     sft_sha = weights_sha256(sft)
     key = {"model": str(sft), "sft_sha256": sft_sha, "overrides": base, "eval_episodes": args.eval_episodes}
-    sft_eval = cached(records / "sft_eval.json", key, lambda: evaluate_policy(cfg0, sft, args.eval_episodes),
+    sft_eval = cached(records / "sft_eval.json", key, lambda: held_out_metrics(cfg0, sft, args.eval_episodes),
                       args.note)
     # unfinished collections travel between sessions and machines in a snapshot, one per π_SFT. A DPO variant
     # trains on the plain runs' collections: it reads their snapshot and leaves writing it to the plain suite

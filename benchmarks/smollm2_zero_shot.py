@@ -44,8 +44,9 @@ from creditflow.config import build_config
 from creditflow.curriculum.hooks import build_hooks
 from creditflow.errors import UserError
 from creditflow.policy.model import load_policy
-from creditflow.recipes import common
-from creditflow.recipes.eval import evaluate_policy
+from creditflow.envs.configured import env_factory
+from creditflow.rollout.factory import make_engine
+from creditflow.recipes.eval import evaluate_saved_policy
 from creditflow.trainer.rl import RLTrainer
 from creditflow.trainer.sequences import rows_from
 
@@ -78,7 +79,7 @@ def zero_shot(env: str, args) -> dict:
     start, t0 = load(), time.perf_counter()
     try:
         with contextlib.redirect_stderr(io.StringIO()):
-            metrics, trajs = evaluate_policy(cfg, args.model, args.episodes, split="test")
+            metrics, trajs = evaluate_saved_policy(cfg, args.model, args.episodes, split="test")
     except (UserError, ImportError) as exc:
         return {"env": env, "ran": False, "reason": str(exc).splitlines()[0]}
     wall = time.perf_counter() - t0
@@ -101,9 +102,9 @@ def step_cost(args) -> dict:
     cfg = build_config(None, [f"out_dir={out}", "rl.algo=rewardflow", f"policy.model={args.model}",
                               f"rollout.tasks_per_step={args.step_tasks}", f"rollout.group_size={args.step_group}",
                               *settings(args)])
-    factory = common.env_factory(cfg)
+    factory = env_factory(cfg)
     model, tok = load_policy(args.model, "cpu")
-    engine = common.make_engine(cfg, model, tok, factory)
+    engine = make_engine(cfg, model, tok, factory)
     ref_model = load_policy(args.model, "cpu")[0] if cfg.rl.kl_coef > 0 else None  # as `creditflow train` does
     trainer = RLTrainer(cfg, model, tok, engine, engine, out, logger=None, hooks=build_hooks(cfg, factory),
                         ref_model=ref_model)

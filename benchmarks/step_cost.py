@@ -51,7 +51,8 @@ from creditflow import api
 from creditflow.config import build_config
 from creditflow.curriculum.hooks import build_hooks
 from creditflow.policy.model import CPU_FLOAT32_SDPA, load_policy
-from creditflow.recipes import common
+from creditflow.envs.configured import env_factory
+from creditflow.rollout.factory import make_engine
 # the setting the issue names and the committed tables measured (the demo now runs RewardFlow on 8 x 8)
 from creditflow.recipes.demo import DEMO_DEFAULTS, DEMO_ENV_SETTINGS, EARLIER_GRPO_DEMO
 from creditflow.trainer.forward import PREFIX_LEVELS, Forward, spread
@@ -103,9 +104,9 @@ class Trainer:
     def __init__(self, layout: str, model_dir: Path, out: Path):
         self.layout = layout
         self.cfg = demo_config(layout, out)
-        factory = common.env_factory(self.cfg)
+        factory = env_factory(self.cfg)
         self.model, self.tok = load_policy(model_dir, "cpu")
-        engine = common.make_engine(self.cfg, self.model, self.tok, factory)
+        engine = make_engine(self.cfg, self.model, self.tok, factory)
         self.trainer = RLTrainer(self.cfg, self.model, self.tok, engine, engine, out, logger=None,
                                  hooks=build_hooks(self.cfg, factory))
         self.trajs: list = []

@@ -48,13 +48,14 @@ def tiny_policy(out: Path) -> Path:
         return out
     from creditflow.config import RunConfig
     from creditflow.policy.model import build_tiny_policy
-    from creditflow.recipes import common
+    from creditflow.envs.configured import env_factory
+    from creditflow.policy.factory import prompt_builder
     from creditflow.rollout.expert import expert_corpus
 
     cfg = RunConfig()
-    factory = common.env_factory(cfg)
+    factory = env_factory(cfg)
     env = factory()
-    corpus = expert_corpus(factory, common.prompt_builder(cfg, env), list(range(40)))
+    corpus = expert_corpus(factory, prompt_builder(cfg, env), list(range(40)))
     build_tiny_policy(out, corpus, vocab_size=1024, seed=0, isolate_chars=env.tokenizer_isolate_chars)
     return out
 

@@ -85,12 +85,12 @@ def main() -> None:
     for path in models.values():  # the committed π_SFT's weights are not in git: say how to rebuild them
         require_weights(path)
     from creditflow.config import build_config
-    from creditflow.recipes.eval import evaluate_policy
+    from creditflow.recipes.eval import evaluate_saved_policy
 
     rows, t0 = {}, time.perf_counter()
     for label, path in models.items():
         cfg = build_config(None, SETTINGS + [f"policy.model={path}", "out_dir=runs/webshop_actions"])
-        rows[label] = breakdown(evaluate_policy(cfg, path, args.episodes)[1]) | {"model": path}
+        rows[label] = breakdown(evaluate_saved_policy(cfg, path, args.episodes)[1]) | {"model": path}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(

@@ -30,8 +30,8 @@ import torch
 
 from benchmarks.machine import machine_info
 from creditflow.config import build_config
-from creditflow.recipes import common
-from creditflow.recipes.eval import evaluate_policy
+from creditflow.envs.configured import env_factory
+from creditflow.recipes.eval import evaluate_saved_policy
 from creditflow.recipes.rro import sft_model_path
 
 SHARED = ["env.name=webshop", "sft.max_length=2048", "policy.template=compact", "generation.max_new_tokens=48",
@@ -102,9 +102,9 @@ def rebuild(cfg, work: Path, record: dict) -> None:
     held-out metrics should repeat; the record itself is left as it is."""
     print(f"run {record['name']!r} is recorded but {work / 'sft_model'} is missing: rebuilding it")
     t0 = time.perf_counter()
-    model = sft_model_path(cfg, work, common.env_factory(cfg, "train"), print)
+    model = sft_model_path(cfg, work, env_factory(cfg, "train"), print)
     minutes = (time.perf_counter() - t0) / 60
-    _, trajs = evaluate_policy(cfg, model, record["eval"]["episodes"])
+    _, trajs = evaluate_saved_policy(cfg, model, record["eval"]["episodes"])
     now = shopping_metrics(trajs)
     same = all(abs(now[k] - v) < 1e-9 for k, v in record["eval"].items())
     print(json.dumps(now, indent=1))
@@ -138,10 +138,10 @@ def main() -> None:
         return
     load_start = os.getloadavg()
     t0 = time.perf_counter()
-    model = sft_model_path(cfg, work, common.env_factory(cfg, "train"), print)
+    model = sft_model_path(cfg, work, env_factory(cfg, "train"), print)
     minutes = (time.perf_counter() - t0) / 60
     sft = json.loads((work / "sft_metrics.json").read_text()) if (work / "sft_metrics.json").exists() else {}
-    metrics, trajs = evaluate_policy(cfg, model, args.eval_episodes)
+    metrics, trajs = evaluate_saved_policy(cfg, model, args.eval_episodes)
     record = {"name": args.run, "overrides": args.overrides, "sft_steps": sft.get("sft/steps"),
               "final_sft_loss": round(sft["sft/history"][-1]["sft/loss"], 3) if sft.get("sft/history") else None,
               "minutes": round(minutes, 1), "eval": shopping_metrics(trajs), "eval_metrics": metrics,

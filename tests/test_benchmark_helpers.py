@@ -379,7 +379,7 @@ def fake_rro_runs(monkeypatch, calls: list) -> None:
 
     monkeypatch.setattr(rro_samples, "run_collect", collect)
     monkeypatch.setattr(rro_samples, "run_dpo_training", dpo)
-    monkeypatch.setattr(rro_samples, "evaluate_policy", lambda cfg, path, n: {"eval/success_rate": 0.5,
+    monkeypatch.setattr(rro_samples, "held_out_metrics", lambda cfg, path, n: {"eval/success_rate": 0.5,
                                                                               "eval/score": 0.5})
 
 
