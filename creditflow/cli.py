@@ -47,9 +47,6 @@ from creditflow.credit.registry import Knobs, knob_lines, parse_key_values, vali
 from creditflow.credit.graphgpo import GraphGPOKnobs
 from creditflow.credit.rewardflow import GraphKnobs
 from creditflow.errors import RERUN, Interrupted, UserError
-from creditflow.recipes.demo import run_demo
-from creditflow.recipes.export import export_gguf, export_policy
-from creditflow.recipes.rro import run_collect, run_dpo_training
 from creditflow.rollout.trajectory import read_jsonl, read_jsonl_lines, write_jsonl
 from creditflow.spill import disk_full_line, write_results
 from creditflow.trainer import distributed
@@ -292,10 +289,10 @@ def export_command(
     if (source is None) == (from_gguf is None):
         raise UserError("give exactly one of SOURCE and --from-gguf")
     if from_gguf is not None:
-        target = export_gguf(from_gguf, out, dtype)
+        target = api.export_gguf(from_gguf, out, dtype=dtype)
         typer.echo(f"exported {from_gguf} -> {target}")
         return
-    target = export_policy(source, out, dtype)
+    target = api.export(source, out, dtype=dtype)
     typer.echo(f"exported {source} -> {target}")
 
 
@@ -309,8 +306,7 @@ def demo_command(
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML overriding the demo defaults."),
 ) -> None:
     """The main job: build the tiny policy, SFT on expert demos, RewardFlow RL, evaluate, write a report."""
-    report = run_demo(list(overrides or []), env=env, out_dir=out, quick=quick,
-                      config_file=str(config) if config else None)
+    report = api.demo(config, env=env, out=out, quick=quick, overrides=list(overrides or []))
     typer.echo((report / "summary.md").read_text())
     typer.echo(f"report: {report}")
 
@@ -500,12 +496,12 @@ def _rro_root(ctx: typer.Context) -> None:
         _refuse_copies(f"rro {ctx.invoked_subcommand}")
 
 
-def _rro_config(overrides, config, pairs: dict):
+def _rro_overrides(overrides, pairs: dict) -> list[str]:
     extra = list(overrides or [])
     for key, value in pairs.items():
         if value is not None:
             extra.insert(0, setting(key, value))
-    return build_config(config, extra)
+    return extra
 
 
 # options shared by ``rro collect`` and ``rro run`` (one OptionInfo serves both commands)
@@ -542,11 +538,11 @@ def rro_collect_command(
     model_name: Optional[str] = _MODEL_NAME,
 ) -> None:
     """Collect process-supervised preference pairs (resumes an interrupted collection in the same dir)."""
-    cfg = _rro_config(overrides, config, {
+    extra = _rro_overrides(overrides, {
         "env.name": env, "policy.model": model, "out_dir": out, "rro.data_dir": data,
         **_collection_settings(exploration, candidates, mc_rollouts, tasks, executor, ray_address),
         **_backend_settings(backend, base_url, model_name)})
-    summary = run_collect(cfg)
+    summary = api.collect_preferences(config, overrides=extra)
     typer.echo(json.dumps({k: summary[k] for k in ("samples_per_step", "steps", "pairs", "rollouts",
                                                    "generated_tokens", "wall_seconds")}, indent=2))
 
@@ -562,12 +558,12 @@ def rro_train_command(
 ) -> None:
     """DPO (TRL) from π_SFT on collected preference pairs; reference = π_SFT (policy.lora=true: a LoRA adapter,
     merged into the saved model)."""
-    cfg = _rro_config(overrides, config, {"env.name": env, "policy.model": model, "out_dir": out,
-                                          "rro.data_dir": data})
-    target, metrics = run_dpo_training(cfg)
+    extra = _rro_overrides(overrides, {"env.name": env, "policy.model": model, "out_dir": out, "rro.data_dir": data})
+    result = api.dpo(config, overrides=extra)
     if distributed.current().main:
+        metrics = result.metrics
         typer.echo(f"DPO: {metrics['dpo/pairs']} pairs, {metrics['dpo/steps']} steps, loss "
-                   f"{metrics['dpo/train_loss']:.4f} -> {target}")
+                   f"{metrics['dpo/train_loss']:.4f} -> {result.model}")
 
 
 @rro_app.command("run")
@@ -585,10 +581,9 @@ def rro_run_command(
     ray_address: Optional[str] = _RAY_ADDRESS,
 ) -> None:
     """The whole RRO pipeline: SFT → collect → DPO → held-out eval of π_SFT and π_DPO."""
-    cfg = _rro_config(overrides, config, {
+    result = api.rro(build_config(config, _rro_overrides(overrides, {
         "env.name": env, "policy.model": model, "out_dir": out,
-        **_collection_settings(exploration, candidates, mc_rollouts, tasks, executor, ray_address)})
-    result = api.rro(cfg)
+        **_collection_settings(exploration, candidates, mc_rollouts, tasks, executor, ray_address)})))
     typer.echo((result.run_dir / "rro_summary.md").read_text())
     typer.echo(json.dumps({k: result.metrics[k] for k in ("samples_per_step", "steps", "pairs", "rollouts")}))
 

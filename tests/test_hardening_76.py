@@ -242,8 +242,8 @@ def _capture(monkeypatch):
     monkeypatch.setattr(cli.api, "sft", keep)
     monkeypatch.setattr(cli.api, "rro", lambda cfg: (_ for _ in ()).throw(Captured(cfg)))
     monkeypatch.setattr(cli.api, "evaluate", lambda cfg, **_: (_ for _ in ()).throw(Captured(cfg)))
-    monkeypatch.setattr(cli, "run_collect", lambda cfg: (_ for _ in ()).throw(Captured(cfg)))
-    monkeypatch.setattr(cli, "run_dpo_training", lambda cfg: (_ for _ in ()).throw(Captured(cfg)))
+    monkeypatch.setattr(cli.api, "collect_preferences", keep)
+    monkeypatch.setattr(cli.api, "dpo", keep)
     monkeypatch.setattr(demo, "run_train", lambda cfg: (_ for _ in ()).throw(Captured(cfg)))
 
 
