@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from creditflow import credit
-from creditflow.cli import _quiet_third_party_warnings, app, main
+from creditflow.cli import app, main
+from creditflow.cli.runtime import quiet_third_party_warnings
 from creditflow.config import build_config
 
 
@@ -101,7 +102,7 @@ def test_shipped_configs_validate():
 def test_third_party_warnings_are_filtered_at_the_cli_ours_are_not():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _quiet_third_party_warnings()
+        quiet_third_party_warnings()
         warnings.warn_explicit("gradient_checkpointing is deprecated", FutureWarning, "modeling_utils.py", 1,
                                module="transformers.modeling_utils")
         warnings.warn_explicit("old TRL flag", DeprecationWarning, "sft_config.py", 1, module="trl.trainer.sft_config")
