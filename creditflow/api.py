@@ -39,8 +39,11 @@ from creditflow.auditing import AuditResult, AuditSettings
 from creditflow.auditing import audit as run_audit
 from creditflow.config import RunConfig, build_config, setting
 from creditflow.errors import Interrupted, UserError, UserTypeError
+from creditflow.recipes.demo import run_demo
 from creditflow.recipes.eval import evaluate_saved_policy
-from creditflow.recipes.rro import run_rro
+from creditflow.recipes.export import export_gguf as run_export_gguf
+from creditflow.recipes.export import export_policy
+from creditflow.recipes.rro import run_collect, run_dpo_training, run_rro
 from creditflow.recipes.sft import sft as run_sft
 from creditflow.recipes.train import config_for_resume, run_train
 from creditflow.rollout.trajectory import SuccessRule, Trajectory
@@ -325,3 +328,65 @@ def _numbers(data: dict, prefix: str = "") -> dict[str, Any]:
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             out[f"{prefix}{key}"] = value
     return out
+
+
+# --------------------------------------------------------------------------------------------------
+# the other commands' functions: ``creditflow demo``, ``export``, ``rro collect`` and ``rro train`` call these
+# --------------------------------------------------------------------------------------------------
+
+
+def demo(config: str | os.PathLike | None = None, *, env: EnvLike = None, out: str | os.PathLike | None = None,
+         quick: bool = False, overrides: list[str] | tuple[str, ...] = ()) -> Path:
+    """The demo (``creditflow demo``): the tiny policy, SFT on the env's expert, RL with the demo's settings,
+    held-out evaluation and a report; returns the report's directory (``summary.md``). ``config``: a YAML file
+    overriding the demo's defaults; ``out`` the run directory (default ``runs/demo``); ``quick`` a tiny-budget
+    smoke run; ``overrides`` ``key=value`` lines on top."""
+    _check_path(config, "config", "a YAML file overriding the demo defaults")
+    _check_path(out, "out", "the run directory")
+    _check_env(env)
+    overrides = _check_overrides(overrides)
+    return run_demo(overrides, env=env_name(env), out_dir=None if out is None else os.fspath(out), quick=bool(quick),
+                    config_file=None if config is None else os.fspath(config))
+
+
+def export(source: str | os.PathLike, out: str | os.PathLike, *, dtype: str = "auto") -> Path:
+    """A policy as a plain HF model directory in the new directory ``out`` (``creditflow export``): a LoRA
+    checkpoint's adapter merged into its base model, a full checkpoint without its optimizer state; ``source``
+    may be a run directory (its newest checkpoint). ``dtype``: float32, bfloat16 or float16 (auto: float32)."""
+    _check_path(source, "source", "a checkpoint, run, adapter or model directory")
+    _check_path(out, "out", "the new model directory")
+    return export_policy(source, out, dtype)
+
+
+def export_gguf(path: str | os.PathLike, out: str | os.PathLike, *, dtype: str = "auto") -> Path:
+    """The model of a GGUF file (llama.cpp's format) as a plain HF model directory ``out`` (``creditflow export
+    --from-gguf``): its weights dequantised to ``dtype``, its tokenizer and chat template (needs ``gguf``)."""
+    _check_path(path, "path", "a GGUF file")
+    _check_path(out, "out", "the new model directory")
+    return run_export_gguf(path, out, dtype)
+
+
+def collect_preferences(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.PathLike | None = None,
+                        out: str | os.PathLike | None = None,
+                        overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    """RRO's process-supervised preference collection (``creditflow rro collect``) with ``rro``'s settings, into
+    ``rro.data_dir`` (default ``out_dir/preferences``); resumes an interrupted collection there. ``model``: π_SFT
+    (default ``out_dir/sft_model``, SFT-ed first when absent). Returns the collection's summary (``pairs``,
+    ``steps``, ``rollouts``, ``samples_per_step``, ``generated_tokens``, ``wall_seconds``, ...)."""
+    _check_config(config)
+    overrides = _named(_check_overrides(overrides), model=model, out=out)
+    _check_env(env)
+    return run_collect(with_env(load_config(config, overrides), env))
+
+
+def dpo(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.PathLike | None = None,
+        out: str | os.PathLike | None = None, overrides: list[str] | tuple[str, ...] = ()) -> RunResult:
+    """DPO (TRL) from π_SFT on the collected pairs in ``rro.data_dir`` (``creditflow rro train``), with π_SFT as
+    the reference -> ``out_dir/dpo_model``. ``model``: π_SFT (default ``out_dir/sft_model``). The result's
+    metrics: ``dpo/pairs``, ``dpo/steps``, ``dpo/train_loss``, ..."""
+    _check_config(config)
+    overrides = _named(_check_overrides(overrides), model=model, out=out)
+    _check_env(env)
+    cfg = with_env(load_config(config, overrides), env)
+    target, metrics = run_dpo_training(cfg)
+    return RunResult(Path(cfg.out_dir), Path(target), dict(metrics))

@@ -228,7 +228,7 @@ def cli_page() -> str:
     lines = [
         "# Command line",
         "",
-        "<!-- generated at build time by docs/hooks.py from the typer app in creditflow/cli.py -->",
+        "<!-- generated at build time by docs/hooks.py from the typer app in creditflow/cli/ -->",
         "",
         "Every `creditflow` command, as its `--help` describes it (this page is generated from the command",
         "definitions when the site is built). Commands that take a run config accept `--config FILE` and",

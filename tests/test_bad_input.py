@@ -279,7 +279,7 @@ def test_issue_63_bad_input_is_one_line_exit_2_and_leaves_nothing(name, argv, ne
 
 def test_eval_on_a_full_disk_prints_its_metrics_and_keeps_the_trajectories(tiny_model_dir, tmp_path, capsys,
                                                                            monkeypatch):
-    import creditflow.cli as cli
+    import creditflow.cli.runs as cli  # the eval command's module
 
     real = cli.write_jsonl
     out = tmp_path / "full" / "trajs.jsonl"
@@ -306,7 +306,7 @@ def test_eval_on_a_full_disk_prints_its_metrics_and_keeps_the_trajectories(tiny_
 
 
 def test_eval_with_nowhere_to_write_still_prints_its_metrics(tiny_model_dir, tmp_path, capsys, monkeypatch):
-    import creditflow.cli as cli
+    import creditflow.cli.runs as cli  # the eval command's module
 
     def full(path, trajs):
         raise OSError(errno.ENOSPC, "No space left on device", str(path))

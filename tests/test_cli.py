@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from creditflow import credit
-from creditflow.cli import _quiet_third_party_warnings, app, main
+from creditflow.cli import app, main
+from creditflow.cli.runtime import quiet_third_party_warnings
 from creditflow.config import build_config
 
 
@@ -101,7 +102,7 @@ def test_shipped_configs_validate():
 def test_third_party_warnings_are_filtered_at_the_cli_ours_are_not():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _quiet_third_party_warnings()
+        quiet_third_party_warnings()
         warnings.warn_explicit("gradient_checkpointing is deprecated", FutureWarning, "modeling_utils.py", 1,
                                module="transformers.modeling_utils")
         warnings.warn_explicit("old TRL flag", DeprecationWarning, "sft_config.py", 1, module="trl.trainer.sft_config")
@@ -116,3 +117,16 @@ def test_unknown_option_gets_a_close_suggestion_only(capsys):
             main(argv)
         assert exc.value.code == 2
         assert line in one_line_error(capsys.readouterr().err)
+
+
+def test_flags_become_overrides_in_one_way():
+    """Given flags (literal values) come first and None flags not at all; key=value arguments follow, prefixed, so
+    that they win (what every command that has both does)."""
+    from creditflow.cli.options import config_overrides
+
+    items = config_overrides({"env.name": "null", "out_dir": None, "rro.tasks": 3}, ["size=5"], prefix="env.kwargs.")
+    assert items == ["env.name=null", "rro.tasks=3", "env.kwargs.size=5"]
+    cfg = build_config(None, items)
+    assert cfg.env.name == "null" and cfg.rro.tasks == 3 and cfg.env.kwargs == {"size": 5}
+    assert cfg.out_dir == build_config(None, []).out_dir
+    assert build_config(None, config_overrides({"rl.algo": "grpo"}, ["rl.algo=rloo"])).rl.algo == "rloo"

@@ -219,7 +219,6 @@ def test_a_losing_expert_is_said_before_any_work(tmp_path, capsys):
 # given twice in YAML is an error naming both lines
 # --------------------------------------------------------------------------------------------------
 
-import creditflow.cli as cli  # noqa: E402
 from creditflow import api  # noqa: E402
 from creditflow.config import build_config  # noqa: E402
 from creditflow.errors import UserError  # noqa: E402
@@ -238,12 +237,12 @@ def _capture(monkeypatch):
         named = {k: kwargs[k] for k in ("model", "out", "algo", "curriculum") if k in kwargs}
         raise Captured(api.load_config(config, api._named(list(overrides), **named)))
 
-    monkeypatch.setattr(cli.api, "train", keep)
-    monkeypatch.setattr(cli.api, "sft", keep)
-    monkeypatch.setattr(cli.api, "rro", lambda cfg: (_ for _ in ()).throw(Captured(cfg)))
-    monkeypatch.setattr(cli.api, "evaluate", lambda cfg, **_: (_ for _ in ()).throw(Captured(cfg)))
-    monkeypatch.setattr(cli, "run_collect", lambda cfg: (_ for _ in ()).throw(Captured(cfg)))
-    monkeypatch.setattr(cli, "run_dpo_training", lambda cfg: (_ for _ in ()).throw(Captured(cfg)))
+    monkeypatch.setattr(api, "train", keep)
+    monkeypatch.setattr(api, "sft", keep)
+    monkeypatch.setattr(api, "rro", lambda cfg: (_ for _ in ()).throw(Captured(cfg)))
+    monkeypatch.setattr(api, "evaluate", lambda cfg, **_: (_ for _ in ()).throw(Captured(cfg)))
+    monkeypatch.setattr(api, "collect_preferences", keep)
+    monkeypatch.setattr(api, "dpo", keep)
     monkeypatch.setattr(demo, "run_train", lambda cfg: (_ for _ in ()).throw(Captured(cfg)))
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from tests.credit.credit_testlib import traj
 
-from creditflow.cli import _number, main
+from creditflow.cli import main
+from creditflow.cli.credit import number as _number
 from creditflow.jsonl import byte_offsets, decode_with_ends, iter_json_lines
 from creditflow.rollout.trajectory import TrajectoryFormatError
 

@@ -1,0 +1,3 @@
+from creditflow.cli import main
+
+main()

@@ -1,0 +1,140 @@
+"""The commands on credit itself: ``credit`` (score trajectories), ``graph`` (draw a group's state graph) and
+``audit`` (every estimator's credit against the true advantage)."""
+
+from __future__ import annotations
+
+import json
+import numbers
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.markup import escape
+
+from creditflow import api, credit
+from creditflow.cli.options import ENV_HELP, check_input, check_output_file, config_overrides, csv, write_out
+from creditflow.cli.root import app
+from creditflow.config import build_config
+from creditflow.credit.draw import FORMATS, GraphError, group_graph, write_graph
+from creditflow.credit.graphgpo import GraphGPOKnobs
+from creditflow.credit.registry import Knobs, knob_lines, parse_key_values, validate_model
+from creditflow.credit.rewardflow import GraphKnobs
+from creditflow.errors import UserError
+from creditflow.rollout.trajectory import read_jsonl, read_jsonl_lines
+
+_KNOBS_HELP = "Estimator knobs as key=value (e.g. gamma=0.9 state_fn=observation); see the list below."
+
+
+def _knob_block(title: str, model: type[Knobs]) -> str:
+    """``title:`` then one indented ``name=default  docstring`` line per knob of ``model``."""
+    return f"{title}:\n" + "\n".join(f"  {line}" for line in knob_lines(model))
+
+
+def _knobs_epilog(blocks: list[str]) -> str:
+    """Help text listing knobs as ``name=default  docstring`` (escaped: typer renders rich markup)."""
+    return escape("Knobs (key=value, shown with their defaults; none for an unset number, true/false for "
+                  "switches):\n\n" + "\n\n".join(blocks))
+
+
+@app.command("credit", epilog=_knobs_epilog([_knob_block(name, credit.knob_model(name))
+                                               for name in credit.estimator_names()]))
+def credit_command(
+    knobs: Optional[list[str]] = typer.Argument(None, help=_KNOBS_HELP, show_default=False),
+    estimator: str = typer.Option(..., "--estimator", "-e", help=f"{', '.join(credit.estimator_names())}."),
+    input_path: Path = typer.Option(..., "--in", help="Trajectories (JSONL, one trajectory per line)."),
+    output_path: Path = typer.Option(..., "--out", help="Scored trajectories (JSONL), written atomically."),
+) -> None:
+    """Score trajectories: add process_reward, step_reward and advantage to every step (nothing else changes)."""
+    # unknown estimator, bad knob or unusable --out => one line before reading anything
+    values = credit.validate_knobs(estimator, parse_key_values(knobs or []), strings=True)
+    check_input(input_path)
+    check_output_file(output_path, "--out")
+    lines = read_jsonl_lines(input_path)
+    if not lines:
+        raise UserError(f"--in {str(input_path)!r}: no trajectories")
+    scored, batch = write_out(output_path, lambda: credit.score_lines(lines, estimator, values, output_path))
+    shown = ", ".join(f"{k.split('/', 1)[-1]}={number(v)}" for k, v in scored.metrics.items()
+                      if isinstance(v, (int, float)))
+    typer.echo(f"{estimator}: scored {batch.n_traj} trajectories, {batch.n_steps} steps -> {output_path} ({shown})",
+               err=True)
+
+
+def number(value: float | int) -> str:
+    """A metric for the summary line: counts as integers, other values to 4 significant digits."""
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.0f}"
+
+
+GRAPH_ESTIMATORS = {"rewardflow": GraphKnobs, "graphgpo": GraphGPOKnobs}
+
+
+@app.command("graph", epilog=_knobs_epilog([_knob_block("RewardFlow graph", GraphKnobs),
+                                            _knob_block("GraphGPO (--estimator graphgpo)", GraphGPOKnobs)]))
+def graph_command(
+    knobs: Optional[list[str]] = typer.Argument(
+        None, show_default=False, help="RewardFlow graph knobs as key=value (e.g. gamma=0.5); see the list below."),
+    input_path: Path = typer.Option(..., "--in", help="Trajectories (JSONL)."),
+    group: Optional[str] = typer.Option(None, "--group", "-g", help="group_id to draw (default: the first)."),
+    output_path: Path = typer.Option(..., "--out", help="graph.png, .svg, .pdf, .dot or .html"),
+    estimator: str = typer.Option("rewardflow", "--estimator", "-e",
+                                  help="whose graph: rewardflow (R(s) = gamma^d, kept transitions) or graphgpo "
+                                       "(omega^d(s), every step an edge); its knobs apply."),
+) -> None:
+    """Draw one group's state graph (node shade = R(s), edge colour = r~) with a legend."""
+    if estimator not in GRAPH_ESTIMATORS:
+        raise GraphError(f"--estimator {estimator!r}: graphs are drawn for {', '.join(GRAPH_ESTIMATORS)}")
+    values = validate_model(GRAPH_ESTIMATORS[estimator], parse_key_values(knobs or []), "graph", strings=True)
+    if output_path.suffix.lower() not in FORMATS:
+        raise GraphError(f"unsupported output {output_path.name!r}: use one of {', '.join(FORMATS)}")
+    check_input(input_path)
+    check_output_file(output_path, "--out")
+    graph = group_graph(read_jsonl(input_path), group, values, estimator=estimator)
+    write_out(output_path, lambda: write_graph(graph, output_path))
+    typer.echo(f"group {graph.group_id}: {len(graph.labels)} nodes, {len(graph.edges)} edges -> {output_path}",
+               err=True)
+
+
+@app.command("audit")
+def audit_command(
+    options: Optional[list[str]] = typer.Argument(None, help="Env options as key=value (e.g. size=7 num_boxes=2).",
+                                                  show_default=False),
+    env: str = typer.Option("sokoban", "--env", help=ENV_HELP),
+    parts: str = typer.Option("coverage,accuracy,race,rro", "--parts",
+                              help="Comma-separated parts: coverage, accuracy, race, rro."),
+    seeds: int = typer.Option(20, "--seeds", help="Seeds of coverage, accuracy and RRO pairs (0 .. N-1)."),
+    epsilon: str = typer.Option("0.5,0.75,0.9", "--epsilon",
+                                help="Behaviour policies: the env's expert mixed with uniform admissible actions at "
+                                     "each ε (comma-separated; 1 = uniform, needs no expert)."),
+    tasks: int = typer.Option(4, "--tasks", help="Tasks (groups) per seed."),
+    group_size: int = typer.Option(8, "--group-size", "-G", help="Rollouts per group."),
+    m: int = typer.Option(32, "--mc", "-M", help="Monte-Carlo continuations per Q and per V estimate."),
+    race_seeds: int = typer.Option(50, "--race-seeds", help="Seeds per race arm."),
+    race_episodes: int = typer.Option(1280, "--race-episodes", help="Training episodes per race run."),
+    race_pool: int = typer.Option(8, "--race-pool", help="Tasks in the race's fixed pool."),
+    estimators: Optional[str] = typer.Option(None, "--estimators", help="Comma-separated estimator arms (default: "
+                                             "every registered estimator and preset); the race runs these, and GRPO "
+                                             "+ CRPS / + ExpReplay where grpo is one of them."),
+    success_threshold: Optional[float] = typer.Option(
+        None, "--success-threshold", help="Success is won, or score >= this (env.success_threshold)."),
+    model: Optional[Path] = typer.Option(
+        None, "--model", help="A model (or run) dir: at free-text states (WebShop's search, SQL queries) the "
+                              "behaviour policy chooses among MENU_SIZE actions sampled from it plus the expert's."),
+    menu_size: int = typer.Option(4, "--menu-size", help="Actions sampled from --model at each free-text state."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write every per-seed value here (JSON)."),
+) -> None:
+    """Measure every estimator's credit against the true advantage A^π (Monte Carlo from restored states) and
+    race them with a tabular softmax policy: coverage, advantage accuracy, the learning race and RRO's pairs
+    (docs/audit.md). Prints means over seeds [95% bootstrap] and paired differences."""
+    cfg = build_config(None, config_overrides({"env.name": env}, options, prefix="env.kwargs."))
+    if out is not None:
+        check_output_file(out, "--out")
+    result = api.audit(cfg.env.name, env_options=cfg.env.kwargs, success_threshold=success_threshold,
+                       parts=tuple(csv(parts, "--parts")), seeds=seeds, epsilons=tuple(csv(epsilon, "--epsilon", float)),
+                       tasks=tasks, group_size=group_size, m=m, race_seeds=race_seeds, race_episodes=race_episodes,
+                       race_pool=race_pool, estimators=csv(estimators, "--estimators") if estimators else None,
+                       model=model, menu_size=menu_size, progress=lambda line: typer.echo(line, err=True))
+    for line in result.lines():
+        typer.echo(line)
+    if out is not None:
+        write_out(out, lambda: out.write_text(json.dumps(result.record, indent=1) + "\n", encoding="utf-8"))
