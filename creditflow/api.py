@@ -55,7 +55,8 @@ ConfigLike = Union[RunConfig, dict, list, tuple, str, os.PathLike, None]
 EnvLike = Union[str, type, Callable[..., Any], object, None]
 """An env name, an env class, a factory, or an env object (None: ``env.name`` of the config)."""
 
-__all__ = ["RunResult", "EvalResult", "train", "sft", "evaluate", "rro", "audit", "load_config", "with_env"]
+__all__ = ["RunResult", "EvalResult", "train", "sft", "evaluate", "rro", "audit", "demo", "export", "export_gguf",
+           "collect_preferences", "dpo", "load_config", "with_env"]
 
 
 @dataclass(frozen=True)
