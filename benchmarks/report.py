@@ -1212,7 +1212,8 @@ def audit_speed_rows() -> tuple[list[list[str]], list[str]]:
     ca, race = sp["coverage_accuracy"], sp["race"]
     load = sp.get("load_average_before_after")
     where = machine_text({**sp["machine"], "date": sp["machine"]["date"][:10]}) + (
-        f"; {sp['threads']} thread; load average {load[0]:.1f}-{load[1]:.1f} (shared)" if load else
+        f"; {sp['threads']} thread; load average {load[0]:.1f}-{load[1]:.1f} "
+        f"({'shared' if max(load) > int(sp['threads'] or 1) + 0.5 else 'its own thread alone'})" if load else
         "; summed per-seed wall times of the setting's own run (shared machine)" if sp.get("source") else "")
     return [[f"credit audit, coverage + accuracy, Sokoban 6×6 ({ca['seeds']} seeds × {len(ca['policies'])} policies, "
              f"M = {ca['m']})", f"{ca['seconds']:.0f} s", f"{ca['limit_seconds']} s: the issue's limit",
