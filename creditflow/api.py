@@ -37,7 +37,7 @@ from typing import Any, Callable, Union
 from creditflow import envs
 from creditflow.auditing import AuditResult, AuditSettings
 from creditflow.auditing import audit as run_audit
-from creditflow.config import RunConfig, build_config, setting
+from creditflow.config import RunConfig, build_config, given_settings, setting
 from creditflow.errors import Interrupted, UserError, UserTypeError
 from creditflow.recipes.demo import run_demo
 from creditflow.recipes.eval import evaluate_saved_policy
@@ -139,8 +139,8 @@ def load_config(config: ConfigLike = None, overrides: list[str] | tuple[str, ...
     """``config`` (see :data:`ConfigLike`) with ``overrides`` applied, validated."""
     _check_config(config)
     overrides = _check_overrides(overrides)
-    if isinstance(config, RunConfig):
-        return build_config(None, overrides, base=config.model_dump())
+    if isinstance(config, RunConfig):  # only its given settings: the rest stays default, not "given"
+        return build_config(None, overrides, base=given_settings(config))
     if isinstance(config, dict):
         return build_config(None, overrides, base=copy.deepcopy(config))
     if isinstance(config, (list, tuple)):

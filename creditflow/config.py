@@ -630,6 +630,22 @@ def validate_config(data: dict, where: str = "config") -> RunConfig:
         raise UserError(f"{where}: {loc}: {msg}{shown}") from None
 
 
+def given_settings(cfg: BaseModel) -> dict:
+    """The settings of ``cfg`` that were given (by a file, an override, a constructor or an assignment), nested
+    as a config file holds them. Rebuilding a config from them keeps what was given apart from what defaulted,
+    which decides whether a model's saved settings apply (``policy/factory.with_model_settings``)."""
+    out: dict = {}
+    for name in type(cfg).model_fields:
+        value = getattr(cfg, name)
+        if isinstance(value, BaseModel):
+            inner = given_settings(value)
+            if inner or name in cfg.model_fields_set:
+                out[name] = inner
+        elif name in cfg.model_fields_set:
+            out[name] = cfg.model_dump(include={name})[name]
+    return out
+
+
 def dump_config(cfg: RunConfig, path: str | Path) -> None:
     """Write ``cfg`` as YAML (``resumes`` only once a resume changed something)."""
     data = cfg.model_dump(exclude={"resumes"} if not cfg.resumes else None)

@@ -5,7 +5,9 @@ import json
 
 import pytest
 
-from creditflow.config import build_config
+from creditflow import api
+from creditflow.cli import main
+from creditflow.config import RunConfig, build_config, given_settings
 from creditflow.errors import UserError
 from creditflow.policy import inference
 from creditflow.policy.factory import with_model_settings
@@ -37,7 +39,20 @@ def test_the_model_settings_apply_unless_given(tmp_path):
         with_model_settings(build_config(None, []), model)
 
 
-def test_a_run_with_a_compact_template_is_evaluated_and_exported_with_it(tmp_path, tiny_model_dir, monkeypatch):
+def test_a_config_rebuilt_from_its_given_settings_keeps_the_rest_default():
+    cfg = build_config(None, ["env.name=sokoban", "policy.template=compact", "rl.lr=0.001"])
+    assert given_settings(cfg) == {"env": {"name": "sokoban"}, "policy": {"template": "compact"}, "rl": {"lr": 0.001}}
+    again = api.load_config(cfg, ["rollout.group_size=4"])
+    assert again.policy.model_fields_set == {"template"} and again.rollout.model_fields_set == {"group_size"}
+    assert (again.policy.template, again.rl.lr, again.rollout.group_size) == ("compact", 0.001, 4)
+    assigned = RunConfig()  # a config object changed in Python: the assignment counts as given, nested ones too
+    assigned.policy.lora.enabled = True
+    assert api.load_config(assigned).policy.lora.enabled is True
+    assert "template" not in api.load_config(assigned).policy.model_fields_set
+
+
+def test_a_run_with_a_compact_template_is_evaluated_and_exported_with_it(tmp_path, tiny_model_dir, monkeypatch,
+                                                                         capsys):
     cfg = build_config(None, [f"out_dir={tmp_path / 'run'}", f"policy.model={tiny_model_dir}", "rl.steps=1",
                               "rl.save_every=1", "policy.template=compact", "rollout.history_length=1", *SMALL])
     out, _, _ = run_train(cfg, log=lambda *_: None)
@@ -55,6 +70,18 @@ def test_a_run_with_a_compact_template_is_evaluated_and_exported_with_it(tmp_pat
     monkeypatch.setattr(rollout_factory, "prompt_builder", spy)
     metrics, _ = evaluate_saved_policy(build_config(None, ["env.name=sokoban"]), out, 1)  # the run dir: its checkpoint
     assert seen[-1] == ("compact", 1) and "eval/success_rate" in metrics
+    # the same through the API and the CLI, which build the config from flags first: a default the command did
+    # not give is no explicit setting, so the model's own layout still applies
+    api.evaluate(build_config(None, ["env.name=sokoban"]), model=out, episodes=1)
+    assert seen[-1] == ("compact", 1)
+    for argv in (["eval", "--model", str(out), "--episodes", "1"],
+                 ["eval", "--model", str(out), "--episodes", "1", "policy.template=paper"]):  # given: it wins
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 0
+    assert seen[-2] == ("compact", 1)
+    assert seen[-1] == ("paper", 1) and "policy.template=paper as given" in capsys.readouterr().err
     (ckpt / inference.FILE).unlink()  # a checkpoint from before the file: its run's config.yaml says
     evaluate_saved_policy(build_config(None, ["env.name=sokoban"]), ckpt, 1)
     assert seen[-1] == ("compact", 1)
