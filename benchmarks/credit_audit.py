@@ -13,7 +13,8 @@ pool were set before its first run and not changed):
 - ``sokoban6``: Sokoban 6×6, 1 box, 15 steps;
 - ``sokoban7``: Sokoban 7×7, 2 boxes, 20 steps, plans of at least 4 (the ``hard`` setting of
   ``benchmarks/credit_learning.py``);
-- ``household``: TextWorld pick-and-place, medium (coverage, accuracy, RRO pairs; no race);
+- ``household``: TextWorld pick-and-place, medium (all four parts; M = 8 and 32 truth continuations for RRO's
+  pairs, to afford TextWorld; the race at the audit's defaults, as Sokoban's);
 - ``webshop``: the generated catalog (coverage, accuracy, RRO pairs; no race: its policy is not tabular over a
   fixed action set). The search page is free text: there the ε-expert chooses among 4 queries sampled from the
   committed WebShop π_SFT (``benchmarks/results/webshop_sft_E4b/sft_model``, its compact template, H = 0) plus
@@ -71,7 +72,7 @@ SETTINGS = {
                  "parts": ["coverage", "accuracy", "race", "rro"], "audit": {}},
     "household": {"title": "household (TextWorld), medium", "env": "household",
                   "options": {"difficulty": "medium", "num_games": 400},
-                  "parts": ["coverage", "accuracy", "rro"], "audit": {"m": 8, "rro_truth_m": 32}},
+                  "parts": ["coverage", "accuracy", "race", "rro"], "audit": {"m": 8, "rro_truth_m": 32}},
     "webshop": {"title": "WebShop, generated catalog", "env": "webshop", "options": {},
                 "parts": ["coverage", "accuracy", "rro"], "audit": {"epsilons": (0.25, 0.5, 0.75)},
                 "menu": {"model": "benchmarks/results/webshop_sft_E4b/sft_model", "size": 4,
