@@ -132,6 +132,17 @@ def test_g2po_discount_and_all_fail_group():
     assert field(fail, "advantage") == [[0.0], [0.0]]
 
 
+def test_g2po_td_error_is_zero_between_states_visited_once():
+    """gamma = 1 and shaped rewards: where a step's two states are each visited once in the group, V is that
+    rollout's own return-to-go, so delta = r + G_{t+1} - G_t = 0; only the shared start A carries a TD error."""
+    trajs = [traj(["A", "B", "C", "D"], rewards=[-0.1, -0.1, 1.0]), traj(["A", "E", "F"], rewards=[-0.1, -1.0])]
+    compute("g2po", trajs)  # reward_source="return": the env rewards
+    # returns-to-go: 0.8, 0.9, 1.0 / -1.1, -1.0; V(A) = mean(0.8, -1.1) = -0.15
+    assert field(trajs, "process_reward") == [[near(-0.15), near(0.9), near(1.0)], [near(-0.15), near(-1.0)]]
+    # A->B: -0.1 + 0.9 + 0.15 = 0.95; A->E: -0.1 - 1.0 + 0.15 = -0.95; every other step 0
+    assert field(trajs, "step_reward") == [[near(0.95), near(0.0), near(0.0)], [near(-0.95), near(0.0)]]
+
+
 def test_g2po_alpha_traj_adds_grpo():
     trajs = two_rollouts()
     compute("g2po", trajs, reward_source="success", alpha_traj=1.0)
