@@ -30,7 +30,7 @@ from matplotlib.figure import Figure
 
 from creditflow.atomic import atomic_open
 from creditflow.credit.batch import batch_from_trajectories
-from creditflow.credit.graphgpo import GraphGPOKnobs, build_goal_graph
+from creditflow.credit.graphgpo import GraphGPOKnobs, build_goal_graph, graph_success
 from creditflow.credit.rewardflow import GraphKnobs, batch_success, build_flow
 from creditflow.credit.states import display_text
 from creditflow.errors import UserError
@@ -87,16 +87,16 @@ def _rewardflow_nodes(group: list[Trajectory], knobs: GraphKnobs | None) -> _Nod
 def _graphgpo_nodes(group: list[Trajectory], knobs: GraphGPOKnobs | None) -> _Nodes:
     """GraphGPO's graph: every step is an edge; node value omega ** d(s) (1 at the goal, its Eq. 4 reward
     scaled by R_succ * omega), 0 where no success is reachable."""
-    knobs = knobs or GraphGPOKnobs()
+    knobs = (knobs or GraphGPOKnobs()).resolved()
     batch = batch_from_trajectories(group)
-    g = build_goal_graph(batch, state_fn=knobs.state_fn, similarity=knobs.similarity,
-                         success_threshold=knobs.success_threshold)
+    won = graph_success(batch, knobs)
+    g = build_goal_graph(batch, state_fn=knobs.state_fn, similarity=knobs.similarity, won=won, goal=knobs.goal)
     dist = np.where(g.reached, np.nan_to_num(g.dist), -1.0)
     value = np.where(g.reached, np.power(knobs.omega, np.nan_to_num(g.dist)), 0.0)
     starts = g.pre[batch.traj_first[batch.lengths > 0]]
     return _Nodes(g.pre, g.post, np.ones(batch.n_steps, dtype=bool), g.node_keys, g.display, value, dist,
                   g.success_nodes, np.unique(starts), np.ones(g.n_nodes, dtype=bool),
-                  int(batch_success(batch, knobs.success_threshold).sum()))
+                  int(won.sum()))
 
 
 def group_graph(trajectories: Sequence[Trajectory], group_id: str | None = None,

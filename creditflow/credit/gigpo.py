@@ -16,8 +16,9 @@ RewardFlow's closest baseline. Two levels of group-relative advantage, no graph:
 ``normalize="mean_std"`` divides by the sample std + eps (F_norm = std, as GRPO; ``ddof=1`` as
 ``torch.std`` in verl-agent), ``"mean"`` only subtracts the mean (F_norm = 1, the paper's Dr.GRPO-style
 variant; verl-agent's ``mean_norm``). Groups of one get 0 at both levels. Defaults: RewardFlow Tab. 8
-(GiGPO rows: gamma 0.95, w 1). ``preset=official`` runs the episode level as verl-agent's trainer does:
-``mean_norm`` (its config default) with the statistics taken across the group's steps.
+(GiGPO rows: gamma 0.95, w 1). ``preset=official`` runs as verl-agent's trainer does: ``mean_norm`` (its
+config default), the episode statistics taken across the group's steps, and its invalid-action penalty (0.1)
+on the step returns and the rows' episode scores (checked against verl-agent's functions: docs/methods.md).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from creditflow.credit.rewardflow import Preset, TrajStats
 from creditflow.credit.states import StateFn, intern_nodes, step_states
 
 GiGPONormalize = Literal["mean_std", "mean"]
-OFFICIAL = {"normalize": "mean", "traj_stats": "steps"}  # verl-agent's trainer (algorithm.gigpo.mode: mean_norm)
+# verl-agent's trainer (algorithm.gigpo.mode: mean_norm; actor.invalid_action_penalty_coef: 0.1)
+OFFICIAL = {"normalize": "mean", "traj_stats": "steps", "invalid_penalty": 0.1}
 
 
 def discounted_returns(rewards, lengths, gamma: float = 0.95) -> np.ndarray:
@@ -69,13 +71,15 @@ def outcome_step_rewards(outcomes, lengths) -> np.ndarray:
 
 def gigpo_advantages(returns, group_ids, step_returns, anchor_ids, step_traj, *, step_weight: float = 1.0,
                      normalize: str = "mean_std", eps: float = 1e-6, ddof: int = 1,
-                     traj_stats: str = "rollouts") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                     traj_stats: str = "rollouts", row_penalty=0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """GiGPO Eq. 3, 7, 8: returns ``(A, A_E per step, A_S)``. ``traj_stats="steps"``: Eq. 3's statistics
-    over the group's steps (verl-agent's ``compute_mean_std_cross_steps``) instead of its rollouts."""
+    over the group's steps (verl-agent's ``compute_mean_std_cross_steps``) instead of its rollouts, each row's
+    episode score less its ``row_penalty`` (verl-agent's invalid-action penalty)."""
     norm = {"divide_std": normalize == "mean_std", "eps": eps, "ddof": ddof}
     step_traj = np.asarray(step_traj)
     if traj_stats == "steps":
-        a_episode = grouped_normalize(np.asarray(returns)[step_traj], np.asarray(group_ids)[step_traj], **norm)
+        a_episode = grouped_normalize(np.asarray(returns)[step_traj] - row_penalty,
+                                      np.asarray(group_ids)[step_traj], **norm)
     else:
         a_episode = grouped_normalize(returns, group_ids, **norm)[step_traj]  # Eq. 3
     a_step = grouped_normalize(step_returns, anchor_ids, **norm)  # Eq. 7
@@ -97,9 +101,13 @@ class GiGPOKnobs(Knobs):
     """Std of Eq. 3 and 7: 1 = sample std (torch.std in verl-agent), 0 = population std."""
     traj_stats: TrajStats = "rollouts"
     """Eq. 3 statistics over the group's rollouts (paper) or over all its steps (verl-agent's trainer)."""
+    invalid_penalty: float = Field(0.0, ge=0)
+    """Subtracted from an invalid step's step return (Eq. 5) and, with traj_stats=steps, from its row's episode
+    score: verl-agent's apply_invalid_action_penalty (invalid_action_penalty_coef 0.1 in its trainer and run
+    scripts). The paper has none: 0, and the rollouts' own rewards carry any penalty."""
     preset: Preset = "paper"
-    """paper: the knobs as set. official: as verl-agent's trainer ran, i.e. normalize=mean and
-    traj_stats=steps unless given."""
+    """paper: the knobs as set. official: as verl-agent's trainer ran, i.e. normalize=mean, traj_stats=steps and
+    invalid_penalty=0.1 unless given."""
     reward_source: ReturnSource = "return"
     """R(tau) of Eq. 3: return (summed env reward, the paper), score or success (0/1)."""
     step_reward_source: ReturnSource | None = None
@@ -132,9 +140,11 @@ def gigpo(batch: StepBatch, knobs: GiGPOKnobs) -> Credit:
     else:  # the outcome at the end, nothing before it (a sparse-reward env's r_t)
         rewards = outcome_step_rewards(batch_returns(batch, step_source), batch.lengths)
     step_returns = discounted_returns(rewards, batch.lengths, knobs.gamma)  # Eq. 5
+    penalty = knobs.invalid_penalty * ~batch.valid.astype(bool) if knobs.invalid_penalty and batch.n_steps else 0.0
+    step_returns = step_returns - penalty  # verl-agent's apply_invalid_action_penalty on the step returns
     advantage, _, _ = gigpo_advantages(returns, traj_group, step_returns, anchor, step_traj,
                                        step_weight=knobs.step_weight, normalize=knobs.normalize, eps=knobs.eps,
-                                       ddof=knobs.ddof, traj_stats=knobs.traj_stats)
+                                       ddof=knobs.ddof, traj_stats=knobs.traj_stats, row_penalty=penalty)
 
     sizes = np.bincount(anchor) if anchor.size else np.zeros(0, dtype=np.int64)
     n_groups = max(len(batch.group_names), 1)

@@ -123,7 +123,7 @@ def test_graphgpo_graph(suffix, trajs_file, tmp_path, capsys):
     node shade omega ** d(s)."""
     out = tmp_path / f"graph{suffix}"
     code, err = run(["graph", "-e", "graphgpo", "--in", str(trajs_file), "--group", "g1", "--out", str(out),
-                     "omega=0.5"], capsys)
+                     "omega=0.5", "success_from=outcome"], capsys)
     assert code == 0, err
     assert "5 nodes, 5 edges" in err  # A B C D E; A-B B-C A-D D-D D-E (RewardFlow prunes D-D: 4 edges)
     if suffix == ".dot":

@@ -62,6 +62,27 @@ def test_gigpo_official_preset_takes_episode_stats_across_steps():
     np.testing.assert_allclose(fields(trajs, "advantage"), [6.6 + 3, 6.6, -4.4 - 3, -4.4, -4.4], rtol=1e-12)
 
 
+def test_gigpo_official_preset_equals_verl_agents_functions_with_its_invalid_penalty():
+    """verl-agent's compute_step_discounted_returns, apply_invalid_action_penalty (0.1) and
+    compute_gigpo_outcome_advantage (mean_norm) on these batches, run in a working session (2026-12-06;
+    benchmarks/results/graphgpo_official_check.json has all 48 checks: 2.7e-14 at float64)."""
+    from tests.credit.test_graphgpo_official import all_fail, shared_invalid
+
+    for make, want in [(shared_invalid, [13.845833, 12.5125, -5.654167, -2.454167, -7.4875, -5.654167, -2.654167,
+                                         -2.454167]),
+                       (all_fail, [0.042222, -0.144444, 0.055556, 0.042222, 0.022222, 0.042222, 0.055556, -0.157778,
+                                   0.042222])]:
+        trajs = make()
+        compute("gigpo", trajs, preset="official", reward_source="return")
+        np.testing.assert_allclose(fields(trajs, "advantage"), want, atol=1e-6)
+    # by hand, shared_invalid's invalid row C -> C (g/2, step 1): its step return 0.95 * 0 - 0.1 = -0.1 against
+    # A_S's group C {C->B 0.95 * 0 = 0 (g/1), -0.1, C->E 0}: mean -1/30 -> -0.0667; A_E: 0 - 0.1 against the mean
+    # of the 8 rows' scores (10, 10, 0, 0, 0, 0, -0.1, 0: 2.4875) -> -2.5875; together -2.654167
+    trajs = shared_invalid()
+    compute("gigpo", trajs, preset="official", reward_source="return")
+    assert fields(trajs, "advantage")[6] == pytest.approx(-0.1 + 1 / 30 - 2.5875, abs=1e-12)
+
+
 @pytest.mark.parametrize("ddof, want", [(0, np.sqrt(2)), (1, 2 / np.sqrt(3))])
 def test_grpo_ddof(ddof, want):
     trajs = [traj(["A", "B"], success=s, traj_id=str(i)) for i, s in enumerate([True, False, False])]

@@ -36,7 +36,7 @@ def test_graphgpo_registered_with_its_knobs():
 
 def test_graphgpo_two_rollouts():
     trajs = two_rollouts()
-    metrics = compute("graphgpo", trajs, reward_source="success")
+    metrics = compute("graphgpo", trajs, reward_source="success", preset="reproduction")
     # d: G 0, B 1, A 2; C and D reach no success: d = max finite (2) + 1 = 3
     assert field(trajs, "process_reward") == [[2, 1], [2, 3]]
     # Eq. 4: 10 * 0.1 ** (d(s') + 1)
@@ -52,7 +52,7 @@ def test_graphgpo_two_rollouts():
 def test_graphgpo_failed_rollout_through_a_successful_path():
     # the failed rollout reaches B, which the successful one continued to G: C gets a finite distance
     trajs = [traj(["A", "B", "G"], success=True, rewards=[0, 1]), traj(["A", "C", "B", "D"])]
-    metrics = compute("graphgpo", trajs, reward_source="success")
+    metrics = compute("graphgpo", trajs, reward_source="success", preset="reproduction")
     assert field(trajs, "process_reward") == [[2, 1], [2, 2, 1]]  # d(C) = 2 through C -> B -> G
     assert field(trajs, "step_reward") == [[near(0.1), near(1.0)], [near(0.01), near(0.1), near(0.001)]]
     a = field(trajs, "advantage")
@@ -64,7 +64,7 @@ def test_graphgpo_failed_rollout_through_a_successful_path():
 
 def test_graphgpo_cycle():
     trajs = [traj(["A", "B", "A", "B", "G"], success=True, rewards=[0, 0, 0, 1]), traj(["A", "C"])]
-    compute("graphgpo", trajs, reward_source="success", beta_episode=0.0)
+    compute("graphgpo", trajs, reward_source="success", beta_episode=0.0, preset="reproduction")
     # d: G 0, B 1, A 2, C 3; B -> A goes back: 10 * 0.1 ** 3 = 0.01
     assert field(trajs, "step_reward") == [[near(0.1), near(0.01), near(0.1), near(1.0)], [near(0.001)]]
     # source A: {0.1, 0.1, 0.001}; source B: {0.01, 1.0}: -+SQ
@@ -75,7 +75,7 @@ def test_graphgpo_cycle():
 
 def test_graphgpo_all_fail_group_has_no_graph_term():
     trajs = [traj(["A", "B", "C"], rewards=[-0.1, 0]), traj(["A", "D"], rewards=[0])]
-    metrics = compute("graphgpo", trajs)  # returns -0.1 and 0: only the episode term moves
+    metrics = compute("graphgpo", trajs, preset="reproduction")  # returns -0.1 and 0: only the episode term moves
     assert field(trajs, "step_reward") == [[0.0, 0.0], [0.0]]
     assert field(trajs, "process_reward") == [[-1.0, -1.0], [-1.0]]
     z = 0.05 / (np.std([-0.1, 0.0], ddof=1) + 1e-6)
@@ -86,7 +86,7 @@ def test_graphgpo_all_fail_group_has_no_graph_term():
 def test_graphgpo_groups_are_separate_graphs():
     a = [traj(["A", "B", "G"], success=True, group="x"), traj(["A", "C"], group="x")]
     b = [traj(["A", "C"], group="y"), traj(["A", "C"], group="y")]  # the same keys, no success in y
-    compute("graphgpo", a + b, reward_source="success")
+    compute("graphgpo", a + b, reward_source="success", preset="reproduction")
     assert field(b, "advantage") == [[0.0], [0.0]]
     assert field(a, "process_reward") == [[2, 1], [2]]
 
