@@ -34,17 +34,25 @@ from benchmarks.machine import machine_info
 from creditflow.config import build_config
 from creditflow.recipes.demo import DEMO_DEFAULTS, DEMO_ENV_SETTINGS
 
-METHODS = ("grpo", "gigpo", "rewardflow", "rewardflow_official", "gigpo_official", "graphgpo", "g2po")
+METHODS = ("grpo", "gigpo", "rewardflow", "rewardflow_official", "gigpo_official", "graphgpo", "graphgpo_reproduction",
+           "g2po")
 # arm -> its overrides: the estimator, at its paper defaults unless the arm says otherwise. The *_official arms
 # run the estimator as its authors' trainer does (``rl.credit.preset=official``): RewardFlow's node values start
 # from the env reward of the step that entered them (Sokoban's shaped reward), GiGPO normalises as verl-agent's
 # mean_norm; both take the summed env reward as the return (docs/methods.md)
 # grpo: the records were run with GRPO's population std (ddof=0, its default until issue 74), kept so they reproduce
+# gigpo_official: recorded before verl-agent's invalid-action penalty joined the preset (issue 84), which it pins off
 ARMS = {"grpo": ["rl.algo=grpo", "rl.credit.ddof=0"], "gigpo": ["rl.algo=gigpo"], "rewardflow": ["rl.algo=rewardflow"],
         "rewardflow_official": ["rl.algo=rewardflow", "rl.credit.preset=official"],
-        "gigpo_official": ["rl.algo=gigpo", "rl.credit.preset=official"],
-        # the two graph estimators a reviewer compares RewardFlow with (issue 72), at their defaults
-        "graphgpo": ["rl.algo=graphgpo"], "g2po": ["rl.algo=g2po"]}
+        "gigpo_official": ["rl.algo=gigpo", "rl.credit.preset=official", "rl.credit.invalid_penalty=0"],
+        # the two graph estimators a reviewer compares RewardFlow with (issue 72): GraphGPO as its authors' recipe
+        # computes it (preset=official, the default since issue 84; omega per setting below) and as creditflow read
+        # it before the recipe was reachable (the issue-72 records)
+        "graphgpo": ["rl.algo=graphgpo"], "graphgpo_reproduction": ["rl.algo=graphgpo", "rl.credit.preset=reproduction"],
+        "g2po": ["rl.algo=g2po"]}
+# GraphGPO's omega (the recipe's algorithm.gamma) per setting, from its run scripts: Sokoban 0.8, ALFWorld 0.1
+# (household is creditflow's ALFWorld-like env), WebShop 0.2
+GRAPHGPO_OMEGA = {"demo": 0.8, "hard": 0.8, "household": 0.1, "webshop": 0.2}
 DEFAULT_METHODS = ("grpo", "gigpo", "rewardflow")
 SETTINGS = {  # where RewardFlow's graph has shared states to work with
     "demo": ["env.name=sokoban"] + [f"{k}={str(v).lower()}" for k, v in DEMO_ENV_SETTINGS["sokoban"].items()],
@@ -141,7 +149,8 @@ def main() -> None:
     runs: dict[str, list[dict]] = {}
 
     def overrides_of(method):
-        return [f"policy.model={model}", f"rl.steps={steps}", *ARMS[method], *ENV, *budget, *args.extra]
+        omega = [f"rl.credit.omega={GRAPHGPO_OMEGA[args.setting]}"] if method == "graphgpo" else []
+        return [f"policy.model={model}", f"rl.steps={steps}", *ARMS[method], *omega, *ENV, *budget, *args.extra]
 
     if args.jobs > 1 and not args.only_recorded:
         learning.train_in_parallel(args, overrides_of, model, work)

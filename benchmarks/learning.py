@@ -103,7 +103,7 @@ def train_one(out: Path, overrides: list[str], seed: int, curves: tuple[str, ...
     want = _config_key(cfg)
     if record is not None and record.exists():
         stored = json.loads(record.read_text())
-        if same_config(_before_ddof(stored.get("config")), want):
+        if same_config(_before_knobs(stored.get("config")), want):
             return {**stored["record"], "reused": True}
     t0 = time.perf_counter()
     reused = finished_run(out, cfg)
@@ -207,7 +207,7 @@ def recorded(overrides: list[str], out: Path, seed: int, record: Path) -> bool:
     if not record.exists():
         return False
     cfg = build_config(None, [f"out_dir={out}", f"seed={seed}", *overrides])
-    return same_config(_before_ddof(json.loads(record.read_text()).get("config")), _config_key(cfg))
+    return same_config(_before_knobs(json.loads(record.read_text()).get("config")), _config_key(cfg))
 
 
 def machine_of(args, default: dict) -> dict:
@@ -227,14 +227,21 @@ def same_config(stored: dict | None, want: dict) -> bool:
     return _same(_effective(stored), _effective(want), _config_key(build_config(None, [])))
 
 
-def _before_ddof(stored: dict | None) -> dict | None:
-    """A record's GRPO config without ``rl.credit.ddof`` was made before the knob existed (issue 74), when GRPO's
-    std was the population std: ddof 0, which the learning checks' GRPO arms now pin (today's default is 1).
-    Records made since name it (``_config_key``)."""
+# knobs a later version added, with the value a record made before them ran at (what the arms now pin):
+# GRPO's std was the population std until issue 74 (ddof 0; today's default is 1); GraphGPO's default was the
+# reading that is now preset=reproduction, and GiGPO had no invalid penalty, until issue 84
+EARLIER_KNOBS = {"grpo": {"ddof": 0}, "graphgpo": {"preset": "reproduction"}, "gigpo": {"invalid_penalty": 0.0}}
+
+
+def _before_knobs(stored: dict | None) -> dict | None:
+    """A record's config with the knobs of :data:`EARLIER_KNOBS` that it does not name set to the values it ran
+    at. Records made since name them (``_config_key``)."""
     rl = (stored or {}).get("rl")
-    if not isinstance(rl, dict) or rl.get("algo") != "grpo" or "ddof" in (rl.get("credit") or {}):
+    earlier = EARLIER_KNOBS.get(rl.get("algo")) if isinstance(rl, dict) else None
+    if not earlier:
         return stored
-    return {**stored, "rl": {**rl, "credit": {**(rl.get("credit") or {}), "ddof": 0}}}
+    credit = rl.get("credit") or {}
+    return {**stored, "rl": {**rl, "credit": {**{k: v for k, v in earlier.items() if k not in credit}, **credit}}}
 
 
 TINY_BUILD = ("tiny_vocab_size", "tiny_hidden_size", "tiny_layers")  # used only to build the tiny default
@@ -286,9 +293,11 @@ def _config_key(cfg) -> dict:
         except UserError:  # a device this machine lacks (tables made elsewhere): what auto means there is unknown
             pass
     rl = key.get("rl")
-    if isinstance(rl, dict) and rl.get("algo") == "grpo" and isinstance(rl.get("credit"), dict):
-        # GRPO's std named even at its default: a record without it is older than the knob (_before_ddof)
-        rl["credit"].setdefault("ddof", validate_knobs("grpo", {}).ddof)
+    if isinstance(rl, dict) and rl.get("algo") in EARLIER_KNOBS and isinstance(rl.get("credit"), dict):
+        # the knobs of EARLIER_KNOBS named even at their defaults: a record without them is older (_before_knobs)
+        defaults = validate_knobs(rl["algo"], {})
+        for knob in EARLIER_KNOBS[rl["algo"]]:
+            rl["credit"].setdefault(knob, getattr(defaults, knob))
     return key
 
 
