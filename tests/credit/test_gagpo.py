@@ -231,6 +231,35 @@ def test_worked_graph_of_the_methods_page():
     assert [round(x, 3) for x in adv] == [1.56, 1.278, -0.766, 0.054, -1.292, -0.821, -0.007, -0.007]
 
 
+def test_lambda_one_within_states_is_gigpos_step_level():
+    """lam = 1 makes the raw advantage G_t - V(s_t) = G_t - (mean G over s_t's visits); standardised among the
+    steps leaving s_t that is GiGPO's step advantage A_S (Eq. 7). GiGPO's A = A_E + A_S and its A_E on success
+    is GRPO, so gagpo(lam=1, norm_over=state) = gigpo - grpo, step by step."""
+    def group():
+        return [traj(["A", "B", "G"], success=True, traj_id="1"), traj(["A", "C", "B", "D"], traj_id="2"),
+                traj(["A", "C", "C", "E"], valid=[True, False, True], traj_id="3"),
+                traj(["A", "B", "A", "B", "G"], success=True, traj_id="4")]
+
+    got = {}
+    for name, knobs in [("gagpo", {"lam": 1.0, "norm_over": "state"}), ("gigpo", {}), ("grpo", {})]:
+        trajs = group()
+        compute(name, trajs, reward_source="success", **knobs)
+        got[name] = np.array(flat(trajs, "advantage"))
+    np.testing.assert_allclose(got["gagpo"], got["gigpo"] - got["grpo"], rtol=0, atol=1e-12)
+    assert np.abs(got["gagpo"]).max() > 0.5  # not trivially zero
+
+
+def test_lambda_zero_td_errors_are_g2pos_where_no_rollout_ends_in_a_state_left_elsewhere():
+    """G2PO's TD error bootstraps V(s_{t+1}) on every step, GAGPO's nothing after a rollout's last step; where
+    no rollout ends in a state another one leaves, V(s_{T+1}) = 0 and the two TD errors agree."""
+    trajs = shared_state()
+    compute("gagpo", trajs, reward_source="success", gamma=0.9)
+    other = shared_state()
+    compute("g2po", other, reward_source="success", gamma=0.9)
+    assert flat(trajs, "step_reward") == [near(x) for x in flat(other, "step_reward")]
+    assert flat(trajs, "process_reward") == [near(x) for x in flat(other, "process_reward")]
+
+
 def test_score_arrays_and_compute_agree():
     trajs = shared_state()
     compute("gagpo", trajs, reward_source="success", gamma=0.9, lam=0.7)
