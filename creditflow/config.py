@@ -218,7 +218,7 @@ class RolloutConfig(_Section):
 
 class RLConfig(_Section):
     algo: str = "grpo"
-    """Credit estimator: grpo, rloo, gigpo, rewardflow, graphgpo, g2po (``creditflow credit --help`` lists knobs)."""
+    """Credit estimator: grpo, rloo, gigpo, rewardflow, graphgpo, g2po, gagpo (``creditflow credit --help`` lists knobs)."""
     credit: dict[str, Any] = Field(default_factory=dict)
     """Knobs passed to the estimator, e.g. ``{gamma: 0.9}``."""
     steps: int = Field(20, ge=0)

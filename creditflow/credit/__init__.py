@@ -2,15 +2,16 @@
 
 The registry (``registry.py``) maps each estimator name to a kernel over the columns of a batch
 (``batch.py``: one row per step) and a typed knob model; the method modules (``grpo``, ``rloo``,
-``gigpo``, ``rewardflow``) register themselves when imported here. The public paths (``api.py``) all
-build a batch and run the same kernel: the trainer uses :func:`compute`; tools use :func:`score`;
-other frameworks :func:`score_arrays`; :func:`validate_knobs` checks a knob dict before any work.
+``gigpo``, ``rewardflow``, ``graphgpo``, ``g2po``, ``gagpo``) register themselves when imported here. The
+public paths (``api.py``) all build a batch and run the same kernel: the trainer uses :func:`compute`; tools
+use :func:`score`; other frameworks :func:`score_arrays`; :func:`validate_knobs` checks a knob dict before any
+work.
 This module only re-exports.
 """
 
 from __future__ import annotations
 
-from creditflow.credit import g2po, gigpo, graphgpo, grpo, rewardflow, rloo  # noqa: F401  (importing registers the estimators)
+from creditflow.credit import g2po, gagpo, gigpo, graphgpo, grpo, rewardflow, rloo  # noqa: F401  (importing registers the estimators)
 from creditflow.credit.api import (
     ArrayCredit,
     compute,

@@ -12,7 +12,7 @@ mask: every registered estimator, per-step ones included, gives a trajectory one
 
 **The route.** :func:`register` registers every creditflow estimator
 (:data:`~creditflow.integrations.rows.ESTIMATORS`: ``rewardflow``, ``gigpo``, ``graphgpo``, ``g2po``,
-``creditflow_grpo``, ``creditflow_rloo``, and any estimator registered since) in ``AdvantageEstimatorRegistry``
+``gagpo``, ``creditflow_grpo``, ``creditflow_rloo``, and any estimator registered since) in ``AdvantageEstimatorRegistry``
 (``grpo``/``rloo`` stay SkyRL's), so that SkyRL's ``validate_cfg`` knows their names; ``skyrl_main`` calls it.
 The registered estimators need the step rows, which SkyRL's trainer never passes them:
 :class:`CreditflowAdvantage`, a mixin for ``RayPPOTrainer``, overrides ``compute_advantages_and_returns``

@@ -1,7 +1,7 @@
 """SkyRL's ``main_base`` entry point (``skyrl.train.entrypoints.main_base``, skyrl 0.4) with creditflow's trainer:
 the same overrides, ``trainer.algorithm.advantage_estimator`` any creditflow estimator by its trainer name
-(:data:`creditflow.integrations.rows.ESTIMATORS`: rewardflow, gigpo, graphgpo, g2po, creditflow_grpo,
-creditflow_rloo, ...), and creditflow's knobs under ``trainer.algorithm.creditflow`` (docs/skyrl.md)::
+(:data:`creditflow.integrations.rows.ESTIMATORS`: rewardflow, gigpo, graphgpo, g2po, gagpo,
+creditflow_grpo, creditflow_rloo, ...), and creditflow's knobs under ``trainer.algorithm.creditflow`` (docs/skyrl.md)::
 
     python -m creditflow.integrations.skyrl_main trainer.algorithm.advantage_estimator=rewardflow \\
         generator.step_wise_trajectories=true trainer.algorithm.creditflow.gamma=0.9 ...

@@ -176,8 +176,8 @@ def check_options(args) -> None:
 class CreditGRPOTrainer(GRPOTrainer):
     """``trl.GRPOTrainer`` whose advantages are creditflow's per-step credit (module docstring; docs/trl.md).
 
-    Extra arguments: ``estimator`` (a registered name: rewardflow, gigpo, graphgpo, g2po, grpo, rloo), ``credit_knobs`` (its
-    knobs, ``creditflow credit --help``; every ``ddof`` defaults to 1, TRL's sample std, as everywhere in creditflow), ``state_key_fn`` (``fn(environment) ->
+    Extra arguments: ``estimator`` (a registered name: rewardflow, gigpo, graphgpo, g2po, gagpo, grpo,
+    rloo), ``credit_knobs`` (its knobs, ``creditflow credit --help``; every ``ddof`` defaults to 1, TRL's sample std, as everywhere in creditflow), ``state_key_fn`` (``fn(environment) ->
     state key``, for environments without a ``state_key()`` method) and ``success_threshold`` (success =
     TRL's reward >= this, where neither the environment nor the rollout_func gives ``success``).
     """

@@ -36,8 +36,8 @@ DataProto <-> Trajectory, and the credit metrics for verl's metrics dict.
 Rows duplicated to pad the batch (verl-agent's ``adjust_batch``) share their original's advantage.
 
 **Registration.** :func:`register` registers every creditflow estimator (:data:`ESTIMATORS`: ``rewardflow``,
-``gigpo``, ``graphgpo``, ``g2po``, ``creditflow_grpo``, ``creditflow_rloo``, and any estimator registered since)
-with ``verl.trainer.ppo.core_algos.register_adv_est``; creditflow's ``verl.plugins`` entry point
+``gigpo``, ``graphgpo``, ``g2po``, ``gagpo``, ``creditflow_grpo``, ``creditflow_rloo``, and any estimator
+registered since) with ``verl.trainer.ppo.core_algos.register_adv_est``; creditflow's ``verl.plugins`` entry point
 (:mod:`creditflow.integrations.verl_plugin`) calls it on ``import verl`` in every process. ``grpo``/``rloo`` are
 verl's own names (``compute_advantage`` dispatches ``grpo`` before the registry), hence the prefix. Knobs come
 from ``algorithm.creditflow`` (e.g. ``+algorithm.creditflow.gamma=0.9``); ``ddof`` defaults to verl's

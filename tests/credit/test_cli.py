@@ -32,7 +32,7 @@ def trajs_file(tmp_path):
     return path
 
 
-@pytest.mark.parametrize("estimator", ["grpo", "rloo", "gigpo", "rewardflow", "graphgpo", "g2po"])
+@pytest.mark.parametrize("estimator", ["grpo", "rloo", "gigpo", "rewardflow", "graphgpo", "g2po", "gagpo"])
 def test_credit_round_trip(estimator, trajs_file, tmp_path, capsys):
     out = tmp_path / f"{estimator}.jsonl"
     code, err = run(["credit", "--estimator", estimator, "--in", str(trajs_file), "--out", str(out)], capsys)

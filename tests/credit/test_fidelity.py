@@ -100,14 +100,14 @@ def test_grpo_default_is_the_sample_std_as_trl_and_verl():
     np.testing.assert_allclose(arrays, [2 / np.sqrt(3), -1 / np.sqrt(3), -1 / np.sqrt(3)], rtol=1e-12)
 
 
-@pytest.mark.parametrize("name", ["grpo", "gigpo", "rewardflow", "graphgpo", "g2po"])
+@pytest.mark.parametrize("name", ["grpo", "gigpo", "rewardflow", "graphgpo", "g2po", "gagpo"])
 def test_every_estimator_that_divides_by_a_std_defaults_to_the_sample_std(name):
     """The one convention every path (compute, score, score_arrays, the trainer, TRL, verl, SkyRL) takes from the
     knob model: none of them overrides it (docs/methods.md's table says where a peer differs)."""
     assert knob_model(name).model_fields["ddof"].default == 1
 
 
-@pytest.mark.parametrize("name", ["grpo", "rloo", "gigpo", "rewardflow"])
+@pytest.mark.parametrize("name", ["grpo", "rloo", "gigpo", "rewardflow", "gagpo"])
 @pytest.mark.parametrize("ddof", [0, 1])
 def test_a_group_of_one_rollout_gets_zero(name, ddof):
     knobs = {} if name == "rloo" else {"ddof": ddof}

@@ -18,7 +18,7 @@ CREDIT_DIR = Path(credit.__file__).parent
 
 
 def test_every_estimator_has_a_knob_model_with_documented_fields():
-    assert credit.estimator_names() == ["g2po", "gigpo", "graphgpo", "grpo", "rewardflow", "rloo"]
+    assert credit.estimator_names() == ["g2po", "gagpo", "gigpo", "graphgpo", "grpo", "rewardflow", "rloo"]
     for name in credit.estimator_names():
         model = credit.knob_model(name)
         assert issubclass(model, Knobs) and model.model_config["extra"] == "forbid"
@@ -28,7 +28,7 @@ def test_every_estimator_has_a_knob_model_with_documented_fields():
 
 def test_estimators_declare_what_they_need():
     needs = {name: credit.estimator_needs(name) for name in credit.estimator_names()}
-    assert needs == {"g2po": {"state"}, "gigpo": {"state"}, "graphgpo": {"state", "success"}, "grpo": set(),
+    assert needs == {"g2po": {"state"}, "gagpo": {"state"}, "gigpo": {"state"}, "graphgpo": {"state", "success"}, "grpo": set(),
                      "rewardflow": {"state", "success"}, "rloo": set()}
     assert credit.estimator_needs("unknown") == frozenset()
     with pytest.raises(ValueError, match="needs must be a subset"):
@@ -160,9 +160,10 @@ def test_method_modules_import_the_registry_not_the_package():
 
 @pytest.mark.parametrize("module", ["creditflow.credit.rewardflow", "creditflow.credit.gigpo",
                                     "creditflow.credit.graphgpo", "creditflow.credit.g2po",
+                                    "creditflow.credit.gagpo",
                                     "creditflow.credit.registry", "creditflow.credit"])
 def test_each_module_imports_first_without_a_cycle(module):
     code = f"import {module}; import creditflow.credit as c; print(','.join(c.estimator_names()))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "g2po,gigpo,graphgpo,grpo,rewardflow,rloo"
+    assert proc.stdout.strip() == "g2po,gagpo,gigpo,graphgpo,grpo,rewardflow,rloo"

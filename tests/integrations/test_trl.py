@@ -158,7 +158,7 @@ def test_place_advantages_puts_each_step_on_its_turn():
     assert out.dtype == np.float32
 
 
-@pytest.mark.parametrize("estimator", ["rewardflow", "gigpo", "graphgpo", "g2po", "grpo", "rloo"])
+@pytest.mark.parametrize("estimator", ["rewardflow", "gigpo", "graphgpo", "g2po", "gagpo", "grpo", "rloo"])
 def test_rollout_credit_is_credit_score(estimator):
     """The arrays the trainer builds give credit.score's advantages for the same rollouts (hand-made batch)."""
     rollouts = [
