@@ -35,7 +35,7 @@ from creditflow.config import build_config
 from creditflow.recipes.demo import DEMO_DEFAULTS, DEMO_ENV_SETTINGS
 
 METHODS = ("grpo", "gigpo", "rewardflow", "rewardflow_official", "gigpo_official", "graphgpo", "graphgpo_reproduction",
-           "g2po")
+           "g2po", "gagpo")
 # arm -> its overrides: the estimator, at its paper defaults unless the arm says otherwise. The *_official arms
 # run the estimator as its authors' trainer does (``rl.credit.preset=official``): RewardFlow's node values start
 # from the env reward of the step that entered them (Sokoban's shaped reward), GiGPO normalises as verl-agent's
@@ -49,7 +49,9 @@ ARMS = {"grpo": ["rl.algo=grpo", "rl.credit.ddof=0"], "gigpo": ["rl.algo=gigpo"]
         # computes it (preset=official, the default since issue 84; omega per setting below) and as creditflow read
         # it before the recipe was reachable (the issue-72 records)
         "graphgpo": ["rl.algo=graphgpo"], "graphgpo_reproduction": ["rl.algo=graphgpo", "rl.credit.preset=reproduction"],
-        "g2po": ["rl.algo=g2po"]}
+        "g2po": ["rl.algo=g2po"],
+        # GAGPO (issue 84) at its defaults (gamma = lam = 0.95; built from its abstract, docs/methods.md)
+        "gagpo": ["rl.algo=gagpo"]}
 # GraphGPO's omega (the recipe's algorithm.gamma) per setting, from its run scripts: Sokoban 0.8, ALFWorld 0.1
 # (household is creditflow's ALFWorld-like env), WebShop 0.2
 GRAPHGPO_OMEGA = {"demo": 0.8, "hard": 0.8, "household": 0.1, "webshop": 0.2}

@@ -36,7 +36,13 @@ def _knobs_epilog(blocks: list[str]) -> str:
                   "switches):\n\n" + "\n\n".join(blocks))
 
 
-@app.command("credit", epilog=_knobs_epilog([_knob_block(name, credit.knob_model(name))
+def _estimator_title(name: str) -> str:
+    """``name`` and, where its knob model says, what it is built from (``Knobs.source``)."""
+    source = credit.knob_model(name).source
+    return f"{name} ({source})" if source else name
+
+
+@app.command("credit", epilog=_knobs_epilog([_knob_block(_estimator_title(name), credit.knob_model(name))
                                                for name in credit.estimator_names()]))
 def credit_command(
     knobs: Optional[list[str]] = typer.Argument(None, help=_KNOBS_HELP, show_default=False),

@@ -25,7 +25,7 @@ chosen and why.
 from __future__ import annotations
 
 import time
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
@@ -75,6 +75,8 @@ def edge_advantages(delta, pre, post, node_group, n_nodes: int, *, standardize: 
 
 class G2POKnobs(StateGraphKnobs):
     """Knobs of ``g2po`` (docs/methods.md, "GraphGPO and G2PO", says why each default)."""
+
+    source: ClassVar[str] = "built from its abstract and summaries: every equation is creditflow's choice"
 
     gamma: float = Field(1.0, ge=0, le=1)
     """Discount gamma of the return-to-go (§3.2) and the TD error (§3.3), in [0, 1]."""

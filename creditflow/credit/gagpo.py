@@ -41,7 +41,7 @@ the summaries leave open is a knob; docs/methods.md ("GAGPO") says what was chos
 from __future__ import annotations
 
 import time
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
@@ -84,6 +84,8 @@ def normalize_advantages(adv, groups, *, normalize: str = "std", eps: float = 1e
 
 class GAGPOKnobs(StateGraphKnobs):
     """Knobs of ``gagpo`` (docs/methods.md, "GAGPO", says why each default)."""
+
+    source: ClassVar[str] = "built from its abstract and summaries: every equation is creditflow's choice"
 
     gamma: float = Field(0.95, ge=0, le=1)
     """Discount gamma of the return-to-go behind V(s) and of the TD error (stage 2), in [0, 1]."""

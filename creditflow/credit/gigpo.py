@@ -89,6 +89,8 @@ def gigpo_advantages(returns, group_ids, step_returns, anchor_ids, step_traj, *,
 class GiGPOKnobs(Knobs):
     """Knobs of ``gigpo`` (defaults: RewardFlow Tab. 8, GiGPO rows)."""
 
+    source: ClassVar[str] = "GiGPO paper Eq. 3, 5-8; preset=official checked against verl-agent's code"
+
     gamma: float = Field(0.95, ge=0, le=1)
     """Discount gamma of the step return R_t (GiGPO Eq. 5), in [0, 1]; Tab. 8: 0.95."""
     step_weight: float = Field(1.0, ge=0)

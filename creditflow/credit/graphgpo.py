@@ -189,6 +189,8 @@ class StateGraphKnobs(Knobs):
 class GraphGPOKnobs(StateGraphKnobs):
     """Knobs of ``graphgpo`` (defaults: the official recipe, verl-agent ``recipe/GraphGPO``; docs/methods.md)."""
 
+    source: ClassVar[str] = "preset=official, the default, checked against the authors' verl-agent recipe"
+
     preset: GraphGPOPreset = "official"
     """official: as the authors' recipe computes (the defaults). reproduction: creditflow's reading before the
     recipe was reachable: distance_offset=1, invalid_penalty=0, goal=final_state, success_from=outcome,

@@ -9,6 +9,7 @@ Every response token of trajectory g gets A^(g). A group of one rollout, or of e
 from __future__ import annotations
 
 import functools
+from typing import ClassVar
 
 import numpy as np
 from pydantic import Field
@@ -34,6 +35,8 @@ def grpo_advantages(returns, eps: float = 1e-6, normalize_std: bool = True, ddof
 
 class GRPOKnobs(Knobs):
     """Knobs of ``grpo``."""
+
+    source: ClassVar[str] = "CRPS paper Eq. 4; checked against SkyRL's GRPO"
 
     reward_source: ReturnSource = "return"
     """R of a trajectory: return (summed step rewards, 002 Eq. 4), score (final graded score) or success (0/1)."""

@@ -49,6 +49,9 @@ class Knobs(BaseModel):
     float (``gamma=1``). NaN and infinities are rejected.
     """
 
+    source: ClassVar[str] = ""
+    """What the estimator is built from and checked against, one line (``creditflow credit --help`` shows it)."""
+
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False,
                               use_attribute_docstrings=True)
 

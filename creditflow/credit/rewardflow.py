@@ -310,6 +310,8 @@ class GraphKnobs(Knobs):
 class RewardFlowKnobs(GraphKnobs):
     """Knobs of ``rewardflow``: the graph knobs plus the advantages (Eq. 5-9)."""
 
+    source: ClassVar[str] = 'RewardFlow paper Eq. 2-11; preset=official as its official trainer'
+
     alpha_action: float = Field(1.0, ge=0)
     """Weight alpha_action of the state-wise advantage in Eq. 9; Tab. 8: 1.0."""
     alpha_traj: float = Field(1.0, ge=0)

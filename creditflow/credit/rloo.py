@@ -6,6 +6,8 @@ A group of one has no baseline: its advantage is 0. RLOO divides by no std, so i
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from creditflow.credit.batch import StepBatch
@@ -25,6 +27,8 @@ def rloo_advantages(returns) -> np.ndarray:
 
 class RLOOKnobs(Knobs):
     """Knobs of ``rloo``."""
+
+    source: ClassVar[str] = 'the leave-one-out baseline'
 
     reward_source: ReturnSource = "return"
     """R of a trajectory: return (summed step rewards), score (final graded score) or success (0/1)."""

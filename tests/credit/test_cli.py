@@ -152,12 +152,22 @@ def _help(command, capsys, monkeypatch):
 
 
 def test_credit_help_lists_every_knob_with_default_and_docstring(capsys, monkeypatch):
-    lines = [line.strip() for line in _help("credit", capsys, monkeypatch).splitlines()]
+    text = _help("credit", capsys, monkeypatch)
+    lines = [line.strip() for line in text.splitlines()]
+    flat = " ".join(text.split())
     for name in credit.estimator_names():
-        assert f"{name}:" in lines
+        source = credit.knob_model(name).source
+        assert (f"{name} ({source}):" if source else f"{name}:") in flat  # what it is built from, in its title
         for knob, field in credit.knob_model(name).model_fields.items():
             assert any(line.startswith(f"{knob}={show_value(field.default)}  {field.description[:30]}")
                        for line in lines), (name, knob)
+
+
+def test_credit_help_says_which_estimators_are_built_from_an_abstract(capsys, monkeypatch):
+    flat = " ".join(_help("credit", capsys, monkeypatch).split())
+    for name in ("g2po", "gagpo"):
+        assert f"{name} (built from its abstract and summaries: every equation is creditflow's choice):" in flat
+    assert "graphgpo (preset=official, the default, checked against the authors' verl-agent recipe):" in flat
 
 
 def test_graph_help_lists_the_graph_knobs(capsys, monkeypatch):
