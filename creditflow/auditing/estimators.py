@@ -15,14 +15,14 @@ value"; an estimator that gives every step that value on every batch does not re
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
 from creditflow.auditing.errors import AuditError
 from creditflow.auditing.sim import Episode
 from creditflow.credit.api import credit_arrays
-from creditflow.credit.registry import CreditError, estimator_names, knob_model
+from creditflow.credit.registry import CreditError, estimator_names, knob_model, validate_knobs
 
 
 @dataclass(frozen=True)
@@ -34,9 +34,11 @@ class Arm:
     knobs: dict = field(default_factory=dict)
 
 
-def arms(only: Sequence[str] | None = None) -> list[Arm]:
+def arms(only: Sequence[str] | None = None, knobs: Mapping[str, Mapping] | None = None) -> list[Arm]:
     """Every registered estimator and preset (``only``: those arm or estimator names; unknown ones are a
-    one-line :class:`AuditError`)."""
+    one-line :class:`AuditError`). ``knobs``: arm name -> knob values that arm runs with on top of its preset,
+    e.g. ``{"graphgpo": {"omega": 0.8}}`` (checked by :func:`check_knobs`)."""
+    knobs = knobs or {}
     out = []
     for name in estimator_names():
         out.append(Arm(name, name))
@@ -44,6 +46,7 @@ def arms(only: Sequence[str] | None = None) -> list[Arm]:
         if "preset" in model.model_fields:
             default = model.model_fields["preset"].default
             out += [Arm(f"{name}_{p}", name, {"preset": p}) for p in model.presets if p != default]
+    out = [Arm(a.name, a.estimator, {**a.knobs, **knobs[a.name]}) if a.name in knobs else a for a in out]
     if only is None:
         return out
     known = {a.name for a in out}
@@ -51,6 +54,21 @@ def arms(only: Sequence[str] | None = None) -> list[Arm]:
     if bad:
         raise AuditError(f"unknown estimator {bad[0]!r}; available: {', '.join(sorted(known))}")
     return [a for a in out if a.name in only]
+
+
+def check_knobs(knobs: Mapping[str, Mapping] | None) -> None:
+    """Each key of ``knobs`` is an arm and its values are valid knobs of the arm's estimator (one-line
+    :class:`AuditError` naming the arm and the knob)."""
+    by_name = {a.name: a for a in arms()}
+    for name, values in (knobs or {}).items():
+        if name not in by_name:
+            raise AuditError(f"knobs: unknown arm {name!r}; available: {', '.join(sorted(by_name))}")
+        if not isinstance(values, Mapping):
+            raise AuditError(f"knobs[{name!r}] must be a mapping of knob names to values, got {values!r}")
+        try:
+            validate_knobs(by_name[name].estimator, {**by_name[name].knobs, **values})
+        except CreditError as e:
+            raise AuditError(f"knobs[{name!r}]: {e}") from None
 
 
 @dataclass

@@ -22,7 +22,7 @@ every arm, replay groups aside) and the actions from another.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -64,9 +64,10 @@ class RaceArm:
     curriculum: str | None = None
 
 
-def race_arms(only: Sequence[str] | None = None) -> list[RaceArm]:
-    """Every estimator arm, and GRPO + each curriculum (``only``: these names)."""
-    est = estimator_arms()
+def race_arms(only: Sequence[str] | None = None, knobs: Mapping[str, Mapping] | None = None) -> list[RaceArm]:
+    """Every estimator arm, and GRPO + each curriculum (``only``: these names; ``knobs`` as
+    :func:`~creditflow.auditing.estimators.arms`)."""
+    est = estimator_arms(knobs=knobs)
     base = {a.name: a for a in est}.get(BASE)
     out = [RaceArm(a.name, a) for a in est]
     if base is not None:

@@ -25,7 +25,7 @@ import numpy as np
 from creditflow.auditing.accuracy import accuracy, true_advantages
 from creditflow.auditing.coverage import coverage, reading
 from creditflow.auditing.errors import AuditError
-from creditflow.auditing.estimators import Arm, arms, columns
+from creditflow.auditing.estimators import Arm, arms, check_knobs, columns
 from creditflow.auditing.metrics import bootstrap_interval
 from creditflow.auditing.pairs import rro_pairs
 from creditflow.auditing.policy import EpsilonExpert
@@ -61,6 +61,7 @@ class AuditSettings:
     rro_truth_m: int = 64
     estimators: list | None = None  # arm names; None: every registered estimator and preset
     race_arms: list | None = None  # None: every estimator arm (or those of ``estimators``) and GRPO + each curriculum
+    knobs: dict | None = None  # arm -> knob values it runs with on top of its preset (e.g. {"graphgpo": {"omega": 0.8}})
 
     def check(self) -> None:
         bad = [p for p in self.parts if p not in PARTS]
@@ -78,6 +79,7 @@ class AuditSettings:
             raise AuditError(f"group_size must be at least 2 (estimators compare rollouts), got {self.group_size}")
         for e in self.epsilons:
             EpsilonExpert(e)
+        check_knobs(self.knobs)
         arms(self.estimators)
         race_arms(self.race_arms)
 
@@ -104,7 +106,7 @@ def accuracy_seed(sim: Sim, policy, seed: int, settings: AuditSettings, parts: S
     tasks = [settings.task_offset + seed * settings.tasks + j for j in range(settings.tasks)]
     episodes = sim.groups(tasks, settings.group_size, policy, rng)
     cols = columns(episodes)
-    chosen = arms(settings.estimators)
+    chosen = arms(settings.estimators, settings.knobs)
     out: dict = {"seed": seed, "tasks": tasks, "success": float(np.mean([ep.success for ep in episodes])),
                  "mean_steps": float(np.mean([len(ep.steps) for ep in episodes]))}
     if "coverage" in parts:
@@ -117,7 +119,7 @@ def accuracy_seed(sim: Sim, policy, seed: int, settings: AuditSettings, parts: S
 
 
 def race_seed(sim: Sim, arm_name: str, seed: int, settings: AuditSettings) -> dict:
-    (arm,) = race_arms([arm_name])
+    (arm,) = race_arms([arm_name], settings.knobs)
     t0 = time.perf_counter()
     out = race_run(sim, arm, seed, settings.race())
     out.update(seed=seed, arm=arm_name, seconds=time.perf_counter() - t0)
@@ -177,8 +179,9 @@ def audit(env_factory: Callable[[], object], *, settings: AuditSettings | None =
                 result.accuracy[label].append(accuracy_seed(sim, pol, seed, settings, want))
                 say(f"{'/'.join(want)} {label} seed {seed}")
     if "race" in settings.parts:
-        chosen = (race_arms(settings.race_arms) if settings.race_arms is not None else
-                  [a for a in race_arms() if settings.estimators is None or a.arm.name in settings.estimators])
+        chosen = (race_arms(settings.race_arms, settings.knobs) if settings.race_arms is not None else
+                  [a for a in race_arms(knobs=settings.knobs)
+                   if settings.estimators is None or a.arm.name in settings.estimators])
         for arm in chosen:
             result.race[arm.name] = []
             for seed in range(settings.race_seeds):

@@ -181,6 +181,32 @@ def test_audit_runs_the_four_parts_and_a_new_estimator_joins_them(extra_estimato
     json.dumps(rec)  # a record is plain JSON
 
 
+def test_an_arm_runs_with_the_knobs_given_for_it():
+    """settings.knobs (arm -> knob values): GraphGPO at the omega of the authors' Sokoban script, its other arm
+    and every other estimator untouched."""
+    knobs = {"graphgpo": {"omega": 0.8}}
+    by_name = {a.name: a for a in arms(knobs=knobs)}
+    assert by_name["graphgpo"].knobs == {"omega": 0.8}
+    assert by_name["graphgpo_reproduction"].knobs == {"preset": "reproduction"}
+    assert by_name["gigpo"].knobs == {}
+    base = audit(lambda: SnapshotChain(n=3, max_steps=5), settings=AuditSettings(**{**TINY, "parts": ("accuracy",)}))
+    tuned = audit(lambda: SnapshotChain(n=3, max_steps=5),
+                  settings=AuditSettings(**{**TINY, "parts": ("accuracy",), "knobs": knobs}))
+    (label,) = base.record["accuracy"]
+    a, b = (r.record["accuracy"][label][0]["accuracy"]["arms"] for r in (base, tuned))
+    assert a["gigpo"] == b["gigpo"] and a["graphgpo_reproduction"] == b["graphgpo_reproduction"]
+    assert tuned.record["settings"]["knobs"] == knobs
+
+
+@pytest.mark.parametrize("knobs,needle", [({"graphgpx": {"omega": 0.8}}, "unknown arm 'graphgpx'"),
+                                          ({"graphgpo": {"omega": 2}}, r"knobs\['graphgpo'\]: knob omega must be"),
+                                          ({"graphgpo": 0.8}, "must be a mapping")])
+def test_bad_arm_knobs_are_one_audit_error(knobs, needle):
+    with pytest.raises(AuditError, match=needle) as info:
+        audit(lambda: SnapshotChain(), settings=AuditSettings(**{**TINY, "knobs": knobs}))
+    assert "\n" not in str(info.value)
+
+
 def test_api_audit_takes_env_names_and_options():
     result = creditflow.audit("sokoban", env_options={"size": 5}, parts=("coverage",), seeds=1, tasks=1,
                               group_size=2, epsilons=(0.5,))
