@@ -45,15 +45,21 @@ MARKERS = {"results": ("<!-- results:begin -->", "<!-- results:end -->"),
 
 NAMES = {"grpo": "GRPO", "gigpo": "GiGPO", "rewardflow": "RewardFlow", "rloo": "RLOO",
          "rewardflow_official": "RewardFlow (official preset)", "gigpo_official": "GiGPO (official preset)",
-         "graphgpo": "GraphGPO", "g2po": "G2PO",
+         "graphgpo": "GraphGPO", "graphgpo_reproduction": "GraphGPO (reproduction preset)", "g2po": "G2PO",
+         "gagpo": "GAGPO",
          "grpo+expreplay": "GRPO + ExpReplay", "grpo+crps": "GRPO + CRPS", "rewardflow+crps": "RewardFlow + CRPS",
          "rising": "RRO + DPO", "fixed": "fixed-5 + DPO", "sft": "π_SFT", "rl": "RewardFlow (demo defaults)"}
 CREDIT_CLAIM = [("rewardflow", "gigpo"), ("gigpo", "grpo"), ("rewardflow", "grpo")]
 OFFICIAL_CLAIM = [("rewardflow_official", "gigpo_official"), ("gigpo_official", "grpo"), ("rewardflow_official", "grpo")]
-# what the two graph estimators' papers claim against the baselines they share with RewardFlow's (issue 72):
-# GraphGPO (arXiv 2605.26684) over GiGPO and GRPO on Sokoban, G2PO (arXiv 2606.22995) over GRPO
+# what the graph estimators' papers claim against the baselines they share with RewardFlow's (issues 72 and 84):
+# GraphGPO (arXiv 2605.26684) over GiGPO and GRPO on Sokoban (its official preset; the reproduction preset's
+# records of issue 72 are kept beside it), G2PO (arXiv 2606.22995) over GRPO, GAGPO (arXiv 2605.13217) over GiGPO
+# and GRPO on ALFWorld and WebShop
 GRAPH_CLAIMS = [("GraphGPO paper", [("graphgpo", "gigpo"), ("graphgpo", "grpo")]),
-                ("G2PO paper", [("g2po", "grpo")])]
+                ("GraphGPO paper, reproduction preset", [("graphgpo_reproduction", "gigpo"),
+                                                         ("graphgpo_reproduction", "grpo")]),
+                ("G2PO paper", [("g2po", "grpo")]),
+                ("GAGPO paper", [("gagpo", "gigpo"), ("gagpo", "grpo")])]
 CRPS_CLAIM = [("grpo+crps", "grpo+expreplay"), ("grpo+crps", "grpo")]
 RRO_CLAIM = [("rising", "fixed"), ("rising", "sft")]
 PAPER = {  # numbers the papers report, quoted beside ours (RRO paper, Table 1 and its text)
