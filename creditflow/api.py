@@ -285,6 +285,9 @@ def audit(env: EnvLike = "sokoban", *, env_options: dict | None = None, policy=N
         raise UserTypeError(f"audit() got an unexpected keyword argument {unknown[0]!r}; its settings: "
                             f"{', '.join(sorted(fields))}")
     # every argument's type first, then the values (AuditSettings.check: the settings' types, then theirs)
+    if env is None:  # no config here to name one
+        raise UserTypeError("env must be a name, an env class, a factory or an env object (with reset and step), got "
+                            "None (NoneType)")
     _check_env(env)
     env_options = check_mapping(env_options, "env_options", "env options")
     if policy is not None and not callable(getattr(policy, "act", None)):

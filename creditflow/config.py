@@ -595,7 +595,7 @@ def load_yaml(path: str | Path) -> dict:
 _NOT_A_SECTION = "must be a section of key: value settings"
 
 
-def misplaced_section(data: dict, model: type[BaseModel] = None, keys: tuple = ()) -> tuple[tuple, Any] | None:
+def misplaced_section(data: dict, model: type[BaseModel] | None = None, keys: tuple = ()) -> tuple[tuple, Any] | None:
     """The first key of ``data`` that names a section of the run config (``rl``, ``policy.lora``) but holds no
     mapping (``rl: [1, 2]``), with its value; None when there is none. ``policy.lora`` may be its true/false
     switch."""

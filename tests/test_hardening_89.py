@@ -344,6 +344,8 @@ API_TYPES = [  # (case, arguments, what the TypeError says)
     ("model a number", dict(model=3), r"model must be a model or run directory \(a str or os.PathLike\) or None"),
     ("progress not callable", dict(progress="log"), r"progress must be a function taking one line of text or None"),
     ("policy without act", dict(policy=object()), r"policy must be an object with an act\(items, rng\) method"),
+    ("env None", dict(env=None), r"env must be a name, an env class, a factory or an env object \(with reset and step\), "
+                                 r"got None \(NoneType\)"),
     ("an unknown setting", dict(sedes=3), r"audit\(\) got an unexpected keyword argument 'sedes'; its settings: "),
     ("a type error before a value error", dict(parts=(), m=2.5), r"^m \(Monte-Carlo"),
 ]
@@ -352,7 +354,7 @@ API_TYPES = [  # (case, arguments, what the TypeError says)
 @pytest.mark.parametrize("kwargs, pattern", [c[1:] for c in API_TYPES], ids=[c[0] for c in API_TYPES])
 def test_an_audit_argument_of_the_wrong_type_is_a_type_error_naming_it(kwargs, pattern):
     with pytest.raises(TypeError, match=pattern) as exc:
-        creditflow.audit(WALK, **{**TINY, **kwargs})
+        creditflow.audit(**{"env": WALK, **TINY, **kwargs})
     assert isinstance(exc.value, UserTypeError) and "\n" not in str(exc.value)
 
 

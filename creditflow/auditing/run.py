@@ -22,9 +22,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from creditflow.arguments import check_int, check_names, check_number, check_numbers
 from creditflow.auditing.accuracy import accuracy, true_advantages
 from creditflow.auditing.coverage import coverage, reading
-from creditflow.arguments import check_int, check_names, check_number, check_numbers
 from creditflow.auditing.errors import AuditError
 from creditflow.auditing.estimators import Arm, arms, columns
 from creditflow.auditing.metrics import bootstrap_interval

@@ -54,11 +54,11 @@ from verl import DataProto  # this module is the verl bridge: verl is its reason
 from verl.trainer.ppo import core_algos
 
 from creditflow.credit import estimator_needs
+from creditflow.errors import UserError
 from creditflow.integrations import plugins
 from creditflow.integrations.rows import (ESTIMATORS, Columns, LayoutError, RowUid, advantages, attached, call_of,
                                           columns, columns_from_rows, estimate_call, estimator_knobs, group_metrics,
                                           row_advantages, row_metrics, uids_from_columns)
-from creditflow.errors import UserError
 from creditflow.rollout.trajectory import Step, Trajectory
 
 # the fields of a row's state (creditflow's state key, else the observation) and outcome, in order of preference:
