@@ -35,9 +35,11 @@ from pathlib import Path
 from typing import Any, Callable, Union
 
 from creditflow import envs
+from creditflow.arguments import check_callable, check_int, check_lines, check_mapping, check_number, check_path, shown
 from creditflow.auditing import AuditResult, AuditSettings
 from creditflow.auditing import audit as run_audit
 from creditflow.config import RunConfig, build_config, given_settings, setting
+from creditflow.envs.configured import env_factory
 from creditflow.errors import Interrupted, UserError, UserTypeError
 from creditflow.recipes.demo import run_demo
 from creditflow.recipes.eval import evaluate_saved_policy
@@ -83,37 +85,17 @@ class EvalResult:
     trajectories: list[Trajectory] = field(default_factory=list)
 
 
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return f"{text[:57] + '...' if len(text) > 60 else text} ({type(value).__name__})"
-
-
 def _check_config(config: Any) -> None:
     if not isinstance(config, (RunConfig, dict, list, tuple, str, os.PathLike)) and config is not None:
         raise UserTypeError(f"config must be a RunConfig, a dict, a list of 'key=value' strings, a YAML path (str or "
-                            f"os.PathLike) or None, got {_shown(config)}")
+                            f"os.PathLike) or None, got {shown(config)}")
     if isinstance(config, (list, tuple)):
-        _check_items(config, "config")
+        check_lines(config, "config")
 
 
 def _check_overrides(overrides: Any) -> list[str]:
     """``overrides`` as a list; anything but a list or tuple of ``key=value`` strings is a :class:`UserTypeError`."""
-    if not isinstance(overrides, (list, tuple)):
-        hint = f" (pass [{overrides!r}])" if isinstance(overrides, str) else ""
-        raise UserTypeError(f"overrides must be a list or tuple of 'key=value' strings, got {_shown(overrides)}{hint}")
-    _check_items(overrides, "overrides")
-    return list(overrides)
-
-
-def _check_items(items, name: str) -> None:
-    for i, item in enumerate(items):
-        if not isinstance(item, str):
-            raise UserTypeError(f"{name}[{i}] must be a 'key=value' string, got {_shown(item)}")
-
-
-def _check_path(value: Any, name: str, what: str) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (str, os.PathLike))):
-        raise UserTypeError(f"{name} must be {what} (a str or os.PathLike) or None, got {_shown(value)}")
+    return check_lines(overrides, "overrides")
 
 
 def _named(overrides: list[str], **options: Any) -> list[str]:
@@ -128,9 +110,9 @@ def _named(overrides: list[str], **options: Any) -> list[str]:
         if value is None:
             continue
         if path:
-            _check_path(value, name, text)
+            check_path(value, name, text)
         elif not isinstance(value, str):
-            raise UserTypeError(f"{name} must be {text} (str) or None, got {_shown(value)}")
+            raise UserTypeError(f"{name} must be {text} (str) or None, got {shown(value)}")
         named.append(setting(key, os.fspath(value)))
     return [*named, *overrides]
 
@@ -179,13 +161,13 @@ def env_name(env: EnvLike) -> str | None:
         envs.register(name, env)
         return name
     raise UserTypeError(f"env must be a name, an env class, a factory or an env object (with reset and step), got "
-                        f"{_shown(env)}")
+                        f"{shown(env)}")
 
 
 def _check_env(env: Any) -> None:
     if not (env is None or isinstance(env, str) or callable(env) or _is_env_object(env)):
         raise UserTypeError(f"env must be a name, an env class, a factory or an env object (with reset and step), "
-                            f"got {_shown(env)}")
+                            f"got {shown(env)}")
 
 
 def with_env(cfg: RunConfig, env: EnvLike) -> RunConfig:
@@ -213,7 +195,7 @@ def train(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.Pat
     overrides (recorded in its ``config.yaml``), and ``env`` only the env the run was made with."""
     _check_config(config)
     overrides = _named(_check_overrides(overrides), model=model, out=out, algo=algo, curriculum=curriculum)
-    _check_path(resume, "resume", "the run directory to continue")
+    check_path(resume, "resume", "the run directory to continue")
     _check_env(env)
     if resume is not None:
         if config is not None and not isinstance(config, (list, tuple)):
@@ -252,11 +234,11 @@ def evaluate(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.
     run directory (its newest checkpoint); default ``policy.model``."""
     _check_config(config)
     _check_env(env)
-    _check_path(model, "model", "a model directory, checkpoint or run directory")
+    check_path(model, "model", "a model directory, checkpoint or run directory")
     if isinstance(episodes, bool) or not isinstance(episodes, int):
-        raise UserTypeError(f"episodes must be a positive integer (int), got {_shown(episodes)}")
+        raise UserTypeError(f"episodes must be a positive integer (int), got {shown(episodes)}")
     if not isinstance(split, str):
-        raise UserTypeError(f"split must be 'validation' or 'test' (str), got {_shown(split)}")
+        raise UserTypeError(f"split must be 'validation' or 'test' (str), got {shown(split)}")
     _check_overrides(overrides)
     if episodes < 1:
         raise UserError(f"evaluate: episodes must be a positive integer, got {episodes!r}")
@@ -300,24 +282,41 @@ def audit(env: EnvLike = "sokoban", *, env_options: dict | None = None, policy=N
     fields = set(AuditSettings.__dataclass_fields__)
     unknown = sorted(set(settings) - fields)
     if unknown:
-        raise UserError(f"audit has no setting {unknown[0]!r}; settings: {', '.join(sorted(fields))}")
-    if int(menu_size) < 1:
-        raise UserError(f"menu_size (actions sampled from the model at a free-text state) must be at least 1, got "
-                        f"{menu_size}")
+        raise UserTypeError(f"audit() got an unexpected keyword argument {unknown[0]!r}; its settings: "
+                            f"{', '.join(sorted(fields))}")
+    # every argument's type first, then the values (AuditSettings.check: the settings' types, then theirs)
+    if env is None:  # no config here to name one
+        raise UserTypeError("env must be a name, an env class, a factory or an env object (with reset and step), got "
+                            "None (NoneType)")
+    _check_env(env)
+    env_options = check_mapping(env_options, "env_options", "env options")
+    if policy is not None and not callable(getattr(policy, "act", None)):
+        raise UserTypeError(f"policy must be an object with an act(items, rng) method or None, got {shown(policy)}")
+    check_callable(progress, "progress", "a function taking one line of text")
+    check_path(model, "model", "a model or run directory")
+    check_number(success_threshold, "success_threshold", optional=True, type_only=True)
+    menu_what = "(actions sampled from the model at a free-text state)"
+    check_int(menu_size, "menu_size", what=menu_what, type_only=True)
+    overrides = [] if overrides is None else _check_overrides(overrides)
+    run_settings = AuditSettings(**settings)
+    run_settings.check()
+    threshold = check_number(success_threshold, "success_threshold", optional=True)
+    check_int(menu_size, "menu_size", what=menu_what)
     name = env_name(env)
     if isinstance(envs.env_class(name), envs.EnvCopies) and env_options:
         raise UserError("env_options: an env object has its options already; pass its class or a factory")
-    factory = envs.factory(name, **(env_options or {}))
-    run_settings = AuditSettings(**settings)
-    run_settings.check()
+    # the env through the run's own checks: its options, a user's env's first reset and turn limit, and every value
+    # it returns during the audit (envs/checked.py), as train and sft make theirs
+    cfg = build_config(None, [setting("env.name", name)], base={"env": {"kwargs": env_options}})
+    factory = env_factory(cfg, cuts=False)
     menu = None
     if model is not None:
         from creditflow.recipes.audit import policy_menu
 
-        cfg = build_config(None, [f"env.name={name}", *(overrides or [])])
-        menu = policy_menu(cfg, model, factory, menu_size, log=progress or print)
-    return run_audit(factory, settings=run_settings, policy=policy,
-                     success_rule=SuccessRule(success_threshold), progress=progress, env_label=name, menu=menu)
+        menu_cfg = build_config(None, [setting("env.name", name), *overrides], base={"env": {"kwargs": env_options}})
+        menu = policy_menu(menu_cfg, model, factory, menu_size, log=progress or print)
+    return run_audit(factory, settings=run_settings, policy=policy, success_rule=SuccessRule(threshold),
+                     progress=progress, env_label=name, menu=menu)
 
 
 def _numbers(data: dict, prefix: str = "") -> dict[str, Any]:
@@ -342,8 +341,8 @@ def demo(config: str | os.PathLike | None = None, *, env: EnvLike = None, out: s
     held-out evaluation and a report; returns the report's directory (``summary.md``). ``config``: a YAML file
     overriding the demo's defaults; ``out`` the run directory (default ``runs/demo``); ``quick`` a tiny-budget
     smoke run; ``overrides`` ``key=value`` lines on top."""
-    _check_path(config, "config", "a YAML file overriding the demo defaults")
-    _check_path(out, "out", "the run directory")
+    check_path(config, "config", "a YAML file overriding the demo defaults")
+    check_path(out, "out", "the run directory")
     _check_env(env)
     overrides = _check_overrides(overrides)
     return run_demo(overrides, env=env_name(env), out_dir=None if out is None else os.fspath(out), quick=bool(quick),
@@ -354,16 +353,16 @@ def export(source: str | os.PathLike, out: str | os.PathLike, *, dtype: str = "a
     """A policy as a plain HF model directory in the new directory ``out`` (``creditflow export``): a LoRA
     checkpoint's adapter merged into its base model, a full checkpoint without its optimizer state; ``source``
     may be a run directory (its newest checkpoint). ``dtype``: float32, bfloat16 or float16 (auto: float32)."""
-    _check_path(source, "source", "a checkpoint, run, adapter or model directory")
-    _check_path(out, "out", "the new model directory")
+    check_path(source, "source", "a checkpoint, run, adapter or model directory")
+    check_path(out, "out", "the new model directory")
     return export_policy(source, out, dtype)
 
 
 def export_gguf(path: str | os.PathLike, out: str | os.PathLike, *, dtype: str = "auto") -> Path:
     """The model of a GGUF file (llama.cpp's format) as a plain HF model directory ``out`` (``creditflow export
     --from-gguf``): its weights dequantised to ``dtype``, its tokenizer and chat template (needs ``gguf``)."""
-    _check_path(path, "path", "a GGUF file")
-    _check_path(out, "out", "the new model directory")
+    check_path(path, "path", "a GGUF file")
+    check_path(out, "out", "the new model directory")
     return run_export_gguf(path, out, dtype)
 
 

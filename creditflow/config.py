@@ -585,7 +585,50 @@ def load_yaml(path: str | Path) -> dict:
         return {}
     if not isinstance(data, dict):
         raise UserError(f"{p}: the top level must be a mapping, got {type(data).__name__}")
+    found = misplaced_section(data)
+    if found is not None:  # said here, at its line, not by an override that reaches into it
+        keys, value = found
+        raise UserError(f"{p}:{_line_of(text, keys)}: {'.'.join(keys)}: {_NOT_A_SECTION} (got {value!r})")
     return data
+
+
+_NOT_A_SECTION = "must be a section of key: value settings"
+
+
+def misplaced_section(data: dict, model: type[BaseModel] | None = None, keys: tuple = ()) -> tuple[tuple, Any] | None:
+    """The first key of ``data`` that names a section of the run config (``rl``, ``policy.lora``) but holds no
+    mapping (``rl: [1, 2]``), with its value; None when there is none. ``policy.lora`` may be its true/false
+    switch."""
+    model = model or RunConfig
+    for key, value in data.items():
+        field = model.model_fields.get(key) if isinstance(key, str) else None
+        section = field.annotation if field is not None else None
+        if not (isinstance(section, type) and issubclass(section, BaseModel)):
+            continue
+        if isinstance(value, dict):
+            inner = misplaced_section(value, section, (*keys, key))
+            if inner is not None:
+                return inner
+        elif not (isinstance(value, bool) and "enabled" in section.model_fields):
+            return (*keys, key), value
+    return None
+
+
+def _line_of(text: str, keys: tuple) -> int:
+    """The line (from 1) of the nested key ``keys`` in the YAML ``text`` (1 where it cannot be found)."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return 1
+    line = 1
+    for key in keys:
+        if not isinstance(node, yaml.MappingNode):
+            break
+        match = next(((k, v) for k, v in node.value if getattr(k, "value", None) == key), None)
+        if match is None:
+            break
+        line, node = match[0].start_mark.line + 1, match[1]
+    return line
 
 
 def build_config(config_file: str | Path | None = None, overrides: list[str] | tuple[str, ...] = (),
@@ -595,6 +638,9 @@ def build_config(config_file: str | Path | None = None, overrides: list[str] | t
         raise TypeError(f"overrides must be a list of key=value strings, got the string {overrides!r} "
                         f"(pass [{overrides!r}])")
     data: dict = dict(base or {})
+    found = misplaced_section(data)
+    if found is not None:  # said of the config given, not of an override that reaches into it
+        raise UserError(f"{where or 'config'}: {'.'.join(found[0])}: {_NOT_A_SECTION} (got {found[1]!r})")
     if config_file:
         data.update(load_yaml(config_file))
     for item in overrides:

@@ -20,6 +20,8 @@ from typing import Sequence
 import numpy as np
 
 from creditflow.auditing.errors import AuditError
+from creditflow.envs.check import _short
+from creditflow.envs.checked import CheckedEnv
 
 Item = tuple  # (seed, state_key, admissible actions, env)
 
@@ -48,9 +50,7 @@ class EpsilonExpert:
             if not callable(plan_fn):
                 raise AuditError(f"env {getattr(env, 'name', type(env).__name__)!r} has no expert (expert_actions): "
                                  "use epsilon 1 (uniform) or the tabular policy")
-            plan = plan_fn()
-            first = plan[0] if plan else None
-            self._plan[cache] = first if first in actions else None
+            self._plan[cache] = _first(plan_fn(), seed, actions, env)
         return self._plan[cache]
 
     def probs(self, item: Item) -> np.ndarray:
@@ -71,6 +71,26 @@ class EpsilonExpert:
             table[i, :len(item[2])] = self.probs(item)
         picks = sample_rows(table, rng)
         return [item[2][k] for item, k in zip(items, picks)]
+
+
+def _first(plan, seed, actions: Sequence[str], env) -> str | None:
+    """The first action of an expert's ``plan`` (None: no plan, a dead end), checked before use: a plan is a list
+    of strings (never a string, whose first character is no action) and its first action one the state offers,
+    or the ε-expert would be another policy than the one named. A broken rule is one line naming the env, the
+    task and the step (:meth:`~creditflow.envs.checked.CheckedEnv.fail` for a user's env)."""
+    if plan is None or (isinstance(plan, (list, tuple)) and not plan):
+        return None
+    if not isinstance(plan, (list, tuple)) or not all(isinstance(a, str) for a in plan):
+        rule = f"expert_actions() must return a list of strings, got {_short(plan)}"
+    elif plan[0] not in actions:
+        shown = ", ".join(map(repr, actions[:6])) + (", ..." if len(actions) > 6 else "")
+        rule = (f"expert_actions() plans {_short(plan[0])} first, which the state does not offer (its actions: "
+                f"{shown}); the ε-expert plays the expert's next action among those offered")
+    else:
+        return plan[0]
+    if isinstance(env, CheckedEnv):
+        raise env.fail_here(rule)
+    raise AuditError(f"env {getattr(env, 'name', type(env).__name__)!r}: task seed {seed}: {rule}")
 
 
 class Tabular:

@@ -22,6 +22,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from creditflow.arguments import check_int, check_mapping, check_names, check_number, check_numbers
 from creditflow.auditing.accuracy import accuracy, true_advantages
 from creditflow.auditing.coverage import coverage, reading
 from creditflow.auditing.errors import AuditError
@@ -64,21 +65,35 @@ class AuditSettings:
     knobs: dict | None = None  # arm -> knob values it runs with on top of its preset (e.g. {"graphgpo": {"omega": 0.8}})
 
     def check(self) -> None:
-        bad = [p for p in self.parts if p not in PARTS]
-        if bad:
-            raise AuditError(f"unknown part {bad[0]!r}; parts: {', '.join(PARTS)}")
+        """Every setting's type first (a :class:`~creditflow.errors.UserTypeError` naming it), then its value (an
+        :class:`AuditError`); a selection given as one name (``parts="race"``) or one ε becomes a one-item one."""
+        wrong: list[AuditError] = []
+
+        def checked(name: str, check, *args, **kwargs) -> None:
+            try:  # a UserTypeError is no AuditError: it stops here, before any value is judged
+                setattr(self, name, check(getattr(self, name), name, *args, error=AuditError, **kwargs))
+            except AuditError as exc:
+                wrong.append(exc)
+
         for name in ("m", "rro_m", "rro_truth_m"):
-            if int(getattr(self, name)) < 1:
-                raise AuditError(f"{name} (Monte-Carlo continuations per estimate) must be at least 1, got "
-                                 f"{getattr(self, name)}")
+            checked(name, check_int, what="(Monte-Carlo continuations per estimate)")
         for name in ("seeds", "tasks", "race_seeds", "race_pool", "race_groups", "race_episodes", "rro_candidates",
                      "race_eval_every", "race_epochs"):
-            if int(getattr(self, name)) < 1:
-                raise AuditError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if int(self.group_size) < 2:
-            raise AuditError(f"group_size must be at least 2 (estimators compare rollouts), got {self.group_size}")
-        for e in self.epsilons:
-            EpsilonExpert(e)
+            checked(name, check_int)
+        for name in ("task_offset", "race_offset"):  # the first env seed
+            checked(name, check_int, minimum=0)
+        checked("group_size", check_int, minimum=2, what="(rollouts per group: estimators compare rollouts)")
+        checked("race_lr", check_number, positive=True)
+        checked("parts", check_names, PARTS, what="part")
+        checked("epsilons", check_numbers, 0.0, 1.0)
+        for name, what in (("estimators", "estimator"), ("race_arms", "race arm")):
+            if getattr(self, name) is not None:
+                checked(name, check_names, what=what)
+                setattr(self, name, list(getattr(self, name)))
+        if self.knobs is not None:
+            self.knobs = check_mapping(self.knobs, "knobs", "arm names to knob values")
+        if wrong:
+            raise wrong[0]
         check_knobs(self.knobs)
         arms(self.estimators)
         race_arms(self.race_arms)

@@ -29,6 +29,7 @@ import numpy as np
 
 from creditflow.auditing.errors import AuditError
 from creditflow.envs.base import ReplayMismatch, has_snapshot, replay
+from creditflow.envs.checked import CheckedEnv
 from creditflow.policy.prompts import env_name
 from creditflow.rollout.trajectory import SuccessRule
 
@@ -153,7 +154,10 @@ class Sim:
         if not node.actions:
             return env.reset(seed=node.seed)
         if node.snap is not None:
-            return env.restore(node.snap)
+            restored = env.restore(node.snap)
+            if isinstance(env, CheckedEnv):  # its steps count on from the restored one
+                env.at_step(node.t)
+            return restored
         try:
             res = replay(env, node.seed, list(node.actions))
         except ReplayMismatch as exc:

@@ -12,6 +12,7 @@ import typer
 from rich.markup import escape
 
 from creditflow import api, credit
+from creditflow.atomic import write_atomic
 from creditflow.cli.options import ENV_HELP, check_input, check_output_file, config_overrides, csv, write_out
 from creditflow.cli.root import app
 from creditflow.config import build_config
@@ -21,6 +22,7 @@ from creditflow.credit.registry import Knobs, knob_lines, parse_key_values, vali
 from creditflow.credit.rewardflow import GraphKnobs
 from creditflow.errors import UserError
 from creditflow.rollout.trajectory import read_jsonl, read_jsonl_lines
+from creditflow.spill import write_results
 
 _KNOBS_HELP = "Estimator knobs as key=value (e.g. gamma=0.9 state_fn=observation); see the list below."
 
@@ -127,20 +129,23 @@ def audit_command(
         None, "--model", help="A model (or run) dir: at free-text states (WebShop's search, SQL queries) the "
                               "behaviour policy chooses among MENU_SIZE actions sampled from it plus the expert's."),
     menu_size: int = typer.Option(4, "--menu-size", help="Actions sampled from --model at each free-text state."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Write every per-seed value here (JSON)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write every per-seed value here (JSON, written atomically; "
+                                                          "its folder is made)."),
 ) -> None:
     """Measure every estimator's credit against the true advantage A^π (Monte Carlo from restored states) and
     race them with a tabular softmax policy: coverage, advantage accuracy, the learning race and RRO's pairs
     (docs/audit.md). Prints means over seeds [95% bootstrap] and paired differences."""
     cfg = build_config(None, config_overrides({"env.name": env}, options, prefix="env.kwargs."))
     if out is not None:
-        check_output_file(out, "--out")
+        check_output_file(out, "--out")  # before any work: a file path whose nearest existing folder is writable
+    arms = csv(estimators, "--estimators") if estimators is not None else None
     result = api.audit(cfg.env.name, env_options=cfg.env.kwargs, success_threshold=success_threshold,
                        parts=tuple(csv(parts, "--parts")), seeds=seeds, epsilons=tuple(csv(epsilon, "--epsilon", float)),
                        tasks=tasks, group_size=group_size, m=m, race_seeds=race_seeds, race_episodes=race_episodes,
-                       race_pool=race_pool, estimators=csv(estimators, "--estimators") if estimators else None,
-                       model=model, menu_size=menu_size, progress=lambda line: typer.echo(line, err=True))
+                       race_pool=race_pool, estimators=arms, model=model, menu_size=menu_size,
+                       progress=lambda line: typer.echo(line, err=True))
     for line in result.lines():
         typer.echo(line)
-    if out is not None:
-        write_out(out, lambda: out.write_text(json.dumps(result.record, indent=1) + "\n", encoding="utf-8"))
+    if out is not None:  # atomically (its folder made), and kept in a temporary file when it cannot be written
+        text = json.dumps(result.record, indent=1) + "\n"
+        write_results(out, lambda path: write_atomic(path, text), "per-seed results", "--out")

@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from creditflow import envs
+from creditflow.arguments import check_number
 from creditflow.cli.options import config_overrides
 from creditflow.cli.root import app
 from creditflow.config import build_config
@@ -83,6 +84,7 @@ def envs_check_command(
     expert (expert_actions) reaching won, and truncate() where the env has it; warns when episodes can run over
     30 turns. Prints a table; exit code 1 when a check fails."""
     cfg = build_config(None, config_overrides({"env.name": name}, options, prefix="env.kwargs."))
+    check_number(success_threshold, "--success-threshold", optional=True)  # NaN or inf: no score reaches it
     factory = envs.factory(cfg.env.name, **cfg.env.kwargs)
     checks = check_env(factory, list(range(seeds)), success_threshold=success_threshold)
     where = envs.source(name)

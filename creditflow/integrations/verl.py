@@ -54,6 +54,8 @@ from verl import DataProto  # this module is the verl bridge: verl is its reason
 from verl.trainer.ppo import core_algos
 
 from creditflow.credit import estimator_needs
+from creditflow.errors import UserError
+from creditflow.integrations import plugins
 from creditflow.integrations.rows import (ESTIMATORS, Columns, LayoutError, RowUid, advantages, attached, call_of,
                                           columns, columns_from_rows, estimate_call, estimator_knobs, group_metrics,
                                           row_advantages, row_metrics, uids_from_columns)
@@ -159,10 +161,19 @@ class VerlEstimator:
 def register() -> None:
     """Register creditflow's estimators (every name of :data:`ESTIMATORS`, so also any estimator registered since
     the last call) in verl's advantage-estimator registry (idempotent; creditflow's ``verl.plugins`` entry point
-    calls it on ``import verl``)."""
+    calls it on ``import verl``). A name that verl's registry holds for another function already (another plugin's)
+    is left to it, the others are registered, and one :class:`~creditflow.errors.UserError` names the taken ones."""
+    taken = []
     for name in ESTIMATORS:
         if not isinstance(core_algos.ADV_ESTIMATOR_REGISTRY.get(name), VerlEstimator):
-            core_algos.register_adv_est(name)(VerlEstimator(name))
+            try:
+                core_algos.register_adv_est(name)(VerlEstimator(name))
+            except ValueError:  # verl: "Adv estimator X has already been registered"
+                taken.append(name)
+    if taken:
+        owners = ", ".join(f"{n!r} ({getattr(core_algos.ADV_ESTIMATOR_REGISTRY[n], '__module__', '?')})" for n in taken)
+        raise UserError(f"verl's advantage-estimator registry already holds another estimator under {owners}: "
+                        "creditflow's of that name is not registered (the others are)")
 
 
 def compute_advantage(data: DataProto, adv_estimator, config: Any = None) -> DataProto:
@@ -306,3 +317,6 @@ def from_dataproto(data: DataProto) -> list[Trajectory]:
 __all__ = ["ESTIMATORS", "STATE_KEYS", "SUCCESS_KEYS", "RowUid", "VerlEstimator", "VerlLayoutError", "attach_rows",
            "attached", "compute_advantage", "credit_metrics", "estimator_knobs", "from_dataproto", "layout_columns",
            "register", "row_advantages", "row_metrics", "row_uids", "to_dataproto"]
+
+
+plugins.imported(__name__)  # the last line: a verl.plugins registration that waited for this module runs now

@@ -44,6 +44,7 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from creditflow.credit import estimator_needs
 from creditflow.integrations import verl as cf_verl
+from creditflow.integrations import plugins
 from creditflow.integrations.rows import call_metrics
 from creditflow.integrations.verl import STATE_KEYS, SUCCESS_KEYS
 
@@ -195,3 +196,6 @@ def install() -> dict:
 
 __all__ = ["CreditflowAdvantage", "CreditflowPPOTrainerColocateAsync", "CreditflowPPOTrainerSeparateAsync",
            "CreditflowPPOTrainerSync", "TRAINERS", "install", "parse_key", "rows_from_outputs"]
+
+
+plugins.imported(__name__)  # the last line: a verl.plugins registration that waited for this module runs now

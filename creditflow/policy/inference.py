@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
 from creditflow.atomic import write_atomic
+from creditflow.config import RunConfig
 from creditflow.errors import UserError
 
 FILE = "creditflow_inference.json"
@@ -38,7 +40,9 @@ def save(model_dir: str | Path, cfg=None, settings: dict[str, Any] | None = None
 def load(model_dir: str | Path) -> tuple[dict[str, Any], Path] | None:
     """``(settings, where they were read)`` of a model directory: its ``creditflow_inference.json``, else, for a
     checkpoint ``RUN/checkpoints/step_N``, the run's ``config.yaml``; None when neither exists (a model from
-    elsewhere: the command's own settings apply). A file that is no such JSON is a one-line UserError."""
+    elsewhere: the command's own settings apply). Every value is checked as the config checks it: a file that is no
+    such JSON, or a value the setting does not take (an unknown template, a negative history length), is a one-line
+    UserError naming the file and the key. Keys of no inference setting are left out (a newer creditflow's)."""
     model_dir = Path(model_dir)
     path = model_dir / FILE
     if path.is_file():
@@ -50,7 +54,8 @@ def load(model_dir: str | Path) -> tuple[dict[str, Any], Path] | None:
             raise UserError(f"{path}: not a creditflow inference file (a JSON object with an 'inference' "
                             "mapping); delete it to use the command's own settings") from None
         known = {f"{s}.{n}" for s, n in KEYS}
-        return {k: v for k, v in values.items() if k in known}, path
+        values = {k: v for k, v in values.items() if k in known}
+        return _checked(values, path, "fix the value or delete the file to use the command's own settings"), path
     run_config = model_dir.parent.parent / "config.yaml"
     if model_dir.parent.name == "checkpoints" and run_config.is_file():
         try:
@@ -59,5 +64,22 @@ def load(model_dir: str | Path) -> tuple[dict[str, Any], Path] | None:
             return None
         values = {f"{s}.{n}": data[s][n] for s, n in KEYS
                   if isinstance(data.get(s), dict) and n in data[s]}
-        return (values, run_config) if values else None
+        return (_checked(values, run_config, "fix the value there or give the setting"), run_config) if values else None
     return None
+
+
+def _checked(values: dict[str, Any], path: Path, fix: str) -> dict[str, Any]:
+    """``values`` (``{"policy.template": ...}``) validated as the run config validates those settings; the first
+    bad one is one line: the file, the key, what it takes and the value read."""
+    nested: dict[str, dict] = {}
+    for key, value in values.items():
+        section, name = key.split(".")
+        nested.setdefault(section, {})[name] = value
+    try:
+        RunConfig.model_validate(nested)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(part) for part in err["loc"])
+        msg = str(err["ctx"]["error"]) if err["type"] == "value_error" else err["msg"]
+        raise UserError(f"{path}: {key}: {msg} (got {err.get('input')!r}); {fix}") from None
+    return values

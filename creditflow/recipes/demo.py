@@ -47,11 +47,12 @@ def demo_config(overrides: list[str], env: str | None = None, out_dir: str | Non
         extra.insert(0, setting("env.name", env))
     if out_dir:
         extra.insert(0, setting("out_dir", out_dir))
-    env_name = build_config(config_file, extra, base=copy.deepcopy(DEMO_DEFAULTS), where="demo config").env.name
+    where = f"demo config {config_file}" if config_file else "demo config"  # the file a bad value is most likely in
+    env_name = build_config(config_file, extra, base=copy.deepcopy(DEMO_DEFAULTS), where=where).env.name
     base = copy.deepcopy(DEMO_DEFAULTS)
     for dotted, value in DEMO_ENV_SETTINGS.get(env_name, {}).items():
         set_dotted(base, dotted, value)
-    return build_config(config_file, extra, base=base, where="demo config")
+    return build_config(config_file, extra, base=base, where=where)
 
 
 def run_demo(overrides: list[str], env: str | None = None, out_dir: str | None = None, quick: bool = False,

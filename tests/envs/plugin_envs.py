@@ -253,3 +253,25 @@ class Misbehaves(WalkEnv):
         if fault == "reward text":
             return obs, str(reward), terminated, truncated, info
         raise ValueError(f"unknown fault {fault!r}")
+
+
+class BadExpert(WalkEnv):
+    """An expert that breaks a rule (issue 89): ``fault`` is ``raises``, ``a string`` (its plan ``"right"``: a
+    string, not a list of actions), ``a dict``, or ``not offered`` (a first action the state does not offer)."""
+
+    FAULTS = ("raises", "a string", "a dict", "not offered")
+
+    def __init__(self, fault: str = "raises", max_steps: int = 6):
+        super().__init__(max_steps=max_steps)
+        self.fault = fault
+
+    def expert_actions(self):
+        if self.fault == "raises":
+            raise RuntimeError("the planner crashed")
+        if self.fault == "a string":
+            return "right"
+        if self.fault == "a dict":
+            return {"right": 1}
+        if self.fault == "not offered":
+            return ["jump"] + super().expert_actions()
+        raise ValueError(f"unknown fault {self.fault!r}")
