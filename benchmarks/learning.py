@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -38,6 +39,7 @@ import yaml
 from matplotlib.figure import Figure
 
 from benchmarks.cache import write_json
+from benchmarks.machine import machine_info
 from benchmarks.runner import child_env, module_command
 from benchmarks.stats import BOOTSTRAP_REPS, interval_estimates, mean_sd  # noqa: F401 (the scripts use the first two)
 from creditflow.config import build_config
@@ -67,6 +69,9 @@ def parse_args(doc: str, name: str, methods, default_steps: int, add=None, defau
     ap.add_argument("--machine-from", default=None,
                     help="take the machine block from this results JSON (the machine the records were made on)")
     ap.add_argument("--note", default="", help="a paragraph for the results (hardware, load, what was seen)")
+    ap.add_argument("--shared", default=None, metavar="TEXT",
+                    help="what else ran on this machine while these runs trained (e.g. 'an audit, 1 thread'); kept "
+                         "with each new run record's machine block")
     ap.add_argument("--jobs", type=int, default=1,
                     help="train the missing runs as this many processes at once, one torch thread each (a GPU "
                          "machine's cores: they share the GPU); the tables are written once all have finished")
@@ -94,11 +99,12 @@ def parse_args(doc: str, name: str, methods, default_steps: int, add=None, defau
 
 
 def train_one(out: Path, overrides: list[str], seed: int, curves: tuple[str, ...],
-              record: Path | None = None) -> dict:
+              record: Path | None = None, shared: str | None = None) -> dict:
     """One RL run (``overrides`` must name the policy, env, budget and method); returns its record.
 
-    ``record`` (a JSON path): where the finished run's record is kept; an existing record of the same config
-    is returned without training."""
+    ``record`` (a JSON path): where the finished run's record is kept, with the machine that trained it
+    (:func:`run_machine`; ``shared``: what else ran there); an existing record of the same config is returned
+    without training."""
     cfg = build_config(None, [f"out_dir={out}", f"seed={seed}", *overrides])
     want = _config_key(cfg)
     if record is not None and record.exists():
@@ -108,6 +114,7 @@ def train_one(out: Path, overrides: list[str], seed: int, curves: tuple[str, ...
     t0 = time.perf_counter()
     reused = finished_run(out, cfg)
     resumed_at = None
+    machine = None if reused else run_machine(shared)
     if not reused:
         resumed_at = resumable_step(out, cfg)
         if resumed_at is not None:  # stopped part-way: continue from its checkpoint (same metrics as one go)
@@ -124,8 +131,27 @@ def train_one(out: Path, overrides: list[str], seed: int, curves: tuple[str, ...
     if model is not None and model.is_dir():  # which pi_SFT this was: arms are paired only on the same weights
         result["sft_sha256"] = weights_sha256(model)  # ``minutes`` then counts this invocation only; rl_minutes is whole
     if record is not None:
-        write_json(record, {"config": want, "record": result})
+        if machine is not None:
+            machine["load_average_end"] = _load_average()
+        write_json(record, {"config": want, "record": result, "machine": machine})
     return result
+
+
+def _load_average() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (OSError, AttributeError):
+        return None
+
+
+def run_machine(shared: str | None = None) -> dict:
+    """The machine block of a run record: :func:`benchmarks.machine.machine_info`, the torch threads the run
+    trains with, the 1/5/15-minute load averages when it starts (``load_average_start``; the record adds
+    ``load_average_end``) and ``shared``, what else ran on the machine as its operator said (None: not said)."""
+    import torch
+
+    return {**machine_info(), "torch_threads": torch.get_num_threads(), "load_average_start": _load_average(),
+            "shared": shared}
 
 
 def weights_sha256(model: Path) -> str:

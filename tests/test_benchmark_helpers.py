@@ -192,7 +192,7 @@ def test_jobs_train_missing_runs_as_child_processes_then_tabulate(tmp_path, monk
 
     out, work = tmp_path / "credit", tmp_path / "runs"
     argv = [credit_learning.__file__, "--smoke", "--jobs", "2", "--model", str(tiny_model_dir), "--seeds", "0",
-            "--methods", "grpo", "rewardflow", "--out", str(out), "--work", str(work)]
+            "--methods", "grpo", "rewardflow", "--out", str(out), "--work", str(work), "--shared", "an audit, 1 thread"]
     monkeypatch.setattr(sys, "argv", argv)
     credit_learning.main()
     logs = work.with_name(work.name + "_smoke") / "logs"
@@ -201,8 +201,12 @@ def test_jobs_train_missing_runs_as_child_processes_then_tabulate(tmp_path, monk
     assert sorted(result["runs"]) == ["grpo", "rewardflow"]
     records = sorted(p.name for p in (tmp_path / "credit_runs").iterdir())
     assert records == ["grpo_s0.json", "rewardflow_s0.json"]
-    for name in records:  # each trained in its own child, which logged it
-        assert json.loads((tmp_path / "credit_runs" / name).read_text())["record"]["reused"] is False
+    for name in records:  # each trained in its own child, which logged it and recorded its machine
+        stored = json.loads((tmp_path / "credit_runs" / name).read_text())
+        assert stored["record"]["reused"] is False
+        machine = stored["machine"]
+        assert machine["shared"] == "an audit, 1 thread" and machine["torch_threads"] == 1 and machine["cores"]
+        assert len(machine["load_average_start"]) == len(machine["load_average_end"]) == 3
         assert "held-out success" in (logs / name.replace(".json", ".log")).read_text()
 
     for log in logs.iterdir():
