@@ -150,7 +150,7 @@ def main() -> None:
     print(f"pi_SFT: {model}", flush=True)
     runs: dict[str, list[dict]] = {}
 
-    def overrides_of(method):
+    def overrides_of(method, seed=None):  # the same for every seed
         omega = [f"rl.credit.omega={GRAPHGPO_OMEGA[args.setting]}"] if method == "graphgpo" else []
         return [f"policy.model={model}", f"rl.steps={steps}", *ARMS[method], *omega, *ENV, *budget, *args.extra]
 

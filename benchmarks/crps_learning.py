@@ -206,7 +206,7 @@ def main() -> None:
     print(f"pi_SFT: {model}", flush=True)
     runs: dict[str, list[dict]] = {}
 
-    def overrides_of(method):
+    def overrides_of(method, seed=None):  # the same for every seed
         return run_overrides(env, model, method, steps, budget, args.extra, args.reward_source)
 
     if args.jobs > 1 and not args.only_recorded:

@@ -48,14 +48,15 @@ from creditflow.recipes.train import run_train
 from creditflow.trainer.checkpoint import checkpoint_step, latest_checkpoint
 from creditflow.trainer.metrics import read_metrics
 
-def parse_args(doc: str, name: str, methods, default_steps: int, add=None, default_methods=None) -> tuple[argparse.Namespace, Path, Path]:
+def parse_args(doc: str, name: str, methods, default_steps: int, add=None, default_methods=None,
+               default_seeds=(0, 1, 2)) -> tuple[argparse.Namespace, Path, Path]:
     """The options every learning check shares; ``add(parser)`` adds the script's own. Sets torch's
     thread count and returns ``(args, results path without suffix, work directory)``; smoke runs get
     ``*_smoke`` paths of both. ``args.module`` is the benchmark's module (``benchmarks.<name>``): what a
     ``--jobs`` child runs."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--model", default=None, help="pi_SFT directory shared by all runs (default: build one)")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--seeds", type=int, nargs="+", default=list(default_seeds))
     ap.add_argument("--steps", type=int, default=default_steps)
     ap.add_argument("--methods", nargs="+", default=list(default_methods or methods), choices=list(methods),
                     help="which arms, in this order (put -- before key=value overrides after this list)")
@@ -170,7 +171,7 @@ def weights_sha256(model: Path) -> str:
 def train_in_parallel(args, overrides_of, model: Path, work: Path) -> None:
     """Train the (method, seed) runs of ``args`` that have no record as ``args.jobs`` processes at once: each
     is this benchmark again (``python -m benchmarks.<name>``), given ``--one METHOD:SEED`` and the built pi_SFT,
-    which trains that run at one torch thread and writes its record (``overrides_of(method)`` is the run's
+    which trains that run at one torch thread and writes its record (``overrides_of(method, seed)`` is the run's
     overrides, as the caller trains it). Each child's output goes to ``work/logs/<method>_s<seed>.log``. The caller then builds its tables
     from the records, as ``--only-recorded`` does; a failed run has none and is left out."""
     import signal
@@ -178,7 +179,7 @@ def train_in_parallel(args, overrides_of, model: Path, work: Path) -> None:
     import sys
 
     todo = [(m, s) for s in args.seeds for m in args.methods
-            if not recorded(overrides_of(m), work / f"{m}_s{s}", s, args.records / f"{m}_s{s}.json")]
+            if not recorded(overrides_of(m, s), work / f"{m}_s{s}", s, args.records / f"{m}_s{s}.json")]
     logs = work / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     running = {}

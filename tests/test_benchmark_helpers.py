@@ -767,3 +767,35 @@ def test_benchmarks_are_a_package_and_no_tracked_file_is_over_1_mb():
         pytest.skip("not a git checkout")
     sizes = {name: (root / name).stat().st_size for name in listed.stdout.split("\0") if (root / name).is_file()}
     assert not {name: size for name, size in sizes.items() if size > 1_000_000}
+
+
+def test_lm_race_trains_each_arm_on_its_seeds_pool_and_scores_the_pool_curve(tmp_path, monkeypatch, tiny_model_dir):
+    """``lm_race --jobs 2``: each (arm, seed) run trains on that seed's pool (``env.train_pool`` validation seeds
+    from the seed's offset) and plays it greedily; the summary scores each run's pool curve as the tabular race does;
+    pilot seeds and reported seeds never mix."""
+    import json
+    import sys
+
+    from benchmarks import lm_race
+    from creditflow.auditing.race import curve_summary
+
+    out, work = tmp_path / "race", tmp_path / "runs"
+    argv = [lm_race.__file__, "--smoke", "--jobs", "2", "--model", str(tiny_model_dir), "--seeds", "3",
+            "--methods", "grpo", "rewardflow", "--out", str(out), "--work", str(work), "--shared", "nothing"]
+    monkeypatch.setattr(sys, "argv", argv)
+    lm_race.main()
+    result = json.loads(out.with_suffix(".json").read_text())
+    assert sorted(result["runs"]) == ["grpo", "rewardflow"] and result["settings"]["pool"] == 2
+    for arm in ("grpo", "rewardflow"):
+        stored = json.loads((tmp_path / "race_runs" / f"{arm}_s3.json").read_text())
+        env = stored["config"]["env"]
+        assert (env["train_pool"], env["eval_seed_offset"]) == (2, lm_race.pool_offset(3)) == (2, 1_103_000)
+        assert stored["config"]["rl"]["eval_episodes"] == 2 and stored["machine"]["shared"] == "nothing"
+        curve = stored["record"]["curves"]["eval/success_rate"]
+        assert [s for s, _ in curve] == [0, 1, 2]
+        assert result["summary"][arm]["auc"]["values"] == [curve_summary(curve)["auc"]]
+    for argv_seeds, flag, message in ((["100"], [], "pilot's"), (["0"], ["--pilot"], "tuning seeds only")):
+        monkeypatch.setattr(sys, "argv", [lm_race.__file__, "--model", str(tiny_model_dir), "--seeds", *argv_seeds,
+                                          "--work", str(work), *flag])
+        with pytest.raises(SystemExit, match=message):
+            lm_race.main()
