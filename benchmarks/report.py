@@ -282,10 +282,11 @@ def learning_runs(stem: str, summary: dict, borrow: dict) -> list[Run]:
     """A learning check's runs: its ``_runs/`` records (every ``<arm>_s<seed>.json``), else the runs kept in its
     summary; plus borrowed arms from another check's records."""
 
-    def run_of(arm, r, source):
+    def run_of(arm, r, source, machine=None):
         return Run(arm, r["seed"], r["final_eval_success"], r.get("initial_eval_success"), r.get("sft_sha256"), source,
-                   {k: r.get(k) for k in ("mean_train_success", "mean_all_zero_frac", "mean_entropy", "rl_minutes",
-                                          "env_steps", "resumed_at_step", "diagnostics", "curves")})
+                   {**{k: r.get(k) for k in ("mean_train_success", "mean_all_zero_frac", "mean_entropy", "rl_minutes",
+                                             "env_steps", "resumed_at_step", "diagnostics", "curves")},
+                    "machine": machine})
 
     runs = []
     records = RESULTS / f"{stem}_runs"
@@ -297,7 +298,7 @@ def learning_runs(stem: str, summary: dict, borrow: dict) -> list[Run]:
             ran = ((stored.get("config") or {}).get("rl") or {}).get("steps", steps)
             if ran != steps:  # a run of another budget (a smoke run, another suite) must not join this check
                 raise SystemExit(f"error: {rel(path)} ran {ran} RL steps, its check {stem} {steps}")
-            runs.append(run_of(arm, stored["record"], rel(path)))
+            runs.append(run_of(arm, stored["record"], rel(path), stored.get("machine")))
     else:  # an older summary that still holds its runs (today's keep an index of their records: learning.run_index)
         for arm, rs in summary["runs"].items():
             if rs and "record" in rs[0]:
@@ -306,7 +307,8 @@ def learning_runs(stem: str, summary: dict, borrow: dict) -> list[Run]:
             runs += [run_of(arm, r, f"{rel(RESULTS / stem)}.json") for r in rs]
     for arm, folder in borrow.items():
         for path in sorted((RESULTS / folder).glob(f"{arm}_s*.json")):
-            runs.append(run_of(arm, read_json(path)["record"], rel(path)))
+            stored = read_json(path)
+            runs.append(run_of(arm, stored["record"], rel(path), stored.get("machine")))
     return runs
 
 
@@ -365,8 +367,11 @@ class Check:
     def page(self) -> str:
         return f"{self.slug}.md"
 
-    def values(self, arm: str) -> dict:
-        """seed -> the arm's value (π_SFT: the held-out value of that seed's π_SFT)."""
+    def values(self, arm: str, metric: str = "held_out") -> dict:
+        """seed -> the arm's value (π_SFT: the held-out value of that seed's π_SFT). ``metric``: ``held_out`` (the
+        check's metric) or ``train_auc`` (:func:`train_auc`, which π_SFT has none of)."""
+        if metric == "train_auc":
+            return {r.seed: v for r in self.runs if r.arm == arm and (v := train_auc(r)) is not None}
         if arm == "sft":
             out = {}
             for r in self.runs:
@@ -380,13 +385,13 @@ class Check:
             return {}
         return {r.seed: r.sft_sha for r in self.runs if r.arm == arm}
 
-    def arm(self, arm: str) -> stats.Summary:
-        vals = self.values(arm)
+    def arm(self, arm: str, metric: str = "held_out") -> stats.Summary:
+        vals = self.values(arm, metric)
         return stats.summarize([vals[s] for s in sorted(vals)])
 
-    def pair(self, a: str, b: str) -> stats.Paired:
+    def pair(self, a: str, b: str, metric: str = "held_out") -> stats.Paired:
         """a − b over the seeds both have, leaving out a seed whose two runs name different π_SFT weights."""
-        va, vb = self.values(a), self.values(b)
+        va, vb = self.values(a, metric), self.values(b, metric)
         sa, sb = self.shas(a), self.shas(b)
         keep = [s for s in set(va) & set(vb) if not (sa.get(s) and sb.get(s) and sa[s] != sb[s])]
         return stats.paired({s: va[s] for s in keep}, {s: vb[s] for s in keep})
@@ -428,14 +433,25 @@ class Check:
         have = set(self.arms) | {"sft"}
         return [(a, b) for a, b in pairs if a in have and b in have]
 
-    def verdicts(self) -> list[tuple[str, str, list]]:
-        """(label, verdict, [(a, b, Paired)]) for the claim, and for each extra claim whose arms exist."""
+    @property
+    def train_curves(self) -> bool:
+        """Whether the check's runs recorded their on-policy training success (learning checks do)."""
+        return any(train_auc(r) is not None for r in self.runs)
+
+    def verdicts(self, metric: str = "held_out") -> list[tuple[str, str, list]]:
+        """(label, verdict, [(a, b, Paired)]) for the claim, and for each extra claim whose arms exist; on the
+        training curve (``metric="train_auc"``) the pairs against π_SFT, which has none, are left out."""
         out = []
         for label, pairs in [("", self.spec.claims), *self.spec.extra_claims]:
             present = self.claim_pairs(pairs)
             if label and len(present) < len(pairs):
                 continue
-            ps = [(a, b, self.pair(a, b)) for a, b in present]
+            if metric == "train_auc":
+                pairs = [pair for pair in pairs if "sft" not in pair]
+                present = [pair for pair in present if "sft" not in pair]
+                if not pairs:
+                    continue
+            ps = [(a, b, self.pair(a, b, metric)) for a, b in present]
             verdict = stats.ordering_verdict([p for _, _, p in ps]) if len(present) == len(pairs) else "not tested"
             out.append((label, verdict, ps))
         return out
@@ -482,6 +498,15 @@ class Check:
         """A diagnostics mean over the runs of ``arms`` (default: all) that carry it."""
         return [r.extra["diagnostics"][key] for r in self.runs
                 if (arms is None or r.arm in arms) and (r.extra.get("diagnostics") or {}).get(key) is not None]
+
+
+def train_auc(run: Run) -> float | None:
+    """The area under a run's on-policy training success curve: the mean of ``train/success_rate`` (the share of
+    the step's B × G sampled rollouts that succeed) over every RL step 1..T as recorded, unweighted, with no
+    smoothing or rolling window; None for a run that recorded no such curve. It equals the record's
+    ``mean_train_success``."""
+    points = [v for step, v in (run.extra.get("curves") or {}).get("train/success_rate", []) if step >= 1]
+    return sum(points) / len(points) if points else None
 
 
 def load_check(spec: Spec) -> Check:
@@ -784,6 +809,39 @@ def settings_lines(check: Check) -> list[str]:
     return lines
 
 
+def shared_text(m: dict) -> str:
+    """What a run record's machine block says of the load: the load averages at its start and end (1 minute) and
+    what else ran, as its operator said."""
+    parts = []
+    if m.get("torch_threads"):
+        parts.append(f"{m['torch_threads']} torch thread{'s' if m['torch_threads'] != 1 else ''}")
+    start, end = m.get("load_average_start"), m.get("load_average_end")
+    if start and end:
+        parts.append(f"load average {start[0]:g} at the start, {end[0]:g} at the end")
+    parts.append(f"shared with: {m['shared']}" if m.get("shared") else "what shared it not said")
+    return "; ".join(parts)
+
+
+def run_machines_lines(check: Check) -> list[str]:
+    """The per-run records' machine blocks (learning checks since issue 87), grouped; runs without one counted."""
+    if check.spec.kind != "learning":
+        return []
+    groups: dict[str, list[str]] = {}
+    missing = 0
+    for r in check.runs:
+        m = r.extra.get("machine")
+        if not m:
+            missing += 1
+            continue
+        groups.setdefault(f"{machine_text(m)} ({shared_text(m)})", []).append(f"{name(r.arm)} s{r.seed}")
+    if not groups:
+        return [f"- Machine per run: not recorded ({missing} runs, made before run records kept their machine)."]
+    lines = [f"- Machine per run: {where}: {', '.join(runs)}." for where, runs in groups.items()]
+    if missing:
+        lines.append(f"- Machine per run: not recorded for {missing} runs (made before run records kept it).")
+    return lines
+
+
 def records_line(check: Check) -> str:
     folders = sorted({r.source.rsplit("/", 1)[0] + "/" if r.source.endswith(".json") and "_runs/" in r.source
                       else r.source for r in check.runs})
@@ -791,10 +849,10 @@ def records_line(check: Check) -> str:
             f"`benchmarks/results/{check.spec.stem}.json`.")
 
 
-def results_section(check: Check) -> list[str]:
+def results_section(check: Check, metric: str = "held_out") -> list[str]:
     rows = []
     for arm in [*check.arms, "sft"]:
-        s = check.arm(arm)
+        s = check.arm(arm, metric)
         if s.mean is None:
             continue
         per_seed = ", ".join(f3(v) for v in s.values)
@@ -804,20 +862,22 @@ def results_section(check: Check) -> list[str]:
         rows.append([name(arm), f"{s.n}" + (f" of {len(check.expected_seeds)}" if check.coverage(arm) else ""),
                      f3(s.mean), f3(s.sd), interval(s.boot), interval(s.t) if s.n <= stats.SMALL_N else "–",
                      per_seed])
-    return [f"Metric: {metric_text(check)}. Seeds in seed order.", "",
+    what = metric_text(check) if metric == "held_out" else TRAIN_AUC_METRIC
+    return [f"Metric: {what}. Seeds in seed order.", "",
             *table(["arm", "seeds", "mean", "sd (ddof 1)", "95% bootstrap", "95% t", "per seed"], rows)]
 
 
-def paired_section(check: Check) -> list[str]:
+def paired_section(check: Check, metric: str = "held_out") -> list[str]:
     claimed = {(a, b) for _, pairs in [("", check.spec.claims), *check.spec.extra_claims] for a, b in pairs}
     comparisons = []
     for i, a in enumerate(check.arms):
         for b in check.arms[i + 1:]:  # a claimed pair as claimed, else the later arm minus the earlier
             comparisons.append((a, b) if (a, b) in claimed else (b, a))
-    comparisons += [(a, "sft") for a in check.arms]
+    if metric == "held_out":  # π_SFT has a held-out value, no training curve
+        comparisons += [(a, "sft") for a in check.arms]
     rows = []
     for a, b in comparisons:
-        p = check.pair(a, b)
+        p = check.pair(a, b, metric)
         if p.n == 0:
             continue
         s = p.summary
@@ -832,19 +892,58 @@ def paired_section(check: Check) -> list[str]:
             *table(["a − b", "seeds", "mean", "95% bootstrap", "95% t", "a above b on", "separated", "claim"], rows)]
 
 
-def verdict_lines(check: Check) -> list[str]:
+def verdict_lines(check: Check, metric: str = "held_out") -> list[str]:
     out = []
-    for label, verdict, ps in check.verdicts():
+    for label, verdict, ps in check.verdicts(metric):
         detail = "; ".join(f"{name(a)} > {name(b)}: {pair_word(p)} ({p.n} seeds)" for a, b, p in ps)
         out.append(f"- {'' if not label else label + ': '}**{verdict}** ({detail})")
     return out
+
+
+TRAIN_AUC_METRIC = ("area under the on-policy training success curve: the mean over RL steps 1..T of "
+                    "`train/success_rate`, the share of the step's B × G sampled training rollouts (T = 1) that "
+                    "succeed, every step as recorded, unweighted, no smoothing or rolling window")
+CURRICULUM_ARMS = ("grpo+crps", "grpo+expreplay", "rewardflow+crps")
+
+
+def training_tasks_text(check: Check) -> str:
+    """What a learning check's training tasks are: a finite set of games that repeat, or fresh procedural levels."""
+    st = check.summary.get("settings", {})
+    env = st.get("env") or []
+    games = _override(env if isinstance(env, list) else [], "env.kwargs.num_games")
+    if games:
+        return f"one of the env's {games} training games each, which repeat through the run"
+    return "fresh levels from the training seeds (below 10⁶), a level seen before only by chance"
+
+
+def curve_comparable(check: Check) -> bool:
+    """False where a curriculum arm's training rollouts include replay groups: they start from stored states near a
+    success, so that arm's training success is not the fresh-task success of the other arms."""
+    return not any(a in CURRICULUM_ARMS for a in check.arms)
+
+
+def training_curve_section(check: Check) -> list[str]:
+    """The training-curve counterpart of Results and Paired differences, with its own verdicts."""
+    lines = ["On-policy training success, step by step, from the same runs: how often each arm's own sampled "
+             f"rollouts (T = 1) succeed on the tasks each step draws ({training_tasks_text(check)}), over the whole "
+             "run, where held-out success is one greedy evaluation at its end. The curve is in every run record "
+             "(`curves`); its area is the record's `mean_train_success`.", ""]
+    if not curve_comparable(check):
+        lines += ["**Not a like-for-like measure here**: the curriculum arms' training rollouts include replay groups "
+                  "that start from stored states near a success (CRPS, ExpReplay), which the other arms do not "
+                  "have, so their training success is higher by construction. Their numbers are shown; their "
+                  "differences from the other arms do not rank the credit.", ""]
+    lines += ["Reproduced on the training curve (the claim's pairs, π_SFT aside):", "",
+              *(verdict_lines(check, "train_auc") or ["- not tested"]), "",
+              *results_section(check, "train_auc"), "", *paired_section(check, "train_auc")]
+    return lines
 
 
 def per_run_section(check: Check) -> list[str]:
     kind = check.spec.kind
     rows = []
     if kind == "learning":
-        header = ["arm", "seed", "π_SFT", "after RL", "gain", "train success", "all-fail groups", "RL min",
+        header = ["arm", "seed", "π_SFT", "after RL", "gain", "train success (curve area)", "all-fail groups", "RL min",
                   "resumed at step", "π_SFT sha256"]
         for r in sorted(check.runs, key=lambda r: (check.arms.index(r.arm), r.seed)):
             e = r.extra
@@ -912,14 +1011,20 @@ def page(check: Check, context: dict) -> tuple[str, dict]:
     if spec.status:
         lines += [f"Status: {spec.status}.", ""]
     short, source = CLAIMS[spec.claim]
-    lines += [f"Claim tested: {short} ({source}). Reproduced:", "", *verdict_lines(check), "",
-              "## Setting", "", *settings_lines(check),
+    lines += [f"Claim tested: {short} ({source}). Reproduced:", "", *verdict_lines(check), ""]
+    if check.train_curves:
+        caveat = "" if curve_comparable(check) else " (not like for like: curriculum arms replay near a success)"
+        lines += [f"On the training curve ([area under on-policy training success](#training-curve)){caveat}:", "",
+                  *(verdict_lines(check, "train_auc") or ["- not tested"]), ""]
+    lines += ["## Setting", "", *settings_lines(check),
               f"- π_SFT identity: {check.sft_identity()}.",
               f"- Machine (summary): {machine_text(m)}." if m else "- Machine: per run, below.",
-              records_line(check), "",
+              *run_machines_lines(check), records_line(check), "",
               "## Results", "", *results_section(check), "",
-              "## Paired differences", "", *paired_section(check), "",
-              "## Per run", "", *per_run_section(check), ""]
+              "## Paired differences", "", *paired_section(check), ""]
+    if check.train_curves:
+        lines += ["## Training curve", "", *training_curve_section(check), ""]
+    lines += ["## Per run", "", *per_run_section(check), ""]
     if spec.kind == "demo" and check.summary.get("test_levels"):
         lines += [*demo_test_section(check), ""]
     elif spec.kind == "demo":
@@ -1245,20 +1350,30 @@ def results_table(checks: list[Check], link_prefix: str, audits: list | None = N
                                                     if c.arm("sft").mean is not None else "–")
         ident = c.sft_identity()
         sft_text += ", identity not recorded" if ident.startswith("not recorded") else f", {ident}"
-        verdicts = "; ".join((f"{label}: " if label else "") + v + (
-            "" if v in ("yes", "not tested") or len(ps) < 2 else
-            " (" + ", ".join(f"{name(a)} > {name(b)}: {pair_word(p)}" for a, b, p in ps) + ")")
-            for label, v, ps in c.verdicts())
         title = f"[{c.spec.title}]({link_prefix}{c.page})" + (" (superseded)" if c.spec.status else "")
-        rows.append([title, c.spec.setting, arms, metric_text(c), sft_text, CLAIMS[c.spec.claim][0], verdicts])
-    rows += audit_rows(audits or [], link_prefix)
+        curve = verdicts_text(c.verdicts("train_auc")) if c.train_curves else "–"
+        if c.train_curves and not curve_comparable(c):
+            curve += " (not like for like: curriculum arms replay near a success)"
+        rows.append([title, c.spec.setting, arms, metric_text(c), sft_text, CLAIMS[c.spec.claim][0],
+                     verdicts_text(c.verdicts()), curve])
+    rows += [[*row, "–"] for row in audit_rows(audits or [], link_prefix)]
     return [*table(["check", "setting", "arms: mean [95% bootstrap], t [95% t-interval]", "metric", "π_SFT",
-                    "claim", "reproduced"], rows), "",
+                    "claim", "reproduced", "reproduced on the training curve"], rows), "",
             "Mean over seeds; [ ]: 95% percentile bootstrap; t [ ]: 95% t-interval, given where n ≤ 5 "
             "(benchmarks/stats.py). Reproduced: yes = every claimed pair's seed-by-seed difference is separated "
             "from zero in the claim's direction; in means only = right sign, not separated; reversed = some "
-            f"pair separated the other way; no = otherwise. Generated by `benchmarks/report.py` from the records; "
-            f"each check's page has its settings, per-seed values and paired differences ([results]({link_prefix}index.md))."]
+            "pair separated the other way; no = otherwise. On the training curve: the same rule on the area under "
+            "each run's on-policy training success curve (its mean over the RL steps), the claims against π_SFT "
+            "aside. Generated by `benchmarks/report.py` from the records; each check's page has its settings, "
+            f"per-seed values and paired differences ([results]({link_prefix}index.md))."]
+
+
+def verdicts_text(verdicts: list) -> str:
+    """A check's verdicts in one cell: each claim's word, and its pairs' words where the claim is not a plain yes."""
+    return "; ".join((f"{label}: " if label else "") + v + (
+        "" if v in ("yes", "not tested") or len(ps) < 2 else
+        " (" + ", ".join(f"{name(a)} > {name(b)}: {pair_word(p)}" for a, b, p in ps) + ")")
+        for label, v, ps in verdicts) or "not tested"
 
 
 def performance_rows() -> tuple[list[list[str]], list[str]]:

@@ -126,3 +126,43 @@ def test_check_mode_names_what_is_out_of_date(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("sys.argv", ["report.py", "--check"])
     assert report.main() == 0
     assert Path(tmp_path / "docs" / "results" / "img" / "credit_learning_hard.png").exists()
+
+
+def curve_run(arm, seed, value, train):
+    """A learning run whose on-policy training success is ``train`` at every step (step 0 is π_SFT's evaluation)."""
+    r = run(arm, seed, value)
+    r.extra = {"curves": {"train/success_rate": [[s, train] for s in (1, 2, 3)], "eval/success_rate": [[0, 0.4]]}}
+    return r
+
+
+def test_training_curve_area_is_the_mean_on_policy_training_success_of_every_committed_run():
+    """Every learning record's area under its training curve is the mean of ``train/success_rate`` over its RL steps,
+    the ``mean_train_success`` the record keeps; every learning page shows the training-curve verdicts."""
+    for spec in report.SPECS:
+        if spec.kind != "learning":
+            continue
+        check = report.load_check(spec)
+        assert check.train_curves, spec.stem
+        for r in check.runs:
+            assert report.train_auc(r) == pytest.approx(r.extra["mean_train_success"]), (spec.stem, r.arm, r.seed)
+        page = (report.DOCS / check.page).read_text(encoding="utf-8")
+        assert "On the training curve ([area under on-policy training success](#training-curve))" in page
+        assert "## Training curve" in page
+
+
+def test_training_curve_verdicts_pair_seed_by_seed_apart_from_the_held_out_ones():
+    spec = report.Spec("x", "learning", "X", "setting", "credit", [("rewardflow", "grpo"), ("rewardflow", "sft")])
+    runs = [curve_run("grpo", s, 0.40 + 0.01 * s, 0.30 + 0.02 * s) for s in range(5)]
+    runs += [curve_run("rewardflow", s, 0.40 + 0.01 * s, 0.35 + 0.02 * s + 0.001 * s) for s in range(5)]
+    check = report.Check(spec, {}, runs, ["grpo", "rewardflow"], [0, 1, 2, 3, 4])
+    (_, held_out, _), = check.verdicts()
+    assert held_out == "no"  # held-out, rewardflow − grpo is 0 on every seed
+    (_, curve, pairs), = check.verdicts("train_auc")  # π_SFT has no training curve: its pair is left out
+    assert curve == "yes" and [(a, b) for a, b, _ in pairs] == [("rewardflow", "grpo")]
+    assert pairs[0][2].diffs == pytest.approx([0.05, 0.051, 0.052, 0.053, 0.054])
+    row = report.results_table([check], "")[2]
+    assert row.endswith("| yes |") and "| no (RewardFlow > GRPO: no" in row
+    runs.append(curve_run("grpo+crps", 0, 0.4, 0.9))
+    crps = report.Check(spec, {}, runs, ["grpo", "rewardflow", "grpo+crps"], [0, 1, 2, 3, 4])
+    assert not report.curve_comparable(crps) and "Not a like-for-like measure" in "\n".join(
+        report.training_curve_section(crps))
