@@ -165,7 +165,8 @@ def markdown(result: dict) -> str:
              + ("**PILOT: tuning seeds, not reported.**\n" if s["pilot"] else ""),
              f"{s['steps']} RL steps of {s['B']} × {s['G']} on a pool of {s['pool']} tasks per seed, greedy pool "
              f"success every {s['eval_every']} steps; threshold {s['threshold']:g}; seeds {s['seeds']}; π_SFT "
-             f"{s['model']} (sha256 {s['sft_sha256'][:12]}). The report's page has the paired differences.", "",
+             f"{s['model']} (sha256 {(s['sft_sha256'] or 'not recorded')[:12]}). The report's page has the paired "
+             "differences.", "",
              "| arm | pool AUC | final | π_SFT on the pool | reached threshold | test before → after |",
              "|---|---|---|---|---|---|"]
     for arm, r in result["summary"].items():
@@ -223,12 +224,12 @@ def main() -> None:
     if args.work == "runs/lm_race":
         work = work.with_name(f"lm_race_{args.setting}{suffix}")
         work.mkdir(parents=True, exist_ok=True)
-    if not args.model and not args.only_recorded:
+    if not args.model:
         if not args.smoke:
             error("give --model DIR, the pi_SFT every arm starts from (--build-sft DIR builds one)")
         with contextlib.redirect_stdout(io.StringIO()):
             args.model = str(credit_learning.build_sft(work / "sft", True, setting["env"]))
-    model = Path(args.model) if args.model else None
+    model = Path(args.model)
     if args.measure:
         sha = learning.weights_sha256(model)[:12]
         measure(args, setting, model, out.parent / f"lm_race_pools_{args.setting}_{sha}{suffix}.json")
@@ -261,7 +262,7 @@ def main() -> None:
     if args.one:  # a child of --jobs: its record is written; the parent makes the tables
         return
     cfg = build_config(None, [*setting["env"], *budget, *args.extra])
-    sha = learning.weights_sha256(model) if model is not None and model.is_dir() else None
+    sha = learning.weights_sha256(model) if model.is_dir() else None
     result = {
         "benchmark": "lm_race",
         "settings": {"setting": args.setting, "title": setting["title"], "env": setting["env"], "steps": steps,

@@ -1023,8 +1023,8 @@ def page(check: Check, context: dict) -> tuple[str, dict]:
     short, source = CLAIMS[spec.claim]
     lines += [f"Claim tested: {short} ({source}). Reproduced:", "", *verdict_lines(check), ""]
     if check.train_curves:
-        caveat = "" if curve_comparable(check) else " (not like for like: curriculum arms replay near a success)"
-        lines += [f"On the training curve ([area under on-policy training success](#training-curve)){caveat}:", "",
+        caveat = "" if curve_comparable(check) else "; not like for like here, the curriculum arms replay near a success"
+        lines += [f"On the training curve ([area under on-policy training success](#training-curve){caveat}):", "",
                   *(verdict_lines(check, "train_auc") or ["- not tested"]), ""]
     lines += ["## Setting", "", *settings_lines(check),
               f"- π_SFT identity: {check.sft_identity()}.",

@@ -146,7 +146,7 @@ def test_training_curve_area_is_the_mean_on_policy_training_success_of_every_com
         for r in check.runs:
             assert report.train_auc(r) == pytest.approx(r.extra["mean_train_success"]), (spec.stem, r.arm, r.seed)
         page = (report.DOCS / check.page).read_text(encoding="utf-8")
-        assert "On the training curve ([area under on-policy training success](#training-curve))" in page
+        assert "On the training curve ([area under on-policy training success](#training-curve)" in page
         assert "## Training curve" in page
 
 
