@@ -799,3 +799,14 @@ def test_lm_race_trains_each_arm_on_its_seeds_pool_and_scores_the_pool_curve(tmp
                                           "--work", str(work), *flag])
         with pytest.raises(SystemExit, match=message):
             lm_race.main()
+
+
+def test_the_report_pages_the_lm_race_settings_and_arms_the_benchmark_runs():
+    from benchmarks import lm_race, report
+
+    assert set(report.LM_RACES) <= set(lm_race.SETTINGS) and set(report.PREDICTIONS) == set(report.LM_RACES)
+    assert tuple(report.LM_RACE_ARMS) == tuple(lm_race.DEFAULT_METHODS)
+    assert all(report.LM_RACES[s] == lm_race.SETTINGS[s]["title"] for s in report.LM_RACES)
+    pools = [set(lm_race.pool_seeds(s, 16)) for s in (*lm_race.SEEDS, lm_race.PILOT_FROM, lm_race.PILOT_FROM + 1)]
+    assert all(not a & b for i, a in enumerate(pools) for b in pools[i + 1:])  # seeds' pools are disjoint
+    assert min(min(p) for p in pools) > 1_000_000 + 512 and max(max(p) for p in pools) < 2_000_000
