@@ -817,6 +817,11 @@ def settings_lines(check: Check) -> list[str]:
     return lines
 
 
+def _range(values: list[float], fmt: str) -> str:
+    lo, hi = format(min(values), fmt), format(max(values), fmt)
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
 def run_machines_lines(check: Check) -> list[str]:
     """The per-run records' machine blocks (learning checks since issue 87), grouped by machine, threads and what
     shared it, with the ranges of what varies from run to run; runs without one counted."""
@@ -839,8 +844,8 @@ def run_machines_lines(check: Check) -> list[str]:
         loads = [x for m in ms for x in (m.get("load_average_start") or [])[:1] + (m.get("load_average_end") or [])[:1]]
         dates = sorted({m["date"] for m in ms if m.get("date")})
         parts = [where, f"{threads} torch thread{'s' if threads != 1 else ''}" if threads else None,
-                 f"one large float32 matrix product at {min(rates):.0f}-{max(rates):.0f} GFLOP/s" if rates else None,
-                 f"load average {min(loads):g}-{max(loads):g} at the runs' starts and ends" if loads else None,
+                 f"one large float32 matrix product at {_range(rates, '.0f')} GFLOP/s" if rates else None,
+                 f"load average {_range(loads, 'g')} at the runs' starts and ends" if loads else None,
                  f"{dates[0]}" + (f" to {dates[-1]}" if len(dates) > 1 else "") if dates else None,
                  f"shared with: {shared}" if shared else "what shared it not said"]
         names = ", ".join(f"{name(r.arm)} s{r.seed}" for r, _ in runs)

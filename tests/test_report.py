@@ -270,3 +270,19 @@ def test_prediction_table_takes_each_column_from_its_own_level_and_says_no_recor
     assert with_lm["lm_audit"]("rewardflow", "grpo").n == len(six.accuracy("rewardflow")) >= 2
     page = report.prediction_page([race], list(audits.values()), list(checks.values()))
     assert "| RewardFlow − GRPO | no record |" in page and "yes: +0.200 (3 of 3)" in page
+
+
+def test_a_learning_page_groups_runs_by_the_machine_their_records_keep_and_counts_those_without():
+    spec = report.Spec("x", "learning", "X", "setting", "credit", report.CREDIT_CLAIM)
+    block = {"cpu": "AMD EPYC", "cores": 2, "torch_threads": 1, "shared": "an audit, 1 thread", "date": "2026-12-07"}
+    runs = [run("grpo", 0, 0.1), run("grpo", 1, 0.1), run("gigpo", 0, 0.2)]
+    runs[0].extra["machine"] = {**block, "matmul_gflops": 40.0, "load_average_start": [2.0, 1, 1],
+                                "load_average_end": [2.5, 1, 1]}
+    runs[2].extra["machine"] = {**block, "matmul_gflops": 44.0}
+    lines = report.run_machines_lines(report.Check(spec, {}, runs, ["grpo", "gigpo"], [0, 1]))
+    assert lines == ["- Machine per run: AMD EPYC (2 cores); 1 torch thread; one large float32 matrix product at 40-44 "
+                     "GFLOP/s; load average 2-2.5 at the runs' starts and ends; 2026-12-07; shared with: an audit, 1 "
+                     "thread (GRPO s0, GiGPO s0).",
+                     "- Machine per run: not recorded for 1 runs (made before run records kept it)."]
+    assert report.run_machines_lines(report.Check(spec, {}, runs[1:2], ["grpo"], [1])) == [
+        "- Machine per run: not recorded (1 runs, made before run records kept their machine)."]
