@@ -150,7 +150,7 @@ def main() -> None:
     print(f"pi_SFT: {model}", flush=True)
     runs: dict[str, list[dict]] = {}
 
-    def overrides_of(method):
+    def overrides_of(method, seed=None):  # the same for every seed
         omega = [f"rl.credit.omega={GRAPHGPO_OMEGA[args.setting]}"] if method == "graphgpo" else []
         return [f"policy.model={model}", f"rl.steps={steps}", *ARMS[method], *omega, *ENV, *budget, *args.extra]
 
@@ -164,7 +164,8 @@ def main() -> None:
                     and not learning.recorded(overrides, work / f"{method}_s{seed}", seed, record)):
                 print(f"{method} seed {seed}: no record, skipped", flush=True)
                 continue
-            r = learning.train_one(work / f"{method}_s{seed}", overrides, seed, CURVES, record=record)
+            r = learning.train_one(work / f"{method}_s{seed}", overrides, seed, CURVES, record=record,
+                                   shared=args.shared)
             runs.setdefault(method, []).append(r)
             print(f"{method} seed {seed}: held-out success {r['initial_eval_success']:.3f} -> "
                   f"{r['final_eval_success']:.3f}, mean train success {r['mean_train_success']:.3f} "

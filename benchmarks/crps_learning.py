@@ -206,7 +206,7 @@ def main() -> None:
     print(f"pi_SFT: {model}", flush=True)
     runs: dict[str, list[dict]] = {}
 
-    def overrides_of(method):
+    def overrides_of(method, seed=None):  # the same for every seed
         return run_overrides(env, model, method, steps, budget, args.extra, args.reward_source)
 
     if args.jobs > 1 and not args.only_recorded:
@@ -219,7 +219,8 @@ def main() -> None:
                     and not learning.recorded(overrides, work / f"{method}_s{seed}", seed, record)):
                 print(f"{method} seed {seed}: no record, skipped", flush=True)
                 continue
-            r = learning.train_one(work / f"{method}_s{seed}", overrides, seed, CURVES, record=record)
+            r = learning.train_one(work / f"{method}_s{seed}", overrides, seed, CURVES, record=record,
+                                   shared=args.shared)
             runs.setdefault(method, []).append(r)
             print(f"{method} seed {seed}: eval success {r['initial_eval_success']:.3f} -> "
                   f"{r['final_eval_success']:.3f}, all-zero {r['mean_all_zero_frac']:.3f}, "

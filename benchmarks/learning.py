@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -38,6 +39,7 @@ import yaml
 from matplotlib.figure import Figure
 
 from benchmarks.cache import write_json
+from benchmarks.machine import machine_info
 from benchmarks.runner import child_env, module_command
 from benchmarks.stats import BOOTSTRAP_REPS, interval_estimates, mean_sd  # noqa: F401 (the scripts use the first two)
 from creditflow.config import build_config
@@ -46,14 +48,15 @@ from creditflow.recipes.train import run_train
 from creditflow.trainer.checkpoint import checkpoint_step, latest_checkpoint
 from creditflow.trainer.metrics import read_metrics
 
-def parse_args(doc: str, name: str, methods, default_steps: int, add=None, default_methods=None) -> tuple[argparse.Namespace, Path, Path]:
+def parse_args(doc: str, name: str, methods, default_steps: int, add=None, default_methods=None,
+               default_seeds=(0, 1, 2)) -> tuple[argparse.Namespace, Path, Path]:
     """The options every learning check shares; ``add(parser)`` adds the script's own. Sets torch's
     thread count and returns ``(args, results path without suffix, work directory)``; smoke runs get
     ``*_smoke`` paths of both. ``args.module`` is the benchmark's module (``benchmarks.<name>``): what a
     ``--jobs`` child runs."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--model", default=None, help="pi_SFT directory shared by all runs (default: build one)")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--seeds", type=int, nargs="+", default=list(default_seeds))
     ap.add_argument("--steps", type=int, default=default_steps)
     ap.add_argument("--methods", nargs="+", default=list(default_methods or methods), choices=list(methods),
                     help="which arms, in this order (put -- before key=value overrides after this list)")
@@ -67,6 +70,9 @@ def parse_args(doc: str, name: str, methods, default_steps: int, add=None, defau
     ap.add_argument("--machine-from", default=None,
                     help="take the machine block from this results JSON (the machine the records were made on)")
     ap.add_argument("--note", default="", help="a paragraph for the results (hardware, load, what was seen)")
+    ap.add_argument("--shared", default=None, metavar="TEXT",
+                    help="what else ran on this machine while these runs trained (e.g. 'an audit, 1 thread'); kept "
+                         "with each new run record's machine block")
     ap.add_argument("--jobs", type=int, default=1,
                     help="train the missing runs as this many processes at once, one torch thread each (a GPU "
                          "machine's cores: they share the GPU); the tables are written once all have finished")
@@ -94,11 +100,12 @@ def parse_args(doc: str, name: str, methods, default_steps: int, add=None, defau
 
 
 def train_one(out: Path, overrides: list[str], seed: int, curves: tuple[str, ...],
-              record: Path | None = None) -> dict:
+              record: Path | None = None, shared: str | None = None) -> dict:
     """One RL run (``overrides`` must name the policy, env, budget and method); returns its record.
 
-    ``record`` (a JSON path): where the finished run's record is kept; an existing record of the same config
-    is returned without training."""
+    ``record`` (a JSON path): where the finished run's record is kept, with the machine that trained it
+    (:func:`run_machine`; ``shared``: what else ran there); an existing record of the same config is returned
+    without training."""
     cfg = build_config(None, [f"out_dir={out}", f"seed={seed}", *overrides])
     want = _config_key(cfg)
     if record is not None and record.exists():
@@ -108,6 +115,7 @@ def train_one(out: Path, overrides: list[str], seed: int, curves: tuple[str, ...
     t0 = time.perf_counter()
     reused = finished_run(out, cfg)
     resumed_at = None
+    machine = None if reused else run_machine(shared)
     if not reused:
         resumed_at = resumable_step(out, cfg)
         if resumed_at is not None:  # stopped part-way: continue from its checkpoint (same metrics as one go)
@@ -124,8 +132,27 @@ def train_one(out: Path, overrides: list[str], seed: int, curves: tuple[str, ...
     if model is not None and model.is_dir():  # which pi_SFT this was: arms are paired only on the same weights
         result["sft_sha256"] = weights_sha256(model)  # ``minutes`` then counts this invocation only; rl_minutes is whole
     if record is not None:
-        write_json(record, {"config": want, "record": result})
+        if machine is not None:
+            machine["load_average_end"] = _load_average()
+        write_json(record, {"config": want, "record": result, "machine": machine})
     return result
+
+
+def _load_average() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (OSError, AttributeError):
+        return None
+
+
+def run_machine(shared: str | None = None) -> dict:
+    """The machine block of a run record: :func:`benchmarks.machine.machine_info`, the torch threads the run
+    trains with, the 1/5/15-minute load averages when it starts (``load_average_start``; the record adds
+    ``load_average_end``) and ``shared``, what else ran on the machine as its operator said (None: not said)."""
+    import torch
+
+    return {**machine_info(), "torch_threads": torch.get_num_threads(), "load_average_start": _load_average(),
+            "shared": shared}
 
 
 def weights_sha256(model: Path) -> str:
@@ -144,7 +171,7 @@ def weights_sha256(model: Path) -> str:
 def train_in_parallel(args, overrides_of, model: Path, work: Path) -> None:
     """Train the (method, seed) runs of ``args`` that have no record as ``args.jobs`` processes at once: each
     is this benchmark again (``python -m benchmarks.<name>``), given ``--one METHOD:SEED`` and the built pi_SFT,
-    which trains that run at one torch thread and writes its record (``overrides_of(method)`` is the run's
+    which trains that run at one torch thread and writes its record (``overrides_of(method, seed)`` is the run's
     overrides, as the caller trains it). Each child's output goes to ``work/logs/<method>_s<seed>.log``. The caller then builds its tables
     from the records, as ``--only-recorded`` does; a failed run has none and is left out."""
     import signal
@@ -152,7 +179,7 @@ def train_in_parallel(args, overrides_of, model: Path, work: Path) -> None:
     import sys
 
     todo = [(m, s) for s in args.seeds for m in args.methods
-            if not recorded(overrides_of(m), work / f"{m}_s{s}", s, args.records / f"{m}_s{s}.json")]
+            if not recorded(overrides_of(m, s), work / f"{m}_s{s}", s, args.records / f"{m}_s{s}.json")]
     logs = work / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     running = {}

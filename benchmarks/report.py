@@ -9,9 +9,17 @@ Reads every learning check's summary (``benchmarks/results/<check>.json``) and i
 - ``docs/results/<check>.md``, one page per check: settings, machine, per-arm results, paired differences,
   per-run values, figure, and the narrative (``benchmarks/narrative/<check>.md``, hand-written, rendered with
   Jinja so that every number in it is an expression over the records, e.g. ``{{ c.arm('gigpo').mean | f3 }}``);
-- ``docs/results/index.md`` (the results table, how to read it) and ``docs/results/performance.md``;
-- the README's results table and performance table, between ``<!-- results:begin -->`` / ``<!-- results:end -->``
-  and ``<!-- performance:begin -->`` / ``<!-- performance:end -->``.
+- ``docs/results/credit-audit-<setting>.md`` from the credit audit's summaries, ``docs/results/lm-race-<setting>.md``
+  from the LM race's records (``benchmarks/lm_race.py``; a page saying "not run yet" where there are none) and
+  ``docs/results/audit-predicts-lm.md``, the prediction table (does the audit's order predict the LM's?);
+- ``docs/results/index.md`` (the detailed results table, the claims table, how to read them) and
+  ``docs/results/performance.md``;
+- the README's results table (one row per claim, one column per level of evidence: the claims table) and its
+  performance table, between ``<!-- results:begin -->`` / ``<!-- results:end -->`` and ``<!-- performance:begin -->``
+  / ``<!-- performance:end -->``.
+
+Learning checks are read twice: their held-out metric, and the area under each run's on-policy training success
+curve (:func:`train_auc`), each with its paired differences and the claim's verdicts.
 
 Arms are read from the records, so an arm being added (``<arm>_s<seed>.json`` landing one seed at a time) shows
 up with the seeds it has ("3 of 5 seeds"), and its paired differences use the seeds both arms have. Statistics,
@@ -282,10 +290,11 @@ def learning_runs(stem: str, summary: dict, borrow: dict) -> list[Run]:
     """A learning check's runs: its ``_runs/`` records (every ``<arm>_s<seed>.json``), else the runs kept in its
     summary; plus borrowed arms from another check's records."""
 
-    def run_of(arm, r, source):
+    def run_of(arm, r, source, machine=None):
         return Run(arm, r["seed"], r["final_eval_success"], r.get("initial_eval_success"), r.get("sft_sha256"), source,
-                   {k: r.get(k) for k in ("mean_train_success", "mean_all_zero_frac", "mean_entropy", "rl_minutes",
-                                          "env_steps", "resumed_at_step", "diagnostics", "curves")})
+                   {**{k: r.get(k) for k in ("mean_train_success", "mean_all_zero_frac", "mean_entropy", "rl_minutes",
+                                             "env_steps", "resumed_at_step", "diagnostics", "curves")},
+                    "machine": machine})
 
     runs = []
     records = RESULTS / f"{stem}_runs"
@@ -297,7 +306,7 @@ def learning_runs(stem: str, summary: dict, borrow: dict) -> list[Run]:
             ran = ((stored.get("config") or {}).get("rl") or {}).get("steps", steps)
             if ran != steps:  # a run of another budget (a smoke run, another suite) must not join this check
                 raise SystemExit(f"error: {rel(path)} ran {ran} RL steps, its check {stem} {steps}")
-            runs.append(run_of(arm, stored["record"], rel(path)))
+            runs.append(run_of(arm, stored["record"], rel(path), stored.get("machine")))
     else:  # an older summary that still holds its runs (today's keep an index of their records: learning.run_index)
         for arm, rs in summary["runs"].items():
             if rs and "record" in rs[0]:
@@ -306,7 +315,8 @@ def learning_runs(stem: str, summary: dict, borrow: dict) -> list[Run]:
             runs += [run_of(arm, r, f"{rel(RESULTS / stem)}.json") for r in rs]
     for arm, folder in borrow.items():
         for path in sorted((RESULTS / folder).glob(f"{arm}_s*.json")):
-            runs.append(run_of(arm, read_json(path)["record"], rel(path)))
+            stored = read_json(path)
+            runs.append(run_of(arm, stored["record"], rel(path), stored.get("machine")))
     return runs
 
 
@@ -365,8 +375,11 @@ class Check:
     def page(self) -> str:
         return f"{self.slug}.md"
 
-    def values(self, arm: str) -> dict:
-        """seed -> the arm's value (π_SFT: the held-out value of that seed's π_SFT)."""
+    def values(self, arm: str, metric: str = "held_out") -> dict:
+        """seed -> the arm's value (π_SFT: the held-out value of that seed's π_SFT). ``metric``: ``held_out`` (the
+        check's metric) or ``train_auc`` (:func:`train_auc`, which π_SFT has none of)."""
+        if metric == "train_auc":
+            return {r.seed: v for r in self.runs if r.arm == arm and (v := train_auc(r)) is not None}
         if arm == "sft":
             out = {}
             for r in self.runs:
@@ -380,13 +393,13 @@ class Check:
             return {}
         return {r.seed: r.sft_sha for r in self.runs if r.arm == arm}
 
-    def arm(self, arm: str) -> stats.Summary:
-        vals = self.values(arm)
+    def arm(self, arm: str, metric: str = "held_out") -> stats.Summary:
+        vals = self.values(arm, metric)
         return stats.summarize([vals[s] for s in sorted(vals)])
 
-    def pair(self, a: str, b: str) -> stats.Paired:
+    def pair(self, a: str, b: str, metric: str = "held_out") -> stats.Paired:
         """a − b over the seeds both have, leaving out a seed whose two runs name different π_SFT weights."""
-        va, vb = self.values(a), self.values(b)
+        va, vb = self.values(a, metric), self.values(b, metric)
         sa, sb = self.shas(a), self.shas(b)
         keep = [s for s in set(va) & set(vb) if not (sa.get(s) and sb.get(s) and sa[s] != sb[s])]
         return stats.paired({s: va[s] for s in keep}, {s: vb[s] for s in keep})
@@ -428,14 +441,25 @@ class Check:
         have = set(self.arms) | {"sft"}
         return [(a, b) for a, b in pairs if a in have and b in have]
 
-    def verdicts(self) -> list[tuple[str, str, list]]:
-        """(label, verdict, [(a, b, Paired)]) for the claim, and for each extra claim whose arms exist."""
+    @property
+    def train_curves(self) -> bool:
+        """Whether the check's runs recorded their on-policy training success (learning checks do)."""
+        return any(train_auc(r) is not None for r in self.runs)
+
+    def verdicts(self, metric: str = "held_out") -> list[tuple[str, str, list]]:
+        """(label, verdict, [(a, b, Paired)]) for the claim, and for each extra claim whose arms exist; on the
+        training curve (``metric="train_auc"``) the pairs against π_SFT, which has none, are left out."""
         out = []
         for label, pairs in [("", self.spec.claims), *self.spec.extra_claims]:
             present = self.claim_pairs(pairs)
             if label and len(present) < len(pairs):
                 continue
-            ps = [(a, b, self.pair(a, b)) for a, b in present]
+            if metric == "train_auc":
+                pairs = [pair for pair in pairs if "sft" not in pair]
+                present = [pair for pair in present if "sft" not in pair]
+                if not pairs:
+                    continue
+            ps = [(a, b, self.pair(a, b, metric)) for a, b in present]
             verdict = stats.ordering_verdict([p for _, _, p in ps]) if len(present) == len(pairs) else "not tested"
             out.append((label, verdict, ps))
         return out
@@ -482,6 +506,15 @@ class Check:
         """A diagnostics mean over the runs of ``arms`` (default: all) that carry it."""
         return [r.extra["diagnostics"][key] for r in self.runs
                 if (arms is None or r.arm in arms) and (r.extra.get("diagnostics") or {}).get(key) is not None]
+
+
+def train_auc(run: Run) -> float | None:
+    """The area under a run's on-policy training success curve: the mean of ``train/success_rate`` (the share of
+    the step's B × G sampled rollouts that succeed) over every RL step 1..T as recorded, unweighted, with no
+    smoothing or rolling window; None for a run that recorded no such curve. It equals the record's
+    ``mean_train_success``."""
+    points = [v for step, v in (run.extra.get("curves") or {}).get("train/success_rate", []) if step >= 1]
+    return sum(points) / len(points) if points else None
 
 
 def load_check(spec: Spec) -> Check:
@@ -784,6 +817,46 @@ def settings_lines(check: Check) -> list[str]:
     return lines
 
 
+def _range(values: list[float], fmt: str) -> str:
+    lo, hi = format(min(values), fmt), format(max(values), fmt)
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def run_machines_lines(check: Check) -> list[str]:
+    """The per-run records' machine blocks (learning checks since issue 87), grouped by machine, threads and what
+    shared it, with the ranges of what varies from run to run; runs without one counted."""
+    if check.spec.kind != "learning":
+        return []
+    groups: dict[tuple, list] = {}
+    missing = 0
+    for r in check.runs:
+        m = r.extra.get("machine")
+        if not m:
+            missing += 1
+            continue
+        key = (machine_text({k: m.get(k) for k in ("cpu", "cores", "gpu", "cpu_family_model", "torch", "numpy")}),
+               m.get("torch_threads"), m.get("shared"))
+        groups.setdefault(key, []).append((r, m))
+    lines = []
+    for (where, threads, shared), runs in groups.items():
+        ms = [m for _, m in runs]
+        rates = [m["matmul_gflops"] for m in ms if m.get("matmul_gflops")]
+        loads = [x for m in ms for x in (m.get("load_average_start") or [])[:1] + (m.get("load_average_end") or [])[:1]]
+        dates = sorted({m["date"] for m in ms if m.get("date")})
+        parts = [where, f"{threads} torch thread{'s' if threads != 1 else ''}" if threads else None,
+                 f"one large float32 matrix product at {_range(rates, '.0f')} GFLOP/s" if rates else None,
+                 f"load average {_range(loads, 'g')} at the runs' starts and ends" if loads else None,
+                 f"{dates[0]}" + (f" to {dates[-1]}" if len(dates) > 1 else "") if dates else None,
+                 f"shared with: {shared}" if shared else "what shared it not said"]
+        names = ", ".join(f"{name(r.arm)} s{r.seed}" for r, _ in runs)
+        lines.append(f"- Machine per run: {'; '.join(x for x in parts if x)} ({names}).")
+    if missing:
+        lines.append(f"- Machine per run: not recorded for {missing} runs (made before run records kept it)."
+                     if lines else f"- Machine per run: not recorded ({missing} runs, made before run records kept "
+                     "their machine).")
+    return lines
+
+
 def records_line(check: Check) -> str:
     folders = sorted({r.source.rsplit("/", 1)[0] + "/" if r.source.endswith(".json") and "_runs/" in r.source
                       else r.source for r in check.runs})
@@ -791,10 +864,10 @@ def records_line(check: Check) -> str:
             f"`benchmarks/results/{check.spec.stem}.json`.")
 
 
-def results_section(check: Check) -> list[str]:
+def results_section(check: Check, metric: str = "held_out") -> list[str]:
     rows = []
     for arm in [*check.arms, "sft"]:
-        s = check.arm(arm)
+        s = check.arm(arm, metric)
         if s.mean is None:
             continue
         per_seed = ", ".join(f3(v) for v in s.values)
@@ -804,20 +877,22 @@ def results_section(check: Check) -> list[str]:
         rows.append([name(arm), f"{s.n}" + (f" of {len(check.expected_seeds)}" if check.coverage(arm) else ""),
                      f3(s.mean), f3(s.sd), interval(s.boot), interval(s.t) if s.n <= stats.SMALL_N else "–",
                      per_seed])
-    return [f"Metric: {metric_text(check)}. Seeds in seed order.", "",
+    what = metric_text(check) if metric == "held_out" else TRAIN_AUC_METRIC
+    return [f"Metric: {what}. Seeds in seed order.", "",
             *table(["arm", "seeds", "mean", "sd (ddof 1)", "95% bootstrap", "95% t", "per seed"], rows)]
 
 
-def paired_section(check: Check) -> list[str]:
+def paired_section(check: Check, metric: str = "held_out") -> list[str]:
     claimed = {(a, b) for _, pairs in [("", check.spec.claims), *check.spec.extra_claims] for a, b in pairs}
     comparisons = []
     for i, a in enumerate(check.arms):
         for b in check.arms[i + 1:]:  # a claimed pair as claimed, else the later arm minus the earlier
             comparisons.append((a, b) if (a, b) in claimed else (b, a))
-    comparisons += [(a, "sft") for a in check.arms]
+    if metric == "held_out":  # π_SFT has a held-out value, no training curve
+        comparisons += [(a, "sft") for a in check.arms]
     rows = []
     for a, b in comparisons:
-        p = check.pair(a, b)
+        p = check.pair(a, b, metric)
         if p.n == 0:
             continue
         s = p.summary
@@ -832,19 +907,58 @@ def paired_section(check: Check) -> list[str]:
             *table(["a − b", "seeds", "mean", "95% bootstrap", "95% t", "a above b on", "separated", "claim"], rows)]
 
 
-def verdict_lines(check: Check) -> list[str]:
+def verdict_lines(check: Check, metric: str = "held_out") -> list[str]:
     out = []
-    for label, verdict, ps in check.verdicts():
+    for label, verdict, ps in check.verdicts(metric):
         detail = "; ".join(f"{name(a)} > {name(b)}: {pair_word(p)} ({p.n} seeds)" for a, b, p in ps)
         out.append(f"- {'' if not label else label + ': '}**{verdict}** ({detail})")
     return out
+
+
+TRAIN_AUC_METRIC = ("area under the on-policy training success curve: the mean over RL steps 1..T of "
+                    "`train/success_rate`, the share of the step's B × G sampled training rollouts (T = 1) that "
+                    "succeed, every step as recorded, unweighted, no smoothing or rolling window")
+CURRICULUM_ARMS = ("grpo+crps", "grpo+expreplay", "rewardflow+crps")
+
+
+def training_tasks_text(check: Check) -> str:
+    """What a learning check's training tasks are: a finite set of games that repeat, or fresh procedural levels."""
+    st = check.summary.get("settings", {})
+    env = st.get("env") or []
+    games = _override(env if isinstance(env, list) else [], "env.kwargs.num_games")
+    if games:
+        return f"one of the env's {games} training games each, which repeat through the run"
+    return "fresh levels from the training seeds (below 10⁶), a level seen before only by chance"
+
+
+def curve_comparable(check: Check) -> bool:
+    """False where a curriculum arm's training rollouts include replay groups: they start from stored states near a
+    success, so that arm's training success is not the fresh-task success of the other arms."""
+    return not any(a in CURRICULUM_ARMS for a in check.arms)
+
+
+def training_curve_section(check: Check) -> list[str]:
+    """The training-curve counterpart of Results and Paired differences, with its own verdicts."""
+    lines = ["On-policy training success, step by step, from the same runs: how often each arm's own sampled "
+             f"rollouts (T = 1) succeed on the tasks each step draws ({training_tasks_text(check)}), over the whole "
+             "run, where held-out success is one greedy evaluation at its end. The curve is in every run record "
+             "(`curves`); its area is the record's `mean_train_success`.", ""]
+    if not curve_comparable(check):
+        lines += ["**Not a like-for-like measure here**: the curriculum arms' training rollouts include replay groups "
+                  "that start from stored states near a success (CRPS, ExpReplay), which the other arms do not "
+                  "have, so their training success is higher by construction. Their numbers are shown; their "
+                  "differences from the other arms do not rank the credit.", ""]
+    lines += ["Reproduced on the training curve (the claim's pairs, π_SFT aside):", "",
+              *(verdict_lines(check, "train_auc") or ["- not tested"]), "",
+              *results_section(check, "train_auc"), "", *paired_section(check, "train_auc")]
+    return lines
 
 
 def per_run_section(check: Check) -> list[str]:
     kind = check.spec.kind
     rows = []
     if kind == "learning":
-        header = ["arm", "seed", "π_SFT", "after RL", "gain", "train success", "all-fail groups", "RL min",
+        header = ["arm", "seed", "π_SFT", "after RL", "gain", "train success (curve area)", "all-fail groups", "RL min",
                   "resumed at step", "π_SFT sha256"]
         for r in sorted(check.runs, key=lambda r: (check.arms.index(r.arm), r.seed)):
             e = r.extra
@@ -912,14 +1026,20 @@ def page(check: Check, context: dict) -> tuple[str, dict]:
     if spec.status:
         lines += [f"Status: {spec.status}.", ""]
     short, source = CLAIMS[spec.claim]
-    lines += [f"Claim tested: {short} ({source}). Reproduced:", "", *verdict_lines(check), "",
-              "## Setting", "", *settings_lines(check),
+    lines += [f"Claim tested: {short} ({source}). Reproduced:", "", *verdict_lines(check), ""]
+    if check.train_curves:
+        caveat = "" if curve_comparable(check) else "; not like for like here, the curriculum arms replay near a success"
+        lines += [f"On the training curve ([area under on-policy training success](#training-curve){caveat}):", "",
+                  *(verdict_lines(check, "train_auc") or ["- not tested"]), ""]
+    lines += ["## Setting", "", *settings_lines(check),
               f"- π_SFT identity: {check.sft_identity()}.",
               f"- Machine (summary): {machine_text(m)}." if m else "- Machine: per run, below.",
-              records_line(check), "",
+              *run_machines_lines(check), records_line(check), "",
               "## Results", "", *results_section(check), "",
-              "## Paired differences", "", *paired_section(check), "",
-              "## Per run", "", *per_run_section(check), ""]
+              "## Paired differences", "", *paired_section(check), ""]
+    if check.train_curves:
+        lines += ["## Training curve", "", *training_curve_section(check), ""]
+    lines += ["## Per run", "", *per_run_section(check), ""]
     if spec.kind == "demo" and check.summary.get("test_levels"):
         lines += [*demo_test_section(check), ""]
     elif spec.kind == "demo":
@@ -976,14 +1096,30 @@ class Audit:
     def race_arms(self) -> list[str]:
         return _ordered(self.summary["race"])
 
-    def accuracy(self, arm: str, metric: str = "spearman", policy: str | None = None) -> dict:
-        """seed -> the arm's metric (one policy, or the mean over every policy that measured it)."""
+    @property
+    def lm_policies(self) -> list[str]:
+        """Accuracy policies that are not the ε-expert (``eps=...``): an LM as the behaviour policy."""
+        return [p for p in self.policies if not p.startswith("eps=")]
+
+    def accuracy(self, arm: str, metric: str = "spearman", policy: str | None = None,
+                 policies: list[str] | None = None) -> dict:
+        """seed -> the arm's metric (one policy, the mean over ``policies``, or over every policy that measured it)."""
         per: dict = {}
-        for label in [policy] if policy else self.policies:
+        for label in [policy] if policy else policies if policies is not None else self.policies:
             for s in self.summary["accuracy"][label]:
                 value = s["accuracy"]["arms"].get(arm, {}).get(metric)
                 if value is not None and value == value:
                     per.setdefault(s["seed"], []).append(value)
+        return {seed: sum(v) / len(v) for seed, v in per.items()}
+
+    def rro(self, sampler: str, key: str = "accuracy") -> dict:
+        """seed -> RRO's pairs against Q^π for ``sampler`` (``rising`` or ``fixed``), the mean over the policies."""
+        per: dict = {}
+        for seeds in self.summary["rro"].values():
+            for x in seeds:
+                value = x[sampler][key]
+                if value == value:
+                    per.setdefault(x["seed"], []).append(value)
         return {seed: sum(v) / len(v) for seed, v in per.items()}
 
     def race(self, arm: str, key: str = "auc") -> dict:
@@ -1231,6 +1367,477 @@ def audit_speed_rows() -> tuple[list[list[str]], list[str]]:
 
 
 # ------------------------------------------------------------------------------------------------------------
+# the LM race (issue 87): benchmarks/lm_race.py's records lm_race_<setting>_runs/ and summaries
+# ------------------------------------------------------------------------------------------------------------
+
+# the race settings the pages are written for, records or not: the demo's levels and the harder setting the pilot
+# chooses (``benchmarks/lm_race.py --measure``; "sokoban7" is its first candidate: name the chosen one here)
+LM_RACES = {"demo": "Sokoban 6×6, 1 box (the demo's levels)", "sokoban7": "Sokoban 7×7, 1 box"}
+LM_RACE_ARMS = ("grpo", "gigpo", "rewardflow", "graphgpo")  # lm_race.DEFAULT_METHODS
+LM_RACE_CLAIMS = [("", CREDIT_CLAIM), *GRAPH_CLAIMS]
+LM_RACE_METRICS = {"auc": "area under the greedy pool success curve", "final": "final pool success",
+                   "test_final": "success on new levels (test split) after RL"}
+
+
+@dataclass
+class LMRace:
+    """One race setting's records (none yet: a page that says so) and its summary's settings."""
+
+    setting: str
+    title: str
+    summary: dict | None
+    runs: list[Run]
+    pilot: list[Run]
+
+    @property
+    def page(self) -> str:
+        return f"lm-race-{slug(self.setting)}.md"
+
+    @property
+    def settings(self) -> dict:
+        return (self.summary or {}).get("settings", {})
+
+    @property
+    def arms(self) -> list[str]:
+        return _ordered({r.arm for r in self.runs})
+
+    def values(self, arm: str, key: str = "auc") -> dict:
+        return {r.seed: r.extra[key] for r in self.runs if r.arm == arm and r.extra.get(key) is not None}
+
+    def pair(self, a: str, b: str, key: str = "auc") -> stats.Paired:
+        """a − b seed by seed (the same pool, task sequence and π_SFT), leaving out seeds of different π_SFT."""
+        sha = {(r.arm, r.seed): r.sft_sha for r in self.runs}
+        va, vb = self.values(a, key), self.values(b, key)
+        keep = [s for s in set(va) & set(vb) if sha.get((a, s)) == sha.get((b, s))]
+        return stats.paired({s: va[s] for s in keep}, {s: vb[s] for s in keep})
+
+    def verdicts(self, key: str = "auc") -> list[tuple[str, str, list]]:
+        out = []
+        for label, pairs in LM_RACE_CLAIMS:
+            if not all(a in self.arms and b in self.arms for a, b in pairs):
+                continue
+            ps = [(a, b, self.pair(a, b, key)) for a, b in pairs]
+            out.append((label, stats.ordering_verdict([p for _, _, p in ps]), ps))
+        return out
+
+
+def race_run(arm: str, stored: dict, source: str, threshold: float | None) -> Run:
+    """A race record as a Run: value = the pool curve's area; extra = what the tabular race reports of it
+    (``auditing.race.curve_summary``), the test split before and after RL, the training curve's area, the machine."""
+    from creditflow.auditing.race import curve_summary
+
+    r = stored["record"]
+    curve = r["curves"]["eval/success_rate"]
+    scores = curve_summary(curve, threshold if threshold is not None else 2.0)  # no threshold known: never reached
+    test = r["curves"].get("test/success_rate") or []
+    cfg = stored.get("config") or {}
+    extra = {"auc": scores["auc"], "final": scores["final"], "start": curve[0][1],
+             "reached_at": scores["reached_at"] if threshold is not None else None, "curve": curve,
+             "test_start": test[0][1] if len(test) >= 2 else None, "test_final": test[-1][1] if len(test) >= 2 else None,
+             "train_auc": r.get("mean_train_success"), "rl_minutes": r.get("rl_minutes"), "machine": stored.get("machine"),
+             "pool": (cfg.get("env") or {}).get("train_pool"), "offset": (cfg.get("env") or {}).get("eval_seed_offset"),
+             "steps": (cfg.get("rl") or {}).get("steps"), "resumed_at_step": r.get("resumed_at_step")}
+    return Run(arm, r["seed"], scores["auc"], curve[0][1], r.get("sft_sha256"), source, extra)
+
+
+def _race_runs(stem: str, threshold: float | None) -> list[Run]:
+    runs = [race_run(_arm_seed(path.stem)[0], read_json(path), rel(path), threshold)
+            for path in sorted((RESULTS / f"{stem}_runs").glob("*_s*.json"))]
+    budgets = {(r.extra["steps"], r.extra["pool"]) for r in runs}
+    if len(budgets) > 1:  # runs of another budget (a smoke run, a changed setting) must not join one race
+        raise SystemExit(f"error: {rel(RESULTS / stem)}_runs/ mixes budgets (RL steps, pool): {sorted(budgets)}")
+    return runs
+
+
+def load_lm_races() -> list[LMRace]:
+    """Every race setting of :data:`LM_RACES`, and any other with a summary: its records, its pilot's."""
+    found = {p.stem.removeprefix("lm_race_") for p in RESULTS.glob("lm_race_*.json")
+             if not p.stem.endswith(("_pilot", "_smoke")) and not p.stem.startswith("lm_race_pools_")}
+    races = []
+    for setting in [*LM_RACES, *sorted(found - set(LM_RACES))]:
+        path = RESULTS / f"lm_race_{setting}.json"
+        summary = read_json(path) if path.exists() else None
+        threshold = (summary or {}).get("settings", {}).get("threshold")
+        pilot_path = RESULTS / f"lm_race_{setting}_pilot.json"
+        pilot_threshold = read_json(pilot_path)["settings"]["threshold"] if pilot_path.exists() else None
+        title = (summary or {}).get("settings", {}).get("title") or LM_RACES.get(setting, setting)
+        races.append(LMRace(setting, title, summary, _race_runs(f"lm_race_{setting}", threshold),
+                            _race_runs(f"lm_race_{setting}_pilot", pilot_threshold)))
+    return races
+
+
+def pool_measurements(setting: str) -> list[dict]:
+    """``lm_race.py --measure`` records of a setting (π_SFT on the pools of tuning seeds), oldest π_SFT first."""
+    return [read_json(p) for p in sorted(RESULTS.glob(f"lm_race_pools_{setting}_*.json"))
+            if not p.stem.endswith("_smoke")]
+
+
+def lm_race_page(race: LMRace) -> str:
+    lines = [f"# LM race: {race.title}", "",
+             f"<!-- generated by benchmarks/report.py from benchmarks/results/lm_race_{race.setting}_runs/ -->", "",
+             "The credit audit's [tabular race](../audit.md) with the LM in the tabular policy's place "
+             "(`benchmarks/lm_race.py`): π_SFT, then RL on a fixed pool of tasks drawn per seed, the greedy policy "
+             "playing the pool every few steps; the curve's area, its final value and the first step at a threshold, "
+             "scored as the tabular race scores its own. Arms are paired by seed: the same pool, task sequence and "
+             "π_SFT.", ""]
+    if not race.runs:
+        lines += ["**Not run yet**: no record in "
+                  f"`benchmarks/results/lm_race_{race.setting}_runs/`. The commands, the pilot first: "
+                  "[Benchmarks](../benchmarks.md#rerunning-a-learning-check).", ""]
+    else:
+        lines += [f"Claim tested: {CLAIMS['credit'][0]}, and the graph estimators' papers' claims where their arms ran.",
+                  "", "On the pool (area under the greedy pool success curve):", "",
+                  *_race_verdict_lines(race, "auc"), "",
+                  "On new levels (the test split, greedy, after RL; the same runs):", "",
+                  *_race_verdict_lines(race, "test_final"), "",
+                  "## Setting", "", *_race_setting_lines(race), "",
+                  "## Results", "", *_race_results(race), "",
+                  "## Paired differences", "", *_race_paired(race), "",
+                  "## Per run", "", *_race_per_run(race.runs, race.arms), ""]
+    lines += _race_pilot_lines(race)
+    lines += ["Statistics: [how to read these numbers](index.md#how-to-read-the-numbers)."]
+    return "\n".join(lines) + "\n"
+
+
+def _race_verdict_lines(race: LMRace, key: str) -> list[str]:
+    out = []
+    for label, verdict, ps in race.verdicts(key):
+        detail = "; ".join(f"{name(a)} > {name(b)}: {pair_word(p)} ({p.n} seeds)" for a, b, p in ps)
+        out.append(f"- {label + ': ' if label else ''}**{verdict}** ({detail})")
+    return out or ["- not tested (the claimed arms have no paired runs yet)"]
+
+
+def _race_setting_lines(race: LMRace) -> list[str]:
+    st = race.settings
+    shas = sorted({r.sft_sha for r in race.runs if r.sft_sha})
+    lines = []
+    if st:
+        lines += [f"- Setting `{st['setting']}`: {' '.join(st['env'])}.",
+                  f"- {st['steps']} RL steps of {st['B']} tasks × {st['G']} rollouts on a pool of {st['pool']} tasks; "
+                  f"the greedy policy plays the pool every {st['eval_every']} steps; threshold {st['threshold']:g}; "
+                  f"{st['test_levels']} test levels before and after RL.",
+                  f"- Seed s plays the pool of env seeds {st['pool_base']:,} + {st['pool_stride']:,} · s + i "
+                  f"(i < {st['pool']}).", f"- Every run's overrides: `{' '.join(st['overrides'])}`.",
+                  f"- π_SFT: `{st['model']}`."]
+    else:
+        lines.append("- The summary (`lm_race_<setting>.json`, written when an invocation ends) is not there yet: the "
+                     "threshold is unknown, so steps to it are not shown.")
+    lines.append("- π_SFT identity: " + (", ".join(f"sha256 `{s[:12]}`" for s in shas) or "not recorded") + ".")
+    check = Check(Spec("", "learning", "", "", "credit", []), {}, race.runs, race.arms, [])
+    return lines + run_machines_lines(check) + [f"- Records: `benchmarks/results/lm_race_{race.setting}_runs/` "
+                                                f"({len(race.runs)} runs)."]
+
+
+def _race_results(race: LMRace) -> list[str]:
+    rows = []
+    for arm in race.arms:
+        runs = [r for r in race.runs if r.arm == arm]
+        reached = sorted(r.extra["reached_at"] for r in runs if r.extra["reached_at"] is not None)
+        rows.append([name(arm), len(runs), _summary_cell(race.values(arm, "auc")),
+                     _summary_cell(race.values(arm, "final")), _summary_cell(race.values(arm, "start")),
+                     f"{len(reached)} of {len(runs)}" if race.settings else "–",
+                     str(reached[len(reached) // 2]) if reached else "–",
+                     _summary_cell(race.values(arm, "test_start")), _summary_cell(race.values(arm, "test_final"))])
+    return ["Mean over seeds [95% bootstrap]; pool success is greedy, one episode per pool task.", "",
+            *table(["arm", "seeds", "pool AUC", "final pool success", "π_SFT on the pool", "reached the threshold",
+                    "steps to it (median of those)", "new levels, π_SFT", "new levels, after RL"], rows)]
+
+
+def _race_paired(race: LMRace) -> list[str]:
+    claimed = {p for _, pairs in LM_RACE_CLAIMS for p in pairs}
+    rows = []
+    for i, x in enumerate(race.arms):
+        for y in race.arms[i + 1:]:
+            a, b = (x, y) if (x, y) in claimed or (y, x) not in claimed else (y, x)
+            cells = []
+            for key in LM_RACE_METRICS:
+                p = race.pair(a, b, key)
+                cells.append(f"{_diff_cell(p)}, {p.wins} of {p.n}" + (" sep." if p.separated else ""))
+            rows.append([diff_label(a, b), *cells, "claimed: above" if (a, b) in claimed else ""])
+    return ["Differences a − b seed by seed: mean [95% bootstrap], seeds where a is above b; sep. = separated "
+            "(benchmarks/stats.py).", "",
+            *table(["a − b", *[m for m in LM_RACE_METRICS.values()], "claim"], rows)]
+
+
+def _race_per_run(runs: list[Run], arms: list[str]) -> list[str]:
+    rows = []
+    for r in sorted(runs, key=lambda r: (arms.index(r.arm) if r.arm in arms else len(arms), r.seed)):
+        e = r.extra
+        rows.append([name(r.arm), r.seed, f"{e['offset']:,}–{e['offset'] + e['pool'] - 1:,}" if e["pool"] else "–",
+                     f3(e["start"]),
+                     f3(e["auc"]), f3(e["final"]), e["reached_at"] if e["reached_at"] is not None else "–",
+                     f3(e["test_start"]), f3(e["test_final"]), f3(e["train_auc"]),
+                     f"{e['rl_minutes']:.1f}" if e.get("rl_minutes") is not None else "–",
+                     e.get("resumed_at_step") or "–", (r.sft_sha or "not recorded")[:12]])
+    return table(["arm", "seed", "pool", "π_SFT on the pool", "pool AUC", "final", "threshold at step",
+                  "new levels, π_SFT", "new levels, after", "train success (curve area)", "RL min",
+                  "resumed at step", "π_SFT sha256"], rows)
+
+
+def _race_pilot_lines(race: LMRace) -> list[str]:
+    """The pilot (tuning seeds, in none of the verdicts above) and the pool measurements that chose the setting."""
+    lines = []
+    measured = pool_measurements(race.setting)
+    if measured:
+        rows = []
+        for m in measured:
+            per = m["seeds"]
+            greedy = [sum(v["greedy"]) / len(v["greedy"]) for v in per.values()]
+            sampled = [sum(v["sampled"]) / len(v["sampled"]) for v in per.values()]
+            mixed = [sum(0 < x < 1 for x in v["sampled"]) / len(v["sampled"]) for v in per.values()]
+            rows.append([f"`{m['sft_sha256'][:12]}`", ", ".join(per), m["pool"], span(greedy), span(sampled),
+                         span(mixed, "pct"), f"{m['minutes']:.1f}"])
+        lines += ["## π_SFT on candidate pools", "",
+                  "`benchmarks/lm_race.py --measure` on tuning seeds: π_SFT's greedy success on each seed's pool, its "
+                  "success with sampled episodes (`group_size` per task, the training temperature) and the share of "
+                  "pool tasks whose sampled group mixes successes and failures (range over the seeds).", "",
+                  *table(["π_SFT sha256", "seeds", "pool", "greedy success", "sampled success", "mixed groups",
+                          "minutes"], rows), ""]
+    if race.pilot:
+        arms = _ordered({r.arm for r in race.pilot})
+        lines += ["## Pilot", "",
+                  f"Tuning seeds (from 100 up), in no verdict above: `benchmarks/results/lm_race_{race.setting}_pilot_runs/` "
+                  f"({len(race.pilot)} runs). The settings above were fixed from them before the reported seeds ran.", "",
+                  *_race_per_run(race.pilot, arms), ""]
+    return lines
+
+
+# ------------------------------------------------------------------------------------------------------------
+# the prediction table (issue 87): does the audit's order of the estimators predict the LM's?
+# ------------------------------------------------------------------------------------------------------------
+
+PREDICTION_PAGE = "audit-predicts-lm.md"
+# per LM race setting, the records of the same setting at the other levels: the audit's summary
+# (credit_audit_<audit>.json: its ε-expert policies, and an LM behaviour policy where one was audited, any accuracy
+# policy not named eps=...) and the held-out learning check of the same levels and π_SFT. The audit has 7×7 with
+# 2 boxes only, so a 7×7 1-box race has no audit until one is run.
+PREDICTIONS = {"demo": {"audit": "sokoban6", "held_out": "credit_learning_demo100"},
+               "sokoban7": {"audit": "sokoban7_1box", "held_out": None}}
+PREDICTION_PAIRS = [("rewardflow", "gigpo"), ("gigpo", "grpo"), ("rewardflow", "grpo"), ("graphgpo", "gigpo"),
+                    ("graphgpo", "grpo"), ("graphgpo", "rewardflow")]
+PREDICTORS = {"lm_audit": "credit vs A^π, π_SFT as behaviour policy", "eps_audit": "credit vs A^π, ε-expert",
+              "tabular": "tabular race (AUC)"}
+LM_LEVELS = {"pool": "LM race, pool AUC", "race_new": "LM race, new levels after it",
+             "curve": "100-step check, training curve", "held_out": "100-step check, held-out success"}
+
+
+def prediction_sources(race: LMRace, audits: dict, checks: dict) -> dict:
+    """Column -> ``f(a, b) -> Paired`` (None: no record) for one race setting."""
+    spec = PREDICTIONS.get(race.setting, {})
+    audit = audits.get(spec.get("audit"))
+    check = checks.get(spec.get("held_out"))
+
+    def audit_acc(policies):
+        def f(a, b):
+            if audit is None or not policies or not audit.measured or a not in audit.arms or b not in audit.arms:
+                return None
+            return stats.paired(audit.accuracy(a, policies=policies), audit.accuracy(b, policies=policies))
+        return f
+
+    def race_pair(key):
+        return lambda a, b: race.pair(a, b, key) if a in race.arms and b in race.arms else None
+
+    def check_pair(metric):
+        return lambda a, b: (check.pair(a, b, metric) if check is not None and a in check.arms and b in check.arms
+                             else None)
+
+    eps = [p for p in audit.policies if p.startswith("eps=")] if audit is not None and audit.measured else []
+    return {"lm_audit": audit_acc(audit.lm_policies if audit is not None and audit.measured else []),
+            "eps_audit": audit_acc(eps),
+            "tabular": lambda a, b: (stats.paired(audit.race(a), audit.race(b)) if audit is not None
+                                     and a in audit.race_arms and b in audit.race_arms else None),
+            "pool": race_pair("auc"), "race_new": race_pair("test_final"),
+            "curve": check_pair("train_auc"), "held_out": check_pair("held_out")}
+
+
+def _prediction_cell(p: stats.Paired | None) -> str:
+    if p is None or p.n == 0:
+        return "no record"
+    if p.n < 2:
+        return f"not tested ({p.n} seed)"
+    return f"{pair_word(p)}: {signed(p.summary.mean)} ({p.wins} of {p.n})"
+
+
+def prediction_agreement(cells: dict) -> list[list[str]]:
+    """For each predictor × LM level: over the pairs both tested, on how many the mean differences have the same
+    sign, and, of the pairs separated in both, on how many the direction agrees."""
+    rows = []
+    for pred, label in PREDICTORS.items():
+        row = [label]
+        for lm in LM_LEVELS:
+            both = [(x, y) for x, y in zip(cells[pred], cells[lm]) if x is not None and y is not None
+                    and x.n >= 2 and y.n >= 2]
+            if not both:
+                row.append("no pair with records in both")
+                continue
+            same = sum((x.summary.mean > 0) == (y.summary.mean > 0) for x, y in both)
+            sep = [(x, y) for x, y in both if x.separated and y.separated]
+            agree = sum(x.separated == y.separated for x, y in sep)
+            row.append(f"same sign on {same} of {len(both)}; separated in both: {len(sep)}"
+                       + (f", agreeing on {agree}" if sep else ""))
+        rows.append(row)
+    return rows
+
+
+def prediction_page(races: list, audits: list, checks: list) -> str:
+    by_audit = {a.setting: a for a in audits}
+    by_check = {c.spec.stem: c for c in checks}
+    lines = ["# Does the audit predict the LM?", "",
+             "<!-- generated by benchmarks/report.py from the audit, LM race and learning records it names -->", "",
+             "For each LM race setting, one row per estimator pair a − b and one column per level of evidence, each "
+             "cell the generated verdict from that level's records: the audit's credit against the true advantage "
+             "A^π (under an LM's π_SFT as the behaviour policy, where audited, and under the ε-expert), the tabular "
+             "race, the [LM race](../benchmarks.md#the-scripts) on its own pool and on new levels after it, and the "
+             "100-step learning check of the same levels (its training curve and its held-out success). A cell: "
+             "yes = a above b, separated; reversed = b above a, separated; in means only = a above b in the mean; "
+             "no = otherwise; then the mean difference and the seeds where a is above b. No record: that level has "
+             "not been run for this setting (or not with both arms).", ""]
+    for race in races:
+        spec = PREDICTIONS.get(race.setting, {})
+        sources = prediction_sources(race, by_audit, by_check)
+        cells = {k: [f(a, b) for a, b in PREDICTION_PAIRS] for k, f in sources.items()}
+        audit, check = spec.get("audit"), spec.get("held_out")
+        where = [f"[LM race](lm-race-{slug(race.setting)}.md)"]
+        where.append(f"[audit](credit-audit-{audit}.md)" if audit in by_audit else f"audit `{audit}`: no record"
+                     if audit else "no audit of this setting")
+        where.append(f"[100-step check]({slug(check)}.md)" if check in by_check else "no 100-step check of this setting")
+        rows = [[diff_label(a, b), *[_prediction_cell(cells[k][i]) for k in sources]]
+                for i, (a, b) in enumerate(PREDICTION_PAIRS)]
+        lines += [f"## {race.title}", "", "Records: " + ", ".join(where) + ".", "",
+                  *table(["a − b", *PREDICTORS.values(), *LM_LEVELS.values()], rows), "",
+                  "Does the order agree? Over the pairs both levels tested:", "",
+                  *table(["predictor", *LM_LEVELS.values()], prediction_agreement(cells)), ""]
+    lines += ["Statistics: [how to read these numbers](index.md#how-to-read-the-numbers)."]
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------------------------------------
+# the claims table (issue 87): one row per claim, one column per level of evidence (the README's results)
+# ------------------------------------------------------------------------------------------------------------
+
+# (row, [(variant label, claimed pairs)]): every variant whose arms a source has gives that source an entry
+CLAIM_ROWS = [
+    ("RewardFlow > GiGPO > GRPO", [("", CREDIT_CLAIM)]),
+    ("GraphGPO > GiGPO, GRPO", [("", GRAPH_CLAIMS[0][1]), ("reproduction preset", GRAPH_CLAIMS[1][1])]),
+    ("G2PO > GRPO", [("", GRAPH_CLAIMS[2][1])]),
+    ("GAGPO > GiGPO, GRPO", [("", GRAPH_CLAIMS[3][1])]),
+    ("+ CRPS > + ExpReplay, + CRPS > GRPO", [("", CRPS_CLAIM)]),
+    ("RRO > fixed-5, RRO > π_SFT", [("", RRO_CLAIM)]),
+    ("RL > π_SFT (the demo's goal)", [("", [("rl", "sft")])]),
+]
+EVIDENCE = {"audit": "credit vs A^π", "tabular": "tabular race", "pool": "LM on its pool",
+            "curve": "LM training curve", "new": "LM on new levels"}
+SHORT = {  # how a cell names each setting
+    "credit_learning": "6×6, 12 steps", "credit_learning_demo100": "6×6", "credit_learning_hard": "7×7, 2 boxes",
+    "credit_learning_hard_binary": "7×7, 2 boxes, binary", "credit_learning_household": "household",
+    "crps_learning": "6×6, 12 steps", "crps_learning_hard": "7×7, 2 boxes", "rro_samples": "Sokoban",
+    "rro_samples_webshop": "WebShop", "demo_seeds": "validation levels", "demo_seeds_test": "test levels",
+    "audit:sokoban6": "6×6", "audit:sokoban7": "7×7, 2 boxes", "audit:household": "household",
+    "audit:webshop": "WebShop", "audit:sql": "SQL", "race:demo": "6×6", "race:sokoban7": "7×7, 1 box"}
+VERDICT_ORDER = ["yes", "in means only", "no", "reversed", "not tested", "not like for like", "not run yet"]
+
+
+def _entry(verdict: str, label: str, link: str) -> tuple[str, str]:
+    return verdict, f"[{label}]({link})"
+
+
+def _variants(variants, have, drop_sft=False):
+    """(variant label, pairs) of the variants whose arms are all in ``have`` (π_SFT pairs dropped if asked)."""
+    for label, pairs in variants:
+        pairs = [p for p in pairs if not (drop_sft and "sft" in p)]
+        if pairs and all(a in have and b in have for a, b in pairs):
+            yield label, pairs
+
+
+def _named(short: str, label: str) -> str:
+    return f"{short}, {label}" if label else short
+
+
+def claim_entries(variants, source: str, checks, audits, races, prefix: str) -> list[tuple[str, str]] | str:
+    """One claim's entries at one level of evidence: (verdict, linked setting), or '–' where that level does not
+    measure the claim."""
+    out = []
+    if source in ("audit", "tabular"):
+        for a in audits:
+            key = f"audit:{a.setting}"
+            if source == "audit" and a.measured:
+                for label, pairs in _variants(variants, set(a.arms)):
+                    ps = [stats.paired(a.accuracy(x), a.accuracy(y)) for x, y in pairs]
+                    out.append(_entry(stats.ordering_verdict(ps), _named(SHORT.get(key, a.setting), label),
+                                      f"{prefix}{a.page}"))
+                if a.summary["rro"] and variants[0][1] == RRO_CLAIM:  # RRO's pairs against Q^π: rising vs fixed
+                    p = stats.paired(a.rro("rising"), a.rro("fixed"))
+                    out.append(_entry(stats.ordering_verdict([p]), _named(SHORT.get(key, a.setting),
+                                                                          "pair accuracy"), f"{prefix}{a.page}"))
+            if source == "tabular" and a.summary["race"]:
+                for label, pairs in _variants(variants, set(a.race_arms)):
+                    ps = [stats.paired(a.race(x), a.race(y)) for x, y in pairs]
+                    out.append(_entry(stats.ordering_verdict(ps), _named(SHORT.get(key, a.setting), label),
+                                      f"{prefix}{a.page}#learning-race"))
+        return out or "–"
+    if source == "pool":
+        runnable = any(True for _ in _variants(variants, set(LM_RACE_ARMS)))
+        for race in races:
+            key, link = f"race:{race.setting}", f"{prefix}{race.page}"
+            for label, pairs in _variants(variants, set(race.arms)):
+                out.append(_entry(stats.ordering_verdict([race.pair(x, y) for x, y in pairs]),
+                                  _named(SHORT.get(key, race.setting), label), link))
+            if not race.runs and runnable:
+                out.append(_entry("not run yet", SHORT.get(key, race.setting), link))
+        return out or "–"
+    for c in checks:
+        if c.spec.status:  # superseded
+            continue
+        have = set(c.arms) | {"sft"}
+        if source == "curve":
+            if not c.train_curves:
+                continue
+            for label, pairs in _variants(variants, have, drop_sft=True):
+                verdict = stats.ordering_verdict([c.pair(x, y, "train_auc") for x, y in pairs])
+                out.append(_entry(verdict if curve_comparable(c) else "not like for like",
+                                  _named(SHORT.get(c.spec.stem, c.spec.stem), label), f"{prefix}{c.page}#training-curve"))
+        else:
+            for label, pairs in _variants(variants, have):
+                out.append(_entry(stats.ordering_verdict([c.pair(x, y) for x, y in pairs]),
+                                  _named(SHORT.get(c.spec.stem, c.spec.stem), label), f"{prefix}{c.page}"))
+    if source == "new":
+        for race in races:
+            for label, pairs in _variants(variants, set(race.arms)):
+                out.append(_entry(stats.ordering_verdict([race.pair(x, y, "test_final") for x, y in pairs]),
+                                  _named(SHORT.get(f"race:{race.setting}", race.setting), label + " after the race"
+                                         if label else "after the race"), f"{prefix}{race.page}"))
+    return out or "–"
+
+
+def claim_cell(entries) -> str:
+    """Entries grouped by verdict: ``**yes**: [6×6](…), [household](…); **no**: …``."""
+    if isinstance(entries, str):
+        return entries
+    groups: dict[str, list[str]] = {}
+    for verdict, link in entries:
+        groups.setdefault(verdict, []).append(link)
+    order = sorted(groups, key=lambda v: VERDICT_ORDER.index(v) if v in VERDICT_ORDER else len(VERDICT_ORDER))
+    return "; ".join(f"**{v}**: {', '.join(groups[v])}" for v in order)
+
+
+def claims_table(checks, audits, races, prefix: str) -> list[str]:
+    rows = [[claim, *[claim_cell(claim_entries(variants, src, checks, audits, races, prefix)) for src in EVIDENCE]]
+            for claim, variants in CLAIM_ROWS]
+    return [*table(["claim", *EVIDENCE.values()], rows), "",
+            "Each cell: the claim's verdict at that level of evidence, per setting, each linked to its page. **yes**: "
+            "every claimed pair's seed-by-seed difference separated from zero in the claim's direction; **in means "
+            "only**: right sign, not all separated; **reversed**: a pair separated the other way; **no**: otherwise; "
+            "**not run yet**: the benchmark exists, no record; –: no record measures it at that level. Credit vs "
+            "A^π: the "
+            "audit's credit against Monte-Carlo A^π of an ε-expert (RRO: its pairs' accuracy against Q^π); tabular "
+            "race: a tabular policy trained from zero on a task pool; LM on its pool: the tiny LM from π_SFT on a "
+            f"fixed pool ([LM race]({prefix}lm-race-demo.md)); LM training curve: area under the learning "
+            "checks' on-policy training success; LM on new levels: held-out success after RL (RRO: after DPO). "
+            f"Generated by `benchmarks/report.py` from the records; the detailed table: [results]({prefix}index.md); "
+            f"does the audit predict the LM? [prediction table]({prefix}{PREDICTION_PAGE})."]
+
+
+# ------------------------------------------------------------------------------------------------------------
 # the results table (README and index) and the performance table
 # ------------------------------------------------------------------------------------------------------------
 
@@ -1245,20 +1852,30 @@ def results_table(checks: list[Check], link_prefix: str, audits: list | None = N
                                                     if c.arm("sft").mean is not None else "–")
         ident = c.sft_identity()
         sft_text += ", identity not recorded" if ident.startswith("not recorded") else f", {ident}"
-        verdicts = "; ".join((f"{label}: " if label else "") + v + (
-            "" if v in ("yes", "not tested") or len(ps) < 2 else
-            " (" + ", ".join(f"{name(a)} > {name(b)}: {pair_word(p)}" for a, b, p in ps) + ")")
-            for label, v, ps in c.verdicts())
         title = f"[{c.spec.title}]({link_prefix}{c.page})" + (" (superseded)" if c.spec.status else "")
-        rows.append([title, c.spec.setting, arms, metric_text(c), sft_text, CLAIMS[c.spec.claim][0], verdicts])
-    rows += audit_rows(audits or [], link_prefix)
+        curve = verdicts_text(c.verdicts("train_auc")) if c.train_curves else "–"
+        if c.train_curves and not curve_comparable(c):
+            curve += " (not like for like: curriculum arms replay near a success)"
+        rows.append([title, c.spec.setting, arms, metric_text(c), sft_text, CLAIMS[c.spec.claim][0],
+                     verdicts_text(c.verdicts()), curve])
+    rows += [[*row, "–"] for row in audit_rows(audits or [], link_prefix)]
     return [*table(["check", "setting", "arms: mean [95% bootstrap], t [95% t-interval]", "metric", "π_SFT",
-                    "claim", "reproduced"], rows), "",
+                    "claim", "reproduced", "reproduced on the training curve"], rows), "",
             "Mean over seeds; [ ]: 95% percentile bootstrap; t [ ]: 95% t-interval, given where n ≤ 5 "
             "(benchmarks/stats.py). Reproduced: yes = every claimed pair's seed-by-seed difference is separated "
             "from zero in the claim's direction; in means only = right sign, not separated; reversed = some "
-            f"pair separated the other way; no = otherwise. Generated by `benchmarks/report.py` from the records; "
-            f"each check's page has its settings, per-seed values and paired differences ([results]({link_prefix}index.md))."]
+            "pair separated the other way; no = otherwise. On the training curve: the same rule on the area under "
+            "each run's on-policy training success curve (its mean over the RL steps), the claims against π_SFT "
+            "aside. Generated by `benchmarks/report.py` from the records; each check's page has its settings, "
+            f"per-seed values and paired differences ([results]({link_prefix}index.md))."]
+
+
+def verdicts_text(verdicts: list) -> str:
+    """A check's verdicts in one cell: each claim's word, and its pairs' words where the claim is not a plain yes."""
+    return "; ".join((f"{label}: " if label else "") + v + (
+        "" if v in ("yes", "not tested") or len(ps) < 2 else
+        " (" + ", ".join(f"{name(a)} > {name(b)}: {pair_word(p)}" for a, b, p in ps) + ")")
+        for label, v, ps in verdicts) or "not tested"
 
 
 def performance_rows() -> tuple[list[list[str]], list[str]]:
@@ -1382,21 +1999,26 @@ def pretrained_section() -> list[str]:
     return lines
 
 
-def index_page(checks: list[Check], audits: list | None = None) -> str:
+def index_page(checks: list[Check], audits: list | None = None, races: list | None = None) -> str:
     lines = ["# Results", "",
              "<!-- generated by benchmarks/report.py; run it after adding records, `make report` -->", "",
              "Every learning check creditflow has run, one page each, generated from the committed records "
              "(`benchmarks/results/`) by `benchmarks/report.py`: no number on these pages is typed by hand. "
              "All ran with the tiny from-scratch policy (0.9M parameters) on CPUs, some runs on lent GPUs; "
              "they check that the methods run and learn as the papers describe at that scale, not the papers' "
-             "numbers.", "", *results_table(checks, "", audits), "", *pretrained_section(),
-             "Performance: [performance](performance.md).", "",
+             "numbers.", "", *results_table(checks, "", audits), "",
+             "## By claim and level of evidence", "",
+             "The README's results table: each claim's verdicts, from the credit against A^π to the LM on new levels.",
+             "", *claims_table(checks, audits or [], races or [], ""), "",
+             "The LM race, setting by setting: " + ", ".join(f"[{r.title}]({r.page})" for r in races or []) + ".", "",
+             *pretrained_section(), "Performance: [performance](performance.md).", "",
              STATS_TEXT.strip(), ""]
     return "\n".join(lines) + "\n"
 
 
-def readme_blocks(checks: list[Check], audits: list | None = None) -> dict[str, list[str]]:
-    return {"results": results_table(checks, "docs/results/", audits), "performance": performance_table()}
+def readme_blocks(checks: list[Check], audits: list | None = None, races: list | None = None) -> dict[str, list[str]]:
+    return {"results": claims_table(checks, audits or [], races or [], "docs/results/"),
+            "performance": performance_table()}
 
 
 def replace_block(text: str, key: str, body: list[str]) -> str:
@@ -1421,10 +2043,14 @@ def generate() -> dict[Path, bytes]:
     audits = load_audits()
     for a in audits:
         out[DOCS / a.page] = audit_page(a).encode()
-    out[DOCS / "index.md"] = index_page(checks, audits).encode()
+    races = load_lm_races()
+    for r in races:
+        out[DOCS / r.page] = lm_race_page(r).encode()
+    out[DOCS / PREDICTION_PAGE] = prediction_page(races, audits, checks).encode()
+    out[DOCS / "index.md"] = index_page(checks, audits, races).encode()
     out[DOCS / "performance.md"] = performance_page().encode()
     readme = README.read_text(encoding="utf-8")
-    for key, body in readme_blocks(checks, audits).items():
+    for key, body in readme_blocks(checks, audits, races).items():
         readme = replace_block(readme, key, body)
     out[README] = readme.encode()
     return out

@@ -61,6 +61,13 @@ class EnvConfig(_Section):
     eval_seed_offset: int = Field(1_000_000, ge=1, le=SEED_MAX)
     """Validation seeds are ``eval_seed_offset + i``; training seeds are drawn below it. The validation split is
     what every choice is made on (``rl.eval_every`` curves, sweeps); docs/environments.md "Evaluation splits"."""
+    train_pool: int = Field(0, ge=0)
+    """0: every RL step draws fresh training tasks (seeds below ``eval_seed_offset``). N > 0: a fixed pool of N
+    tasks, the first N validation seeds (``eval_seed_offset + i``, i < N); every step draws its tasks from them
+    (without replacement within a step, as the audit's tabular race), so the validation evaluation with
+    ``rl.eval_episodes=N`` scores the policy on the very tasks it trains on: a learning race on a pool
+    (``benchmarks/lm_race.py``), not a held-out number. The test split stays held out. At least
+    ``rollout.tasks_per_step``."""
     test_seed_offset: int = Field(2_000_000, ge=1, le=SEED_MAX)
     """Test seeds are ``test_seed_offset + i`` on a procedurally generated env; on an env with a finite held-out
     pool (``num_tasks``) the test split takes that pool from its end. Reported numbers only (``rl.test_episodes``,

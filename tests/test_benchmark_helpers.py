@@ -192,7 +192,7 @@ def test_jobs_train_missing_runs_as_child_processes_then_tabulate(tmp_path, monk
 
     out, work = tmp_path / "credit", tmp_path / "runs"
     argv = [credit_learning.__file__, "--smoke", "--jobs", "2", "--model", str(tiny_model_dir), "--seeds", "0",
-            "--methods", "grpo", "rewardflow", "--out", str(out), "--work", str(work)]
+            "--methods", "grpo", "rewardflow", "--out", str(out), "--work", str(work), "--shared", "an audit, 1 thread"]
     monkeypatch.setattr(sys, "argv", argv)
     credit_learning.main()
     logs = work.with_name(work.name + "_smoke") / "logs"
@@ -201,8 +201,12 @@ def test_jobs_train_missing_runs_as_child_processes_then_tabulate(tmp_path, monk
     assert sorted(result["runs"]) == ["grpo", "rewardflow"]
     records = sorted(p.name for p in (tmp_path / "credit_runs").iterdir())
     assert records == ["grpo_s0.json", "rewardflow_s0.json"]
-    for name in records:  # each trained in its own child, which logged it
-        assert json.loads((tmp_path / "credit_runs" / name).read_text())["record"]["reused"] is False
+    for name in records:  # each trained in its own child, which logged it and recorded its machine
+        stored = json.loads((tmp_path / "credit_runs" / name).read_text())
+        assert stored["record"]["reused"] is False
+        machine = stored["machine"]
+        assert machine["shared"] == "an audit, 1 thread" and machine["torch_threads"] == 1 and machine["cores"]
+        assert len(machine["load_average_start"]) == len(machine["load_average_end"]) == 3
         assert "held-out success" in (logs / name.replace(".json", ".log")).read_text()
 
     for log in logs.iterdir():
@@ -763,3 +767,46 @@ def test_benchmarks_are_a_package_and_no_tracked_file_is_over_1_mb():
         pytest.skip("not a git checkout")
     sizes = {name: (root / name).stat().st_size for name in listed.stdout.split("\0") if (root / name).is_file()}
     assert not {name: size for name, size in sizes.items() if size > 1_000_000}
+
+
+def test_lm_race_trains_each_arm_on_its_seeds_pool_and_scores_the_pool_curve(tmp_path, monkeypatch, tiny_model_dir):
+    """``lm_race --jobs 2``: each (arm, seed) run trains on that seed's pool (``env.train_pool`` validation seeds
+    from the seed's offset) and plays it greedily; the summary scores each run's pool curve as the tabular race does;
+    pilot seeds and reported seeds never mix."""
+    import json
+    import sys
+
+    from benchmarks import lm_race
+    from creditflow.auditing.race import curve_summary
+
+    out, work = tmp_path / "race", tmp_path / "runs"
+    argv = [lm_race.__file__, "--smoke", "--jobs", "2", "--model", str(tiny_model_dir), "--seeds", "3",
+            "--methods", "grpo", "rewardflow", "--out", str(out), "--work", str(work), "--shared", "nothing"]
+    monkeypatch.setattr(sys, "argv", argv)
+    lm_race.main()
+    result = json.loads(out.with_suffix(".json").read_text())
+    assert sorted(result["runs"]) == ["grpo", "rewardflow"] and result["settings"]["pool"] == 2
+    for arm in ("grpo", "rewardflow"):
+        stored = json.loads((tmp_path / "race_runs" / f"{arm}_s3.json").read_text())
+        env = stored["config"]["env"]
+        assert (env["train_pool"], env["eval_seed_offset"]) == (2, lm_race.pool_offset(3)) == (2, 1_103_000)
+        assert stored["config"]["rl"]["eval_episodes"] == 2 and stored["machine"]["shared"] == "nothing"
+        curve = stored["record"]["curves"]["eval/success_rate"]
+        assert [s for s, _ in curve] == [0, 1, 2]
+        assert result["summary"][arm]["auc"]["values"] == [curve_summary(curve)["auc"]]
+    for argv_seeds, flag, message in ((["100"], [], "pilot's"), (["0"], ["--pilot"], "tuning seeds only")):
+        monkeypatch.setattr(sys, "argv", [lm_race.__file__, "--model", str(tiny_model_dir), "--seeds", *argv_seeds,
+                                          "--work", str(work), *flag])
+        with pytest.raises(SystemExit, match=message):
+            lm_race.main()
+
+
+def test_the_report_pages_the_lm_race_settings_and_arms_the_benchmark_runs():
+    from benchmarks import lm_race, report
+
+    assert set(report.LM_RACES) <= set(lm_race.SETTINGS) and set(report.PREDICTIONS) == set(report.LM_RACES)
+    assert tuple(report.LM_RACE_ARMS) == tuple(lm_race.DEFAULT_METHODS)
+    assert all(report.LM_RACES[s] == lm_race.SETTINGS[s]["title"] for s in report.LM_RACES)
+    pools = [set(lm_race.pool_seeds(s, 16)) for s in (*lm_race.SEEDS, lm_race.PILOT_FROM, lm_race.PILOT_FROM + 1)]
+    assert all(not a & b for i, a in enumerate(pools) for b in pools[i + 1:])  # seeds' pools are disjoint
+    assert min(min(p) for p in pools) > 1_000_000 + 512 and max(max(p) for p in pools) < 2_000_000

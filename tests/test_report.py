@@ -126,3 +126,163 @@ def test_check_mode_names_what_is_out_of_date(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("sys.argv", ["report.py", "--check"])
     assert report.main() == 0
     assert Path(tmp_path / "docs" / "results" / "img" / "credit_learning_hard.png").exists()
+
+
+def curve_run(arm, seed, value, train):
+    """A learning run whose on-policy training success is ``train`` at every step (step 0 is π_SFT's evaluation)."""
+    r = run(arm, seed, value)
+    r.extra = {"curves": {"train/success_rate": [[s, train] for s in (1, 2, 3)], "eval/success_rate": [[0, 0.4]]}}
+    return r
+
+
+def test_training_curve_area_is_the_mean_on_policy_training_success_of_every_committed_run():
+    """Every learning record's area under its training curve is the mean of ``train/success_rate`` over its RL steps,
+    the ``mean_train_success`` the record keeps; every learning page shows the training-curve verdicts."""
+    for spec in report.SPECS:
+        if spec.kind != "learning":
+            continue
+        check = report.load_check(spec)
+        assert check.train_curves, spec.stem
+        for r in check.runs:
+            assert report.train_auc(r) == pytest.approx(r.extra["mean_train_success"]), (spec.stem, r.arm, r.seed)
+        page = (report.DOCS / check.page).read_text(encoding="utf-8")
+        assert "On the training curve ([area under on-policy training success](#training-curve)" in page
+        assert "## Training curve" in page
+
+
+def test_training_curve_verdicts_pair_seed_by_seed_apart_from_the_held_out_ones():
+    spec = report.Spec("x", "learning", "X", "setting", "credit", [("rewardflow", "grpo"), ("rewardflow", "sft")])
+    runs = [curve_run("grpo", s, 0.40 + 0.01 * s, 0.30 + 0.02 * s) for s in range(5)]
+    runs += [curve_run("rewardflow", s, 0.40 + 0.01 * s, 0.35 + 0.02 * s + 0.001 * s) for s in range(5)]
+    check = report.Check(spec, {}, runs, ["grpo", "rewardflow"], [0, 1, 2, 3, 4])
+    (_, held_out, _), = check.verdicts()
+    assert held_out == "no"  # held-out, rewardflow − grpo is 0 on every seed
+    (_, curve, pairs), = check.verdicts("train_auc")  # π_SFT has no training curve: its pair is left out
+    assert curve == "yes" and [(a, b) for a, b, _ in pairs] == [("rewardflow", "grpo")]
+    assert pairs[0][2].diffs == pytest.approx([0.05, 0.051, 0.052, 0.053, 0.054])
+    row = report.results_table([check], "")[2]
+    assert row.endswith("| yes |") and "| no (RewardFlow > GRPO: no" in row
+    runs.append(curve_run("grpo+crps", 0, 0.4, 0.9))
+    crps = report.Check(spec, {}, runs, ["grpo", "rewardflow", "grpo+crps"], [0, 1, 2, 3, 4])
+    assert not report.curve_comparable(crps) and "Not a like-for-like measure" in "\n".join(
+        report.training_curve_section(crps))
+
+
+def race_record(seed, curve, test=(0.3, 0.4), sha="aa", steps=10):
+    """A minimal ``lm_race`` run record: the pool curve ``[[step, success], ...]`` and the test split around RL."""
+    return {"config": {"env": {"train_pool": 16, "eval_seed_offset": 1_100_000 + 1_000 * seed}, "rl": {"steps": steps}},
+            "record": {"seed": seed, "curves": {"eval/success_rate": curve,
+                                                "test/success_rate": [[0, test[0]], [steps, test[1]]]},
+                       "mean_train_success": 0.5, "rl_minutes": 1.0, "sft_sha256": sha * 32}}
+
+
+def write_race(results, setting, runs, threshold=0.5):
+    folder = results / f"lm_race_{setting}_runs"
+    folder.mkdir(parents=True, exist_ok=True)
+    for (arm, seed), stored in runs.items():
+        (folder / f"{arm}_s{seed}.json").write_text(json.dumps(stored))
+    settings = {"setting": setting, "title": "T", "env": ["env.name=sokoban"], "steps": 10, "B": 4, "G": 8, "pool": 16,
+                "eval_every": 5, "threshold": threshold, "test_levels": 8, "pool_base": 1_100_000, "pool_stride": 1_000,
+                "overrides": [], "model": "m"}
+    (results / f"lm_race_{setting}.json").write_text(json.dumps({"settings": settings}))
+
+
+def test_lm_race_pages_say_not_run_yet_then_score_the_pool_curves_as_the_tabular_race(tmp_path, monkeypatch):
+    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    races = report.load_lm_races()
+    assert [r.setting for r in races] == list(report.LM_RACES) and not any(r.runs for r in races)
+    assert "**Not run yet**" in report.lm_race_page(races[0])
+    runs = {}
+    for seed in range(4):
+        runs[("grpo", seed)] = race_record(seed, [[0, 0.4], [5, 0.4], [10, 0.5]])
+        runs[("gigpo", seed)] = race_record(seed, [[0, 0.4], [5, 0.5], [10, 0.5 + 0.01 * seed]])
+        runs[("rewardflow", seed)] = race_record(seed, [[0, 0.4], [5, 0.6 + 0.01 * seed], [10, 0.8]], test=(0.3, 0.2),
+                                                 sha="bb" if seed == 3 else "aa")  # seed 3: another π_SFT
+    write_race(tmp_path, "demo", runs)
+    race = next(r for r in report.load_lm_races() if r.setting == "demo")
+    assert race.arms == ["grpo", "gigpo", "rewardflow"]
+    rf = race.pair("rewardflow", "gigpo")
+    assert rf.seeds == [0, 1, 2] and rf.diffs == pytest.approx([0.2, 0.2, 0.2])  # AUC: mean of the points after 0
+    (label, verdict, _), = race.verdicts("auc")
+    assert (label, verdict) == ("", "yes")
+    assert race.verdicts("test_final")[0][1] == "reversed"  # on new levels RewardFlow ends below GRPO on every seed
+    assert [r.extra["reached_at"] for r in race.runs if r.arm == "rewardflow"] == [5, 5, 5, 5]
+    page = report.lm_race_page(race)
+    assert "**Not run yet**" not in page and "| RewardFlow | 4 |" in page and "1,100,000–1,100,015" in page
+    runs[("grpo", 0)] = race_record(0, [[0, 0.4], [20, 0.5]], steps=20)  # a run of another budget
+    write_race(tmp_path, "demo", runs)
+    with pytest.raises(SystemExit, match="mixes budgets"):
+        report.load_lm_races()
+
+
+def test_readme_results_are_one_short_row_per_claim_and_one_column_per_level_of_evidence():
+    text = report.README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 250
+    begin, end = report.MARKERS["results"]
+    block = text[text.index(begin):text.index(end)]
+    rows = [line for line in block.splitlines() if line.startswith("| ")]
+    assert rows[0] == "| claim | " + " | ".join(report.EVIDENCE.values()) + " |"
+    assert [r.split(" | ")[0][2:] for r in rows[1:]] == [claim for claim, _ in report.CLAIM_ROWS]
+    for target in re.findall(r"\]\((docs/results/[^)#]+)", block):  # every cell links to a page that exists
+        assert (report.ROOT / target).is_file(), target
+    pool_cell = rows[1].split(" | ")[1 + list(report.EVIDENCE).index("pool")]
+    if not list(report.RESULTS.glob("lm_race_demo_runs/*.json")):  # no LM race record yet: the cell says so
+        assert pool_cell.startswith("**not run yet**: [6×6](docs/results/lm-race-demo.md)")
+
+
+def test_claims_cells_group_settings_by_verdict_and_name_what_does_not_measure_a_claim(tmp_path, monkeypatch):
+    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    spec = report.Spec("x", "learning", "X", "setting", "credit", report.CREDIT_CLAIM)
+    good = [curve_run(arm, s, v + 0.01 * s, v + 0.011 * s) for s in range(5)
+            for arm, v in (("grpo", 0.1), ("gigpo", 0.2), ("rewardflow", 0.3))]
+    check = report.Check(spec, {}, good, ["grpo", "gigpo", "rewardflow"], [0, 1, 2, 3, 4])
+    races = report.load_lm_races()  # none run
+    credit = report.CLAIM_ROWS[0][1]
+    assert report.claim_entries(credit, "new", [check], [], races, "") == [("yes", "[x](x.md)")]
+    assert report.claim_entries(credit, "curve", [check], [], races, "") == [("yes", "[x](x.md#training-curve)")]
+    assert report.claim_cell(report.claim_entries(credit, "pool", [check], [], races, "")) == (
+        "**not run yet**: [6×6](lm-race-demo.md), [7×7, 1 box](lm-race-sokoban7.md)")
+    crps = dict(report.CLAIM_ROWS)["+ CRPS > + ExpReplay, + CRPS > GRPO"]
+    assert report.claim_entries(crps, "pool", [check], [], races, "") == "–"
+    assert report.claim_cell([("no", "[b](b.md)"), ("yes", "[a](a.md)"), ("no", "[c](c.md)")]) == (
+        "**yes**: [a](a.md); **no**: [b](b.md), [c](c.md)")
+
+
+def test_prediction_table_takes_each_column_from_its_own_level_and_says_no_record(tmp_path, monkeypatch):
+    audits = {a.setting: a for a in report.load_audits()}
+    checks = {c.spec.stem: c for c in (report.load_check(s) for s in report.SPECS if s.kind == "learning")}
+    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    runs = {(arm, s): race_record(s, [[0, 0.4], [5, v + 0.01 * s]]) for s in range(3)
+            for arm, v in (("grpo", 0.4), ("rewardflow", 0.6))}
+    write_race(tmp_path, "demo", runs)
+    race = next(r for r in report.load_lm_races() if r.setting == "demo")
+    sources = report.prediction_sources(race, audits, checks)
+    six = audits["sokoban6"]
+    assert sources["tabular"]("rewardflow", "grpo").diffs == stats.paired(six.race("rewardflow"), six.race("grpo")).diffs
+    assert sources["pool"]("rewardflow", "grpo").diffs == pytest.approx([0.2, 0.2, 0.2])
+    assert sources["pool"]("gigpo", "grpo") is None  # the race has no GiGPO arm
+    assert sources["held_out"]("rewardflow", "grpo").diffs == checks["credit_learning_demo100"].pair(
+        "rewardflow", "grpo").diffs
+    assert sources["lm_audit"]("rewardflow", "grpo") is None  # no LM behaviour policy audited yet
+    lm = report.Audit("sokoban6", json.loads(json.dumps(six.summary)))
+    lm.summary["accuracy"]["lm:pi_sft"] = lm.summary["accuracy"]["eps=0.5"]  # an LM policy joins the audit
+    with_lm = report.prediction_sources(race, {**audits, "sokoban6": lm}, checks)
+    assert with_lm["lm_audit"]("rewardflow", "grpo").n == len(six.accuracy("rewardflow")) >= 2
+    page = report.prediction_page([race], list(audits.values()), list(checks.values()))
+    assert "| RewardFlow − GRPO | no record |" in page and "yes: +0.200 (3 of 3)" in page
+
+
+def test_a_learning_page_groups_runs_by_the_machine_their_records_keep_and_counts_those_without():
+    spec = report.Spec("x", "learning", "X", "setting", "credit", report.CREDIT_CLAIM)
+    block = {"cpu": "AMD EPYC", "cores": 2, "torch_threads": 1, "shared": "an audit, 1 thread", "date": "2026-12-07"}
+    runs = [run("grpo", 0, 0.1), run("grpo", 1, 0.1), run("gigpo", 0, 0.2)]
+    runs[0].extra["machine"] = {**block, "matmul_gflops": 40.0, "load_average_start": [2.0, 1, 1],
+                                "load_average_end": [2.5, 1, 1]}
+    runs[2].extra["machine"] = {**block, "matmul_gflops": 44.0}
+    lines = report.run_machines_lines(report.Check(spec, {}, runs, ["grpo", "gigpo"], [0, 1]))
+    assert lines == ["- Machine per run: AMD EPYC (2 cores); 1 torch thread; one large float32 matrix product at 40-44 "
+                     "GFLOP/s; load average 2-2.5 at the runs' starts and ends; 2026-12-07; shared with: an audit, 1 "
+                     "thread (GRPO s0, GiGPO s0).",
+                     "- Machine per run: not recorded for 1 runs (made before run records kept it)."]
+    assert report.run_machines_lines(report.Check(spec, {}, runs[1:2], ["grpo"], [1])) == [
+        "- Machine per run: not recorded (1 runs, made before run records kept their machine)."]

@@ -143,10 +143,22 @@ def race_run(sim: Sim, arm: RaceArm | None, seed: int, settings: RaceSettings,
         iteration += 1
         if iteration % st.eval_every == 0 or used >= st.episodes:
             curve.append([used, evaluate(sim, policy, st.pool, eval_rng)])
-    values = [v for _, v in curve]
-    half = next((e for e, v in curve if v >= 0.5), None)
-    return {"curve": curve, "auc": float(np.mean(values[1:])), "final": values[-1], "episodes_to_half": half,
+    scores = curve_summary(curve, 0.5)
+    return {"curve": curve, "auc": scores["auc"], "final": scores["final"], "episodes_to_half": scores["reached_at"],
             "states": len(policy.rows)}
+
+
+def curve_summary(curve: Sequence[Sequence[float]], threshold: float = 0.5) -> dict:
+    """What a race reports of one run's success curve ``[[x, success], ...]`` (x: training episodes, or RL steps;
+    the first point is the start, before any training): ``auc``, the mean of the points after the start (one
+    point per evaluation, unweighted, no smoothing); ``final``, the last point; ``reached_at``, the x of the first
+    point at or above ``threshold`` (the start included; None when never). The LM race
+    (``benchmarks/lm_race.py``) reports its curves through this too."""
+    values = [float(v) for _, v in curve]
+    if len(values) < 2:
+        raise AuditError(f"a race curve needs its start and at least one point after it, got {len(values)}")
+    reached = next((x for x, v in curve if v >= threshold), None)
+    return {"auc": float(np.mean(values[1:])), "final": values[-1], "reached_at": reached}
 
 
 def _curriculum(sim: Sim, controller, buffer: SuccessBuffer, paths: dict, episodes: list[Episode],

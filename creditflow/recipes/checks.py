@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from creditflow import credit
+from creditflow import credit, envs
 from creditflow.config import RunConfig
 from creditflow.errors import UserError
 from creditflow.policy import lora
@@ -33,6 +33,8 @@ def check_run(cfg: RunConfig, *, knobs: bool = False, model: str | Path | None =
         except UserError as exc:
             where = "rl.credit" if cfg.rl.algo in credit.estimator_names() else "rl.algo"
             raise UserError(f"{where}: {exc}") from None
+    if cfg.env.train_pool:
+        check_train_pool(cfg)
     check_device_and_dtype(cfg.policy.device, cfg.policy.weights_dtype, cfg.policy.autocast)
     note = autocast_note(cfg.policy.device, cfg.policy.autocast)
     if note and note not in _NOTED and os.environ.get("LOCAL_RANK", "0") == "0":  # once, on the main process
@@ -45,6 +47,20 @@ def check_run(cfg: RunConfig, *, knobs: bool = False, model: str | Path | None =
         lora.check_targets(cfg.policy.lora, model_config(model) if model else
                            tiny_config(hidden_size=cfg.policy.tiny_hidden_size,
                                        num_hidden_layers=cfg.policy.tiny_layers))
+
+
+def check_train_pool(cfg: RunConfig) -> None:
+    """``env.train_pool`` trains on validation seeds and scores them: the step must find enough distinct tasks in
+    the pool, and a validation seed must be the same task in the training env as in the held-out one (not so
+    where held-out envs take other options: ``env.eval_kwargs`` or a ``split`` option)."""
+    env = cfg.env
+    if env.train_pool < cfg.rollout.tasks_per_step:
+        raise UserError(f"env.train_pool={env.train_pool} is smaller than rollout.tasks_per_step="
+                        f"{cfg.rollout.tasks_per_step}: a step draws distinct tasks from the pool")
+    if env.eval_kwargs or "split" in envs.env_options(env.name):
+        raise UserError(f"env.train_pool needs held-out envs that play the training envs' tasks; env {env.name!r} "
+                        "plays other tasks there (" + ("env.eval_kwargs" if env.eval_kwargs else "its split option")
+                        + ")")
 
 
 def check_data_parallel(cfg: RunConfig) -> None:

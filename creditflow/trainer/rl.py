@@ -218,7 +218,12 @@ class RLTrainer:
 
     # -- pieces --------------------------------------------------------------------------------
     def fresh_specs(self, step: int) -> list[TaskSpec]:
-        seeds = self.task_rng.integers(0, self.cfg.env.eval_seed_offset, size=self.cfg.rollout.tasks_per_step)
+        """The step's training tasks: fresh seeds below ``env.eval_seed_offset``, or ``env.train_pool``'s tasks."""
+        env, n = self.cfg.env, self.cfg.rollout.tasks_per_step
+        if env.train_pool:  # a fixed pool: the first train_pool validation seeds, distinct within a step
+            seeds = env.eval_seed_offset + self.task_rng.choice(env.train_pool, size=n, replace=False)
+        else:
+            seeds = self.task_rng.integers(0, env.eval_seed_offset, size=n)
         name = self.cfg.env.name
         return [TaskSpec(task_id=f"{name}/{int(s)}", seed=int(s), group_id=f"step{step}/{name}/{int(s)}")
                 for s in seeds]

@@ -305,3 +305,14 @@ def test_webshop_audit_with_a_model_menu(tiny_model_dir):
     (seed,) = result.record["accuracy"]["eps=0.5"]
     assert seed["coverage"]["groups"] == 1 and seed["accuracy"]["steps"] > 0
     assert any(line.startswith("accuracy vs Monte-Carlo") for line in result.lines())
+
+
+def test_a_race_curve_reports_its_area_after_the_start_its_end_and_when_it_first_reached_the_threshold():
+    from creditflow.auditing.race import curve_summary
+
+    curve = [[0, 0.1], [5, 0.25], [10, 0.5], [15, 0.75]]
+    assert curve_summary(curve, 0.5) == {"auc": pytest.approx(0.5), "final": 0.75, "reached_at": 10}
+    assert curve_summary(curve, 0.6)["reached_at"] == 15 and curve_summary(curve, 0.8)["reached_at"] is None
+    assert curve_summary([[0, 0.9], [5, 0.2]], 0.5) == {"auc": 0.2, "final": 0.2, "reached_at": 0}  # the start counts
+    with pytest.raises(AuditError, match="at least one point after it"):
+        curve_summary([[0, 0.1]])

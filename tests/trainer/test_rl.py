@@ -204,3 +204,39 @@ def test_train_step_trains_on_the_groups_the_hooks_keep(tmp_path, tiny_model_dir
     assert last["hooks/seen"] == 4 and len(hooks.shown) == 4
     assert last["train/episodes"] == 2 and last["credit/groups"] == 1
     assert last["train/samples"] == last["env_steps"] == sum(len(t) for t in hooks.shown[2:])
+
+
+def test_a_train_pool_trains_and_evaluates_on_the_same_fixed_tasks(tmp_path, tiny_model_dir):
+    """``env.train_pool=N``: every step's tasks are N validation seeds, distinct within the step, the same for two
+    runs of one seed; the validation evaluation plays that pool. Without it, training seeds stay below it."""
+    from creditflow.errors import UserError
+    from creditflow.recipes.train import run_train
+    from creditflow.rollout.hooks import Hooks
+
+    class Seen(Hooks):
+        def __init__(self):
+            self.seeds = []
+
+        def make_specs(self, step, fresh):
+            self.seeds.append([s.seed for s in fresh])
+            return fresh
+
+    base = [f"policy.model={tiny_model_dir}", "rl.steps=3", "rollout.tasks_per_step=3", "rollout.group_size=2",
+            "generation.max_new_tokens=6", "rollout.max_steps=3", "tensorboard=false", "env.eval_seed_offset=5000"]
+    seen = {}
+    pool = ["env.train_pool=4", "rl.eval_episodes=4"]
+    for name, extra in (("a", pool), ("b", pool), ("fresh", ["rl.eval_episodes=1"])):
+        hooks = Seen()
+        _, trainer, _ = run_train(build_config(None, [f"out_dir={tmp_path / name}", *base, *extra]), hooks=hooks,
+                                  log=lambda *_: None)
+        seen[name] = hooks.seeds
+        if name == "a":
+            assert trainer.eval_seeds == [5000, 5001, 5002, 5003]
+    assert seen["a"] == seen["b"] and len(seen["a"]) == 3
+    assert all(len(set(step)) == 3 and set(step) <= {5000, 5001, 5002, 5003} for step in seen["a"])
+    assert all(s < 5000 for step in seen["fresh"] for s in step)
+    with pytest.raises(UserError, match="env.train_pool=2 is smaller than rollout.tasks_per_step=3"):
+        run_train(build_config(None, [f"out_dir={tmp_path / 'small'}", *base, "env.train_pool=2"]), log=lambda *_: None)
+    with pytest.raises(UserError, match=r"env.train_pool needs held-out envs .* \(its split option\)"):
+        run_train(build_config(None, [f"out_dir={tmp_path / 'shop'}", *base, "env.train_pool=4", "env.name=webshop"]),
+                  log=lambda *_: None)
