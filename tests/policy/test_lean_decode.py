@@ -10,7 +10,7 @@ from creditflow.envs import make
 from creditflow.errors import UserError
 from creditflow.policy.backends.base import SamplingParams
 from creditflow.policy.backends.factory import hf_backend
-from creditflow.policy.backends.hf import HFBackend, _Preallocated
+from creditflow.policy.backends.hf import HFBackend
 from creditflow.policy.backends.lean import LeanCache, LeanDecoder, unsupported
 from creditflow.policy.model import load_policy
 from creditflow.policy.prompts import ChatTemplate, PromptBuilder
@@ -29,21 +29,14 @@ def window_prompts(tok, seeds, template="paper"):
 def lean_logits(model, prompts, steps):
     """The lean decoder's logits: the left-padded prompts in one pass, then ``steps`` fed tokens (B, V) each."""
     config = model.config
-    b, width = len(prompts), max(len(p) for p in prompts)
-    ids = torch.zeros((b, width), dtype=torch.long)
-    valid = torch.zeros((b, width), dtype=torch.bool)
-    pos = torch.zeros((b, width), dtype=torch.long)
-    for i, p in enumerate(prompts):
-        ids[i, width - len(p):], valid[i, width - len(p):] = torch.tensor(p), True
-        pos[i, width - len(p):] = torch.arange(len(p))
-    shape = (b, config.num_key_value_heads, width + len(steps), config.hidden_size // config.num_attention_heads)
-    layers = [_Preallocated(torch.zeros(shape), torch.zeros(shape), 0) for _ in range(config.num_hidden_layers)]
-    cache, lean = LeanCache(layers, None, valid, width + len(steps)), LeanDecoder(model)
-    out = [lean.forward(ids, pos, cache)]
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    cache = LeanCache(prompts, [None] * len(prompts), len(steps), config.num_hidden_layers,
+                      config.num_key_value_heads, head_dim, torch.float32, "cpu", 0)
+    forward, pos = cache.forward_with(LeanDecoder(model)), cache.pos
+    out = [forward(cache.ids, pos, None)]
     for token in steps:
         pos = pos[:, -1:] + 1
-        cache.valid[:, cache.length] = True
-        out.append(lean.forward(torch.full((b, 1), token), pos, cache))
+        out.append(forward(torch.full((len(prompts), 1), token), pos, torch.ones(len(prompts), dtype=torch.bool)))
     return out
 
 
@@ -67,7 +60,7 @@ def test_lean_generation_equals_the_transformers_loop(tiny_model_dir):
     texts identical to the transformers call's, log-probs to float32 rounding; sampled with the same seed, the
     same tokens (the same draws from the torch RNG), reproducibly."""
     model, tok = load_policy(tiny_model_dir, "cpu")
-    prompts = window_prompts(tok, (0, 1, 0, 2, 1, 0))
+    prompts = window_prompts(tok, (0, 1, 0, 2, 1, 0, 2, 2, 1, 0, 1, 2))  # 4 rows per prompt: held once per group
     hf, lean = HFBackend(model, tok, decode="hf"), HFBackend(model, tok, decode="lean")
     assert hf.lean is None and lean.lean is not None
     greedy = SamplingParams(max_new_tokens=8, temperature=0.0)
@@ -86,6 +79,20 @@ def test_lean_generation_equals_the_transformers_loop(tiny_model_dir):
     for a, b, c in zip(runs[0][:-1], first[:-1], again[:-1]):
         assert a.token_ids == b.token_ids == c.token_ids and b.logprobs == c.logprobs
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+
+
+def test_lean_groups_with_rows_that_have_nothing_cached_past_the_prefix(tiny_model_dir):
+    """Four rows of one prompt (held once as their group) and a row whose prompt is the shared prefix and one
+    token (it reads an empty group): the same greedy outputs as the transformers call."""
+    model, tok = load_policy(tiny_model_dir, "cpu")
+    prompt = window_prompts(tok, (0,))[0]
+    prompts = [prompt] * 4 + [prompt[:40]]
+    greedy = SamplingParams(max_new_tokens=5, temperature=0.0)
+    lean = HFBackend(model, tok, decode="lean")
+    cache = LeanCache(prompts, lean._prefill_distinct(prompts), 5, 2, 1, 16, torch.float32, "cpu", 0)
+    assert cache.groups is not None and cache.group_of.tolist() == [0, 0, 0, 0, 1] and cache.shared == 39
+    for a, b in zip(HFBackend(model, tok, decode="hf").generate(prompts, greedy), lean.generate(prompts, greedy)):
+        assert a.token_ids == b.token_ids and a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
 
 
 def test_lean_prefix_cache_equals_the_transformers_loop(tiny_model_dir):

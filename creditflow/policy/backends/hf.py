@@ -231,70 +231,88 @@ class HFBackend:
 
         Layout of row i (left padding in both parts): ``[pad | cached c_i][pad | new m_i]``, then one column
         per generated token; the attention mask hides the pads and position ids count real tokens only, so
-        each row computes what it would alone. With the lean decoder, the first ``shared`` tokens, which
-        every prompt starts with and every row has cached, are held once for the whole batch instead of in
-        every row (:class:`~creditflow.policy.backends.lean.LeanCache`); the rows hold the rest.
+        each row computes what it would alone. With the lean decoder: :meth:`_generate_lean`.
         """
-        tok, device, lean = self.tokenizer, self.device, self.lean
+        if self.lean is not None:
+            return self._generate_lean(prompts, found, params, keep)
+        tok, device = self.tokenizer, self.device
         cached = [len(c.ids) if c is not None else 0 for c in found]
-        shared = _common_prefix(prompts, min(cached)) if lean is not None and len(prompts) > 1 else 0
         new = [p[n:] for p, n in zip(prompts, cached)]
-        b, width_c, width_n = len(prompts), max(cached) - shared, max(len(t) for t in new)
+        b, width_c, width_n = len(prompts), max(cached), max(len(t) for t in new)
         ids = torch.full((b, width_n), tok.pad_token_id, dtype=torch.long)
         mask = torch.zeros((b, width_c + width_n), dtype=torch.long)
         pos = torch.zeros((b, width_n), dtype=torch.long)
         for i, (c, t) in enumerate(zip(cached, new)):
             ids[i, width_n - len(t):] = torch.tensor(t, dtype=torch.long)
-            mask[i, width_c - (c - shared): width_c] = 1
+            mask[i, width_c - c: width_c] = 1
             mask[i, width_c + width_n - len(t):] = 1
             pos[i, width_n - len(t):] = torch.arange(c, c + len(t))
         # keys/values of every layer, preallocated for the cached part, the new tokens and the generated ones
-        config = self.model.config.get_text_config(decoder=True)
-        heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-        dtype = next(self.model.parameters()).dtype  # on CPU, attention runs in float32 under autocast too
-        if self.autocast == "bf16" and torch.device(device).type != "cpu":
-            dtype = torch.bfloat16
+        heads, head_dim, dtype = self._kv_shape()
         capacity = width_c + width_n + params.max_new_tokens
         layers = []
-        for layer in range(config.num_hidden_layers):
+        for layer in range(len(self._layers())):
             keys = torch.zeros((b, heads, capacity, head_dim), dtype=dtype, device=device)
             values = torch.zeros_like(keys)
             for i, c in enumerate(found):
                 if c is not None:
-                    keys[i, :, width_c - (cached[i] - shared): width_c] = c.kv[layer][0][:, shared:]
-                    values[i, :, width_c - (cached[i] - shared): width_c] = c.kv[layer][1][:, shared:]
+                    keys[i, :, width_c - cached[i]: width_c] = c.kv[layer][0]
+                    values[i, :, width_c - cached[i]: width_c] = c.kv[layer][1]
             layers.append(_Preallocated(keys, values, width_c))
-        ids, mask, pos = ids.to(device), mask.to(device), pos.to(device)
-        if lean is not None:
-            prefix = [(k[:, :shared], v[:, :shared]) for k, v in found[0].kv] if shared else None
-            cache = LeanCache(layers, prefix, mask.bool(), capacity)
-            forward = cache.forward_with(lean)
-        else:
-            forward = _ModelCall(self.model, mask, Cache(layers=layers))
+        forward = _ModelCall(self.model, mask.to(device), Cache(layers=layers))
+        tokens, logps, length = self._sample(forward, ids.to(device), pos.to(device), params, check=1)
+        gens, kept = [], []
+        for i in range(b):
+            n = length[i]
+            gens.append(self._generation(tokens[i][:n], logps[i][:n]))
+            if keep:
+                real = forward.mask[i].nonzero()[:, 0]  # this row's tokens: cached, new, the generated ones fed back
+                kept.append(_Cached(prompts[i] + tokens[i][:n - 1],
+                                    [(layer.keys[i][:, real], layer.values[i][:, real]) for layer in layers]))
+        return gens, kept
+
+    def _generate_lean(self, prompts: list[list[int]], found: list[_Cached | None], params: SamplingParams,
+                       keep: bool = True) -> tuple[list[Generation], list[_Cached]]:
+        """:meth:`_generate_cached` through the lean decoder: the keys/values in three parts
+        (:class:`~creditflow.policy.backends.lean.LeanCache`): the prefix every prompt starts with, once for the
+        batch; each distinct cached prompt's rest, once for the rows that extend it (a group's first turn:
+        one copy for its G rows); each row's new and generated tokens."""
+        heads, head_dim, dtype = self._kv_shape()
+        cache = LeanCache(prompts, found, params.max_new_tokens, len(self._layers()), heads, head_dim, dtype,
+                          self.device, self.tokenizer.pad_token_id)
+        # an accelerator's host waits for the device at every stop check: every STOP_CHECK tokens there
+        check = 1 if torch.device(self.device).type == "cpu" else STOP_CHECK
+        tokens, logps, length = self._sample(cache.forward_with(self.lean), cache.ids, cache.pos, params, check)
+        gens, kept = [], []
+        for i in range(len(prompts)):
+            n = length[i]
+            gens.append(self._generation(tokens[i][:n], logps[i][:n]))
+            if keep:
+                kept.append(_Cached(prompts[i] + tokens[i][:n - 1], cache.sequence_kv(i)))
+        return gens, kept
+
+    def _layers(self):
+        return range(self.model.config.get_text_config(decoder=True).num_hidden_layers)
+
+    def _kv_shape(self) -> tuple[int, int, torch.dtype]:
+        """Key/value heads, head size and the dtype of the loop's keys/values."""
+        config = self.model.config.get_text_config(decoder=True)
+        heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        dtype = next(self.model.parameters()).dtype  # on CPU, attention runs in float32 under autocast too
+        if self.autocast == "bf16" and torch.device(self.device).type != "cpu":
+            dtype = torch.bfloat16
+        return heads, head_dim, dtype
+
+    def _sample(self, forward, ids, pos, params: SamplingParams, check: int):
+        """:func:`_sample_loop` with the model in eval mode."""
         was_training = self.model.training
         self.model.eval()
         try:
-            tokens, logps, length = _sample_loop(forward, ids, pos, params, tok.eos_token_id,
-                                                 # an accelerator's host waits at every check (lean only)
-                                                 1 if lean is None or torch.device(device).type == "cpu"
-                                                 else STOP_CHECK)
+            return _sample_loop(forward, ids, pos, params, self.tokenizer.eos_token_id, check)
         finally:
             if was_training:
                 self.model.train()
-        mask = cache.valid[:, :cache.length] if lean is not None else forward.mask
-        gens, kept = [], []
-        for i in range(b):
-            n = int(length[i])
-            gens.append(self._generation(tokens[i][:n], logps[i][:n]))
-            if not keep:
-                continue
-            real = mask[i].nonzero()[:, 0]  # this row's tokens: cached, new, and the generated ones fed back
-            kv = [(layer.keys[i][:, real], layer.values[i][:, real]) for layer in layers]
-            if shared:
-                kv = [(torch.cat([pk, k], 1), torch.cat([pv, v], 1)) for (pk, pv), (k, v) in zip(prefix, kv)]
-            kept.append(_Cached(prompts[i] + tokens[i][:n - 1], kv))
-        return gens, kept
 
 
 class _ModelCall:
@@ -335,15 +353,6 @@ def _sample_loop(forward, ids: torch.Tensor, pos: torch.Tensor, params: Sampling
             break
         ids, pos, fed = nxt[:, None], pos[:, -1:] + 1, ~done  # feed the sampled tokens (finished rows: masked)
     return torch.stack(tokens, 1).tolist(), torch.stack(logps, 1).tolist(), length.tolist()
-
-
-def _common_prefix(prompts: list[list[int]], limit: int) -> int:
-    """Length of the longest prefix (at most ``limit`` tokens) that every prompt starts with."""
-    first, n = prompts[0], min(limit, *(len(p) for p in prompts))
-    for p in prompts[1:]:
-        if p[:n] != first[:n]:
-            n = next(j for j in range(n) if p[j] != first[j])
-    return n
 
 
 def lean_decoder(model, decode: str, share_prefix: bool) -> LeanDecoder | None:

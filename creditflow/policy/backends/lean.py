@@ -26,6 +26,9 @@ import torch.nn.functional as F
 
 # the concatenated weights of each model: (the parameters' pointers and versions, per-layer weights)
 _FUSED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+# rows per distinct cached prompt from which its keys/values are held once for its rows (a group's first turn:
+# G rows per prompt); below, the gathers cost more than the copies save (measured on the tiny policy, 2 rows)
+GROUP_ROWS = 4
 # architectures whose decoder layer this module reproduces (transformers' Qwen2ForCausalLM, LlamaForCausalLM)
 ARCHITECTURES = {"qwen2": "Qwen2ForCausalLM", "llama": "LlamaForCausalLM"}
 
@@ -106,76 +109,136 @@ class LeanDecoder:
         self._layers = have[1]
 
     def rope(self, n: int, dtype: torch.dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos / sin of positions 0 .. n-1 from the model's own rotary module, (n, head dim)."""
+        """cos / sin of positions 0 .. n-1 from the model's own rotary module, (n, head dim); the sin's first
+        half negated, so that ``x * cos + x.roll(D / 2) * sin`` is transformers' ``x * cos + rotate_half(x) *
+        sin``."""
         have = self._rope
         if have is None or have[0].shape[0] < n or have[0].dtype != dtype or have[0].device != torch.device(device):
             positions = torch.arange(max(n, 256), device=device)[None]
             probe = torch.empty(0, dtype=dtype, device=device)
             with torch.no_grad():
                 cos, sin = self.model.model.rotary_emb(probe, positions)
-            self._rope = (cos[0], sin[0])
+            half = sin.shape[-1] // 2
+            self._rope = (cos[0], torch.cat([-sin[0, :, :half], sin[0, :, half:]], -1))
         return self._rope
 
     # -- the forward pass ------------------------------------------------------------------------------
     @torch.inference_mode()
     def forward(self, ids: torch.Tensor, pos: torch.Tensor, cache: LeanCache) -> torch.Tensor:
         """Logits (B, V), float32, at the last column of ``ids`` (B, T), whose positions are ``pos`` (B, T), on
-        top of ``cache``, which takes the T new columns (``cache.valid`` says which of them are real)."""
+        top of ``cache``, whose rows take the T new columns (``cache.valid`` says which of them are real)."""
         self.refresh()
         model = self.model
         b, t = ids.shape
-        start, end = cache.length, cache.length + t
         x = model.model.embed_tokens(ids)
         cos, sin = self.rope(int(pos.max()) + 1, x.dtype, x.device)
         cos, sin = cos[pos][:, None], sin[pos][:, None]  # (B, 1, T, D)
-        valid = cache.valid[:, :end]
-        if t == 1:  # (B, 1, 1, end): -inf at the pads; every row has real columns (its prompt)
-            mask = torch.zeros(valid.shape, dtype=cache.dtype, device=x.device).masked_fill(~valid, float("-inf"))
-            mask = mask[:, None, None]
-        else:  # (B, 1, T, end): the real columns, causally, and the diagonal (a pad query attends to itself)
-            cols = torch.arange(end, device=ids.device)
-            rows = torch.arange(start, end, device=ids.device)[:, None]
-            mask = ((valid[:, None, None] & (cols <= rows)) | (cols == rows))
+        masks = cache.masks(t)
         hq, hk, d = self.heads, self.kv_heads, self.head_dim
-        for w, layer, prefix in zip(self._layers, cache.layers, cache.prefix or [None] * len(cache.layers)):
+        for layer, w in enumerate(self._layers):
             h = _rms_norm(x, w.norm1, self.eps)
             qkv = F.linear(h, w.qkv, w.qkv_bias).view(b, t, hq + 2 * hk, d).transpose(1, 2)  # (B, heads, T, D)
-            qk, v = qkv[:, :hq + hk], qkv[:, hq + hk:]
-            qk = qk * cos + _rotate_half(qk) * sin
-            layer.buffer_keys[:, :, start:end] = qk[:, hq:]
-            layer.buffer_values[:, :, start:end] = v
-            keys, values = layer.buffer_keys[:, :, :end], layer.buffer_values[:, :, :end]
+            qk = qkv[:, :hq + hk]
+            qk = qk * cos + qk.roll(d // 2, -1) * sin  # sin carries rotate_half's sign
+            cache.write(layer, qk[:, hq:], qkv[:, hq + hk:])
             with torch.autocast(x.device.type, enabled=False):  # in the cache's dtype (float32 on CPU)
-                a = _attention(qk[:, :hq].to(keys.dtype), keys, values, mask, prefix)
+                a = cache.attend(layer, qk[:, :hq], masks)
             x = x + F.linear(a.transpose(1, 2).reshape(b, t, hq * d).to(x.dtype), w.o, w.o_bias)
             h = _rms_norm(x, w.norm2, self.eps)
             gate, up = F.linear(h, w.gate_up).chunk(2, dim=-1)
             x = x + F.linear(F.silu(gate) * up, w.down)
-        cache.advance(t)
+        cache.length += t
         last = _rms_norm(x[:, -1], model.model.norm.weight, self.eps)
         return model.get_output_embeddings()(last).float()
 
 
 class LeanCache:
-    """The sampling loop's keys/values for the lean decoder: per layer, the rows' buffers (``layers``:
-    ``hf._Preallocated``, (B, kv heads, capacity, head dim), every row writing its new tokens at the same
-    columns) and ``prefix``, the keys/values (kv heads, P, head dim) of the P tokens every row starts with,
-    held once for the batch (None: no such prefix). ``valid`` (B, capacity): which columns hold a real token
-    (the first ``prompt_valid.shape[1]`` given, the later ones set as tokens are fed)."""
+    """The sampling loop's keys/values for the lean decoder, in three parts whose columns a row attends to
+    together (attention does not depend on the order of the keys: the positions are in them):
 
-    def __init__(self, layers, prefix, prompt_valid: torch.Tensor, capacity: int):
-        self.layers, self.prefix = layers, prefix
-        self.length = layers[0].length
-        self.dtype = layers[0].buffer_keys.dtype
-        self.valid = torch.zeros((prompt_valid.shape[0], capacity), dtype=torch.bool, device=prompt_valid.device)
-        self.valid[:, :prompt_valid.shape[1]] = prompt_valid
+    * ``prefix``: the P tokens every prompt starts with and every row has cached, once for the batch (per
+      layer (kv heads, P, head dim); None without);
+    * ``groups``: each distinct cached prompt's tokens after the prefix, once for the rows that extend it
+      (per layer (G, kv heads, W, head dim), left-padded; ``group_of`` (B,) says whose each row reads);
+    * the rows' own columns: the uncached tail of the prompt (left-padded, ``ids`` / ``pos``) and the tokens
+      generated after it (per layer (B, kv heads, width + max_new, head dim); ``valid`` marks the real ones).
 
-    def advance(self, t: int) -> None:
-        self.length += t
-        for layer in self.layers:
-            layer.length = self.length
-            layer.keys = layer.buffer_keys[:, :, :self.length]
-            layer.values = layer.buffer_values[:, :, :self.length]
+    ``found``: each prompt's cached sequence (``hf._Cached``: ids, per-layer keys/values) or None.
+    """
+
+    def __init__(self, prompts: list[list[int]], found: list, max_new: int, layers: int, kv_heads: int,
+                 head_dim: int, dtype: torch.dtype, device, pad_id: int):
+        b = len(prompts)
+        cached = [len(c.ids) if c is not None else 0 for c in found]
+        self.shared = shared = _common_prefix(prompts, min(cached)) if b > 1 else 0
+        self.prefix = [(k[:, :shared], v[:, :shared]) for k, v in found[0].kv] if shared else None
+        # groups: the distinct cached prompts with tokens after the prefix; rows with none read an empty group
+        owners, index, group_of = [], {}, []
+        for c, n in zip(found, cached):
+            if c is not None and n > shared:
+                group_of.append(index.setdefault(id(c), len(owners)))
+                if group_of[-1] == len(owners):
+                    owners.append(c)
+            else:
+                group_of.append(-1)
+        members = [[i for i, g in enumerate(group_of) if g == j] for j in range(len(owners))]
+        self.groups = None
+        # groups of GROUP_ROWS rows or more on average pay for their gathers; else each row holds its cached
+        # columns in front of its own ones
+        own_cached = 0
+        if members and len(prompts) >= GROUP_ROWS * len(members):
+            self._group(owners, group_of, members, layers, kv_heads, head_dim, dtype, device, b)
+        elif members:
+            own_cached = max(len(c.ids) for c in owners) - shared
+        # the rows' own columns: [cached (singleton groups) | the uncached tail of each prompt | generated tokens]
+        new = [p[n:] for p, n in zip(prompts, cached)]
+        width = max(len(t) for t in new)
+        self.ids = torch.full((b, width), pad_id, dtype=torch.long)
+        self.pos = torch.zeros((b, width), dtype=torch.long)
+        self.valid = torch.zeros((b, own_cached + width + max_new), dtype=torch.bool)
+        for i, (n, t) in enumerate(zip(cached, new)):
+            self.ids[i, width - len(t):] = torch.tensor(t, dtype=torch.long)
+            self.pos[i, width - len(t):] = torch.arange(n, n + len(t))
+            self.valid[i, own_cached + width - len(t):own_cached + width] = True
+        self.ids, self.pos = self.ids.to(device), self.pos.to(device)
+        shape = (b, kv_heads, own_cached + width + max_new, head_dim)
+        self.rows = [(torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype, device=device))
+                     for _ in range(layers)]
+        if own_cached:
+            for i, c in enumerate(found):
+                if group_of[i] >= 0:
+                    n = len(c.ids) - shared
+                    self.valid[i, own_cached - n:own_cached] = True
+                    for (rk, rv), (k, v) in zip(self.rows, c.kv):
+                        rk[i, :, own_cached - n:own_cached], rv[i, :, own_cached - n:own_cached] = k[:, shared:], v[:, shared:]
+        self.valid = self.valid.to(device)
+        self.length = own_cached  # the rows' columns written so far
+        self.dtype = dtype
+
+    def _group(self, owners, group_of, members, layers, kv_heads, head_dim, dtype, device, b) -> None:
+        """The group part: each distinct cached prompt's columns after the prefix, once."""
+        shared = self.shared
+        if -1 in group_of:  # rows with nothing cached after the prefix read an empty group
+            members.append([i for i, g in enumerate(group_of) if g < 0])
+            owners.append(None)
+            group_of = [len(owners) - 1 if g < 0 else g for g in group_of]
+        width = max(len(c.ids) for c in owners if c is not None) - shared
+        shape = (len(owners), kv_heads, width, head_dim)
+        self.groups = [(torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype, device=device))
+                       for _ in range(layers)]
+        valid = torch.zeros((len(owners), width), dtype=torch.bool)
+        for j, c in enumerate(owners):
+            if c is not None:
+                n = len(c.ids) - shared
+                valid[j, width - n:] = True
+                for (gk, gv), (k, v) in zip(self.groups, c.kv):
+                    gk[j, :, width - n:], gv[j, :, width - n:] = k[:, shared:], v[:, shared:]
+        self.group_valid = valid.to(device)
+        # the rows of each group side by side (G, most rows of a group), padded with row B (zero queries)
+        most = max(len(m) for m in members)
+        self.grid = torch.tensor([m + [b] * (most - len(m)) for m in members], device=device)
+        self.slot = torch.tensor([j * most + members[j].index(i) for i, j in enumerate(group_of)], device=device)
+        self.group_of = torch.tensor(group_of, device=device)
 
     def forward_with(self, lean: LeanDecoder):
         """The sampling loop's ``forward(ids, pos, fed)``: marks the fed tokens' column, runs ``lean``."""
@@ -187,47 +250,132 @@ class LeanCache:
 
         return forward
 
+    def write(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> None:
+        """The new tokens' keys / values (B, kv heads, T, D) into the rows' next T columns."""
+        end = self.length + keys.shape[2]
+        self.rows[layer][0][:, :, self.length:end] = keys
+        self.rows[layer][1][:, :, self.length:end] = values
 
-def _attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
-               prefix: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
-    """Attention of queries ``q`` (B, heads, T, D) over the shared ``prefix`` (kv heads, P, D), if any, and each
-    row's own ``keys`` / ``values`` (B, kv heads, L, D) under ``mask``: (B, 1, T, L) bool for T > 1, (B, 1, 1, L)
-    additive for T = 1. Grouped heads: query head h reads key/value head h // (heads / kv heads).
+    def masks(self, t: int) -> dict[str, torch.Tensor]:
+        """The masks of a call feeding T tokens per row: for T = 1 additive (-inf at pads) per part; for T > 1
+        one boolean mask over [prefix | group | row columns] (causal in the rows' part; a pad query attends to
+        itself, so no row of the attention is empty)."""
+        end = self.length + t
+        valid = self.valid[:, :end]
+        b = valid.shape[0]
+        if t == 1:
+            out = {"row": _additive(valid, self.dtype)[:, None, None]}
+            if self.groups is not None:
+                out["group"] = _additive(self.group_valid, self.dtype)[:, None, None]
+            return out
+        cols = torch.arange(end, device=valid.device)
+        rows = torch.arange(self.length, end, device=valid.device)[:, None]
+        parts = [(valid[:, None, None] & (cols <= rows)) | (cols == rows)]  # (B, 1, T, end)
+        if self.groups is not None:
+            parts.insert(0, self.group_valid[self.group_of][:, None, None].expand(-1, -1, t, -1))
+        if self.prefix is not None:
+            parts.insert(0, valid.new_ones((b, 1, t, self.shared)))
+        return {"all": torch.cat(parts, -1)}
 
-    T > 1 (prompts): ``scaled_dot_product_attention`` with the prefix in front of every row's keys. T = 1 (a
-    decode step): the scores against the prefix are one matrix product for the whole batch (every row's
-    queries against the same keys), those against each row's own columns a batched one; one softmax over both.
-    """
-    b, hq, t, d = q.shape
-    hk = keys.shape[1]
-    if t > 1:
-        if prefix is not None:
-            p = prefix[0].shape[1]
-            keys = torch.cat([prefix[0].expand(b, -1, -1, -1), keys], 2)
-            values = torch.cat([prefix[1].expand(b, -1, -1, -1), values], 2)
-            mask = torch.cat([mask.new_ones((b, 1, t, p)), mask], -1)
-        return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=hq != hk)
-    g = hq // hk
-    q = q.view(b, hk, g, d) * d ** -0.5
-    scores = torch.matmul(q, keys.transpose(-1, -2)) + mask  # (B, kv heads, g, L)
-    if prefix is None:
-        return torch.matmul(scores.softmax(-1), values).view(b, hq, 1, d)
-    p = prefix[0].shape[1]
-    on_prefix = torch.matmul(q.transpose(0, 1).reshape(hk, b * g, d), prefix[0].transpose(-1, -2))  # (hk, B g, P)
-    probs = torch.cat([on_prefix.view(hk, b, g, p).transpose(0, 1), scores], -1).softmax(-1)
-    out = torch.matmul(probs[..., p:], values)
-    from_prefix = torch.matmul(probs[..., :p].transpose(0, 1).reshape(hk, b * g, p), prefix[1])  # (hk, B g, D)
-    return (out + from_prefix.view(hk, b, g, d).transpose(0, 1)).reshape(b, hq, 1, d)
+    def attend(self, layer: int, q: torch.Tensor, masks: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Attention (B, heads, T, D) of queries ``q`` over the prefix, the row's group and its own columns.
+
+        T > 1 (prompts): ``scaled_dot_product_attention`` over the three parts laid side by side per row.
+        T = 1 (a decode step): the scores against the prefix are one matrix product for the whole batch, those
+        against a group's columns one for the group's rows, those against each row's own columns a batched
+        one; one softmax over all three; grouped query heads read their key/value head without a copy.
+        """
+        q = q.to(self.dtype)
+        b, hq, t, d = q.shape
+        end = self.length + t
+        keys, values = self.rows[layer][0][:, :, :end], self.rows[layer][1][:, :, :end]
+        hk = keys.shape[1]
+        if t > 1:
+            parts_k, parts_v = [keys], [values]
+            if self.groups is not None:
+                parts_k.insert(0, self.groups[layer][0][self.group_of])
+                parts_v.insert(0, self.groups[layer][1][self.group_of])
+            if self.prefix is not None:
+                parts_k.insert(0, self.prefix[layer][0].expand(b, -1, -1, -1))
+                parts_v.insert(0, self.prefix[layer][1].expand(b, -1, -1, -1))
+            return F.scaled_dot_product_attention(q, torch.cat(parts_k, 2), torch.cat(parts_v, 2),
+                                                  attn_mask=masks["all"], enable_gqa=hq != hk)
+        g = hq // hk
+        q = q.view(b, hk, g, d) * d ** -0.5
+        scores = [torch.matmul(q, keys.transpose(-1, -2)) + masks["row"]]  # (B, kv heads, g, L)
+        if self.groups is not None:
+            gk, gv = self.groups[layer]
+            n, width, most = gk.shape[0], gk.shape[2], self.grid.shape[1]
+            grouped = _by_group(q, self.grid)  # (G, kv heads, most g, D)
+            on_group = torch.matmul(grouped, gk.transpose(-1, -2)) + masks["group"]  # (G, kv heads, most g, W)
+            scores.insert(0, _by_row(on_group, self.slot, g))
+        if self.prefix is not None:
+            pk, pv = self.prefix[layer]
+            p = pk.shape[1]
+            on_prefix = torch.matmul(q.transpose(0, 1).reshape(hk, b * g, d), pk.transpose(-1, -2))  # (hk, Bg, P)
+            scores.insert(0, on_prefix.view(hk, b, g, p).transpose(0, 1))
+        probs = torch.cat(scores, -1).softmax(-1)
+        at = probs.shape[-1] - keys.shape[2]
+        out = torch.matmul(probs[..., at:], values)
+        if self.groups is not None:
+            out = out + _by_row(torch.matmul(_by_group(probs[..., at - width:at], self.grid), gv), self.slot, g)
+        if self.prefix is not None:
+            from_prefix = torch.matmul(probs[..., :p].transpose(0, 1).reshape(hk, b * g, p), pv)  # (hk, Bg, D)
+            out = out + from_prefix.view(hk, b, g, d).transpose(0, 1)
+        return out.reshape(b, hq, 1, d)
+
+    def sequence_kv(self, i: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Row ``i``'s keys / values per layer, (kv heads, its tokens, D): prefix, group, own real columns."""
+        own = self.valid[i, :self.length].nonzero()[:, 0]
+        if self.groups is not None:
+            g = int(self.group_of[i])
+            in_group = self.group_valid[g].nonzero()[:, 0]
+        out = []
+        for layer in range(len(self.rows)):
+            ks, vs = [self.rows[layer][0][i][:, own]], [self.rows[layer][1][i][:, own]]
+            if self.groups is not None:
+                ks.insert(0, self.groups[layer][0][g][:, in_group])
+                vs.insert(0, self.groups[layer][1][g][:, in_group])
+            if self.prefix is not None:
+                ks.insert(0, self.prefix[layer][0])
+                vs.insert(0, self.prefix[layer][1])
+            out.append((torch.cat(ks, 1), torch.cat(vs, 1)))
+        return out
+
+
+def _additive(valid: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return torch.zeros(valid.shape, dtype=dtype, device=valid.device).masked_fill(~valid, float("-inf"))
+
+
+def _by_group(x: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:
+    """Per-row (B, kv heads, g, X) -> per-group (G, kv heads, most * g, X): each group's rows side by side
+    (``grid`` (G, most): row indices, B for a pad, whose values are zeros)."""
+    b, hk, g, x_ = x.shape
+    padded = torch.cat([x, x.new_zeros((1, hk, g, x_))])[grid]  # (G, most, kv heads, g, X)
+    return padded.transpose(1, 2).reshape(grid.shape[0], hk, grid.shape[1] * g, x_)
+
+
+def _by_row(x: torch.Tensor, slot: torch.Tensor, g: int) -> torch.Tensor:
+    """Per-group (G, kv heads, most * g, X) -> per-row (B, kv heads, g, X) (``slot``: each row's place)."""
+    n, hk, mg, x_ = x.shape
+    return x.view(n, hk, mg // g, g, x_).transpose(1, 2).reshape(n * (mg // g), hk, g, x_)[slot]
+
+
+def _common_prefix(prompts: list[list[int]], limit: int) -> int:
+    """Length of the longest prefix (at most ``limit`` tokens) that every prompt starts with."""
+    first, n = prompts[0], min(limit, *(len(p) for p in prompts))
+    for p in prompts[1:]:
+        if p[:n] != first[:n]:
+            n = next(j for j in range(n) if p[j] != first[j])
+    return n
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """transformers' Qwen2RMSNorm / LlamaRMSNorm: normalised in float32, scaled in the input's dtype."""
+    """transformers' Qwen2RMSNorm / LlamaRMSNorm: normalised in float32, scaled in the input's dtype (in float32:
+    torch's fused kernel, the same formula)."""
     dtype = x.dtype
+    if dtype == weight.dtype == torch.float32:
+        return F.rms_norm(x, weight.shape, weight, eps)
     h = x.float()
     h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
     return weight * h.to(dtype)
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
