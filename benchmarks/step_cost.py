@@ -90,15 +90,24 @@ LEAN_PAIRS = {"window+paper+shared": "window+paper+shared+lean",
               "conversation+compact+shared": "conversation+compact+shared+lean"}
 
 
-LEAN_NOTES = ("Both paths are the hf backend's sampling loop with policy.share_prefix (each distinct prompt and "
-              "the instruction every prompt starts with prefilled once); they differ in what runs the forward "
-              "passes: the transformers model call (decode=hf) or the lean decoder (decode=lean: fused q/k/v and "
-              "gate/up products, the rotary table built once, keys/values written in place, the prefix every "
-              "prompt of the batch starts with held once for the batch and attended to with one matrix product). "
-              "The lean decoder makes the same draws from the torch RNG, so the +lean steps take the same "
-              "episodes up to float rounding of the probabilities (tests/policy/test_lean_decode.py: the same "
-              "greedy and seeded tokens, logits to float32 rounding, on the tiny policy and on SmolLM2). The update "
-              "is the same code in both: its row is measured once per layout.")
+LEAN_NOTES = (
+    "Both paths are the hf backend's sampling loop with policy.share_prefix (each distinct prompt and the "
+    "instruction every prompt starts with prefilled once); they differ in what runs the forward passes: the "
+    "transformers model call (decode=hf) or the lean decoder (decode=lean: fused q/k/v and gate/up products, the "
+    "rotary table built once, keys/values written in place, the prefix every prompt of the batch starts with held "
+    "once and, on a group's first turn, each repeated prompt held once for its rows). The lean decoder makes the "
+    "same draws from the torch RNG, so the +lean steps take the same episodes (the tables above: the same "
+    "decisions, successes and generated tokens; tests/policy/test_lean_decode.py: the same greedy and seeded "
+    "tokens, logits to float32 rounding, on the tiny policy and on SmolLM2). The update is the same code on both "
+    "paths: its row is measured once per layout, and the spread of its step-to-step ratio is the machine's noise. "
+    "Each unit (a step, a phase) was measured in one process of a resumable run; its load average is in the JSON. "
+    "What stops the step here is arithmetic, not per-call overhead: the pi_SFT policies answer in about 5 tokens "
+    "per decision, so the decode steps are a small part of a rollout (the rollout table); the window layout's "
+    "rollout is its prompts' prefill, the conversation layout's sampling loops are mostly each turn's new tokens "
+    "attending to the whole conversation, and the update spends over 99% of its CPU time in the forward and "
+    "backward passes. The matrix-product rate is measured once (the run's matmul_rate unit); on a shared host it "
+    "moves with the load, so the fractions are rough there. SmolLM2 at batch 1 reads its float32 weights at every "
+    "decode step, which takes longer than its arithmetic (the SmolLM2 table's last two columns).")
 
 
 def demo_config(layout: str, out: Path, extra: list[str] = ()):
@@ -527,6 +536,38 @@ def captured_prompts(trainer: Trainer, seed: int) -> list[list[int]]:
     return batches
 
 
+def rollout_split(trainer: Trainer, seed: int) -> dict:
+    """Where one rollout's process CPU time goes (from pi_SFT, seeded): generation's prefill of the prompts
+    (``_prefill_distinct``: each distinct prompt but its last token, and the shared instruction), the rest of
+    generation (the sampling loops: the prompts' last tokens and the decode steps), and everything else
+    (environments, prompts, tokenization)."""
+    trainer.restore(seed)
+    torch.manual_seed(seed)
+    engine = trainer.trainer.train_engine
+    backend, spent = engine.backend, {"generate": 0.0, "prefill": 0.0}
+    originals = {"generate": backend.generate, "prefill": backend._prefill_distinct}
+
+    def timed(name):
+        def call(*args, **kwargs):
+            t0 = time.process_time()
+            try:
+                return originals[name](*args, **kwargs)
+            finally:
+                spent[name] += time.process_time() - t0
+        return call
+
+    backend.generate, backend._prefill_distinct = timed("generate"), timed("prefill")
+    try:
+        with backend.prefix_cache() if trainer.cfg.rollout.history == "conversation" else contextlib.nullcontext():
+            wall, cpu = time.perf_counter(), time.process_time()
+            engine.rollout(trainer.trainer.fresh_specs(0), trainer.cfg.rollout.group_size)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    finally:
+        del backend.generate, backend._prefill_distinct
+    return {"rollout_s": wall, "rollout_cpu_s": cpu, "prefill_cpu_s": spent["prefill"],
+            "decode_cpu_s": spent["generate"] - spent["prefill"], "other_cpu_s": cpu - spent["generate"]}
+
+
 def decode_batch(batches: list[list[list[int]]]) -> list[list[int]]:
     """The batch a decode step is timed on: the last of the full-size batches (its episodes have parted most)."""
     full = max(len(b) for b in batches)
@@ -562,7 +603,7 @@ def run_lean(args) -> dict:
     sft = {layout: sft_model(layout, models) for layout in layouts}
     trainers = {layout: Trainer(layout, sft[layout], models / layout / "rl_lean") for layout in layouts}
     load_start = load_snapshot()
-    rate = benchmarks_machine_rate()
+    rates = progress("matmul_rate", lambda: step_perf.matmul_rates())
     for k in range(args.steps):
         for layout in layouts:
             def one(layout=layout, k=k):
@@ -572,11 +613,15 @@ def run_lean(args) -> dict:
     phases = {}
     for base, lean in LEAN_PAIRS.items():
         trainer = trainers[base]
-        batch = decode_batch(captured_prompts(trainer, 1000))
+        batches = captured_prompts(trainer, 1000)
+        batch = decode_batch(batches)
         model, tok, autocast = trainer.model, trainer.tok, trainer.cfg.policy.autocast
         trainer.restore(1000)
         decode = progress(f"decode/{base}", lambda: step_perf.decode_cost(model, tok, batch, args.repeats,
                                                                             autocast=autocast))
+        later = batches[2]  # the third turn: the episodes have parted (every prompt distinct or nearly)
+        decode_later = progress(f"decode_turn3/{base}", lambda: step_perf.decode_cost(model, tok, later, args.repeats,
+                                                                                      autocast=autocast))
         prefill = progress(f"prefill/{base}", lambda: step_perf.prefill_cost(model, tok, batch, args.repeats,
                                                                               autocast=autocast))
 
@@ -598,15 +643,21 @@ def run_lean(args) -> dict:
 
         flop = {layout: progress(f"step_flops/{layout}", lambda layout=layout: step_flops(layout))
                 for layout in (base, lean)}
-        phases[base] = {"decode": decode, "prefill": prefill, "update": upd, "step_gflop": flop}
+        split = {layout: progress(f"rollout_split/{layout}", lambda layout=layout: rollout_split(trainers[layout], 1000))
+                 for layout in (base, lean)}
+        phases[base] = {"decode": decode, "decode_turn3": decode_later, "prefill": prefill, "update": upd,
+                        "step_gflop": flop, "rollout_split": split}
     smol = {}
     smol_dir = Path(os.environ.get("CREDITFLOW_SMOLLM2") or Path(__file__).resolve().parents[1] / "models" / "smollm2")
     if (smol_dir / "config.json").exists():
         model, tok = load_policy(smol_dir, "cpu")
+        weight_mb = sum(p.numel() * p.element_size() for p in model.parameters()) / 1e6
         for batch in (1, 8):
             prompts = smollm2_prompts(tok, batch)
-            smol[batch] = progress(f"smollm2/{batch}", lambda: step_perf.decode_cost(model, tok, prompts,
-                                                                                      args.repeats, steps=8))
+            smol[batch] = progress(f"smollm2/{batch}", lambda: {**step_perf.decode_cost(model, tok, prompts,
+                                                                                         args.repeats, steps=8),
+                                                                "weight_mb": weight_mb})
+    bandwidth = progress("bandwidth", lambda: {"copy_gbs": step_perf.copy_bandwidth()})
     steps = {layout: [progress.units[f"step/{k}/{layout}"] for k in range(args.steps)] for layout in layouts}
     median = {layout: {key: statistics.median(r[key] for r in rows) for key in rows[0]
                        if isinstance(rows[0][key], (int, float))} for layout, rows in steps.items()}
@@ -626,29 +677,30 @@ def run_lean(args) -> dict:
         "ratios": {base: {key: median[base][key] / max(median[lean][key], 1e-9)
                           for key in ("rollout_s", "update_s", "step_s", "step_cpu_s")}
                    for base, lean in LEAN_PAIRS.items()},
-        "phases": phases, "smollm2": smol, "matmul_gflops_at_run_threads": rate,
+        # step k of both paths ran the same tasks: the median of the per-step ratios
+        "paired_ratios": {base: {key: statistics.median(a[key] / max(b[key], 1e-9)
+                                                        for a, b in zip(steps[base], steps[lean]))
+                                 for key in ("rollout_s", "update_s", "step_s", "step_cpu_s")}
+                          for base, lean in LEAN_PAIRS.items()},
+        "phases": phases, "smollm2": smol, "matmul_gflops_at_run_threads": rates,
+        "copy_gbs": bandwidth["copy_gbs"],
         "load": {"start": load_start, "end": load_end},
         "benchmark_minutes": round((time.perf_counter() - t_start) / 60, 1),
         "machine": machine_info(),
     }
 
 
-def benchmarks_machine_rate() -> float | None:
-    """The host's float32 matrix-product rate at this process's torch threads (GFLOP/s)."""
-    from benchmarks.machine import matmul_gflops
-
-    return matmul_gflops()
-
-
 def lean_markdown(result: dict) -> str:
     """The ``--setting lean`` record as a page: the steps, then each phase against the arithmetic."""
     m, s, med = result["machine"], result["settings"], result["median"]
-    rate = result["matmul_gflops_at_run_threads"]
+    rates = result["matmul_gflops_at_run_threads"]
+    rate = rates["wall"]
     starts = [u["loadavg_before"][0] for rows in result["steps"].values() for u in rows]
     lines = [
         "# RL step cost: the lean decoder (policy.decode=lean) against the transformers model call", "",
         f"Machine: {cpu_label(m)} ({m['cores']} cores), torch {m['torch']}, {s['torch_threads']} torch thread(s), "
-        f"{m['date']}; one 2048^3 float32 matrix product at {rate} GFLOP/s at that thread count. Load average "
+        f"{m['date']}; one 2048^3 float32 matrix product at {rates['wall']} GFLOP/s per wall second, {rates['cpu']} per "
+        f"CPU second, at that thread count. Load average "
         f"(1 min) when the steps started: {min(starts):.1f} to {max(starts):.1f}, at the start "
         f"{result['load']['start']['loadavg']}, at the end {result['load']['end']['loadavg']}: "
         + ("**a machine shared with other jobs** (more runnable processes than cores): wall-clock times are "
@@ -664,17 +716,30 @@ def lean_markdown(result: dict) -> str:
         lines.append(f"| {layout} | {r['rollout_s']:.2f} | {r['update_s']:.2f} | **{r['step_s']:.2f}** | "
                      f"{r['step_cpu_s']:.2f} | {r['episodes']:.0f} | {r['decisions']:.0f} | {r['success']:.2f} | "
                      f"{r['generated_tokens']:.0f} |")
-    lines += [""] + [f"{base} -> +lean: step **{r['step_s']:.2f}x** (CPU {r['step_cpu_s']:.2f}x), rollout "
-                     f"{r['rollout_s']:.2f}x, update {r['update_s']:.2f}x." for base, r in result["ratios"].items()]
+    lines += [""] + [f"{base} -> +lean, median of the per-step ratios (step k of both paths ran the same tasks): "
+                     f"step **{r['step_s']:.2f}x** (CPU {r['step_cpu_s']:.2f}x), rollout {r['rollout_s']:.2f}x, update "
+                     f"{r['update_s']:.2f}x (the same code: its spread is the machine's noise)."
+                     for base, r in result["paired_ratios"].items()]
+    lines += ["", "Where one rollout's CPU time goes (the same 64 episodes from pi_SFT on both paths; process CPU s):", "",
+              "| layout | rollout | prefill of the prompts | sampling loops (last prompt token, decode steps) | "
+              "environments, prompts, tokenization |", "|---|---|---|---|---|"]
+    for base, ph in result["phases"].items():
+        for layout, r in ph["rollout_split"].items():
+            lines.append(f"| {layout} | {r['rollout_cpu_s']:.2f} | {r['prefill_cpu_s']:.2f} | {r['decode_cpu_s']:.2f} | "
+                         f"{r['other_cpu_s']:.2f} |")
     lines += ["", "## Each phase against the arithmetic", "",
               "GFLOP: the matrix products and attention the lean path runs (torch.utils.flop_counter on its own "
-              "operations); the fraction is that arithmetic over the time, over the matrix-product rate above. "
+              "operations; the lower triangle only of a causal kernel); the fraction is that arithmetic over the time, "
+              "over the matrix-product rate above, per wall second (per CPU second in brackets). "
               f"Medians over {s['repeats']} interleaved repeats; wall seconds (CPU seconds in brackets).", "",
               "| layout | phase | unit | decode=hf | decode=lean | ratio (CPU) | GFLOP | fraction of matmul rate, hf / lean |",
               "|---|---|---|---|---|---|---|---|"]
 
-    def frac(gflop, seconds):
-        return f"{100 * gflop / seconds / rate:.1f}%" if rate and seconds else ""
+    def frac(gflop, seconds, cpu=None):
+        if not seconds:
+            return ""
+        text = f"{100 * gflop / seconds / rates['wall']:.0f}%"
+        return text + (f" ({100 * gflop / cpu / rates['cpu']:.0f}%)" if cpu else "")
 
     for base, ph in result["phases"].items():
         d, p, u, f = ph["decode"], ph["prefill"], ph["update"], ph["step_gflop"]
@@ -683,23 +748,33 @@ def lean_markdown(result: dict) -> str:
             f"| {base} | decode | ms per step, batch {d['batch']} ({d['distinct_prompts']} distinct prompts, "
             f"{d['context_tokens_mean']:.0f} tokens of context) | {d['hf']['ms_wall']:.1f} ({d['hf']['ms_cpu']:.1f}) | "
             f"{d['lean']['ms_wall']:.1f} ({d['lean']['ms_cpu']:.1f}) | **{d['ratio_wall']:.2f}x** "
-            f"({d['ratio_cpu']:.2f}x) | {d['gflop_per_step']:.3f} | {frac(d['gflop_per_step'], d['hf']['ms_wall'] / 1000)}"
-            f" / {frac(d['gflop_per_step'], d['lean']['ms_wall'] / 1000)} |")
+            f"({d['ratio_cpu']:.2f}x) | {d['gflop_per_step']:.3f} | "
+            f"{frac(d['gflop_per_step'], d['hf']['ms_wall'] / 1000, d['hf']['ms_cpu'] / 1000)} / "
+            f"{frac(d['gflop_per_step'], d['lean']['ms_wall'] / 1000, d['lean']['ms_cpu'] / 1000)} |")
+        d3 = ph["decode_turn3"]
+        lines.append(
+            f"| {base} | decode, turn 3 | ms per step, batch {d3['batch']} ({d3['distinct_prompts']} distinct prompts, "
+            f"{d3['context_tokens_mean']:.0f} tokens of context) | {d3['hf']['ms_wall']:.1f} ({d3['hf']['ms_cpu']:.1f}) | "
+            f"{d3['lean']['ms_wall']:.1f} ({d3['lean']['ms_cpu']:.1f}) | **{d3['ratio_wall']:.2f}x** "
+            f"({d3['ratio_cpu']:.2f}x) | {d3['gflop_per_step']:.3f} | "
+            f"{frac(d3['gflop_per_step'], d3['hf']['ms_wall'] / 1000, d3['hf']['ms_cpu'] / 1000)} / "
+            f"{frac(d3['gflop_per_step'], d3['lean']['ms_wall'] / 1000, d3['lean']['ms_cpu'] / 1000)} |")
         lines.append(
             f"| {base} | prefill | prompt tokens per s, batch {p['batch']} ({p['prompt_tokens']} tokens, "
             f"{p['distinct_prompts']} distinct prompts) | {p['hf']['tokens_per_s_wall']:.0f} "
             f"({p['hf']['tokens_per_s_cpu']:.0f}) | {p['lean']['tokens_per_s_wall']:.0f} "
             f"({p['lean']['tokens_per_s_cpu']:.0f}) | {p['ratio_wall']:.2f}x ({p['ratio_cpu']:.2f}x) | "
-            f"{p['gflop']:.2f} | {frac(p['gflop'], p['hf']['s_wall'])} / {frac(p['gflop'], p['lean']['s_wall'])} |")
+            f"{p['gflop']:.2f} | {frac(p['gflop'], p['hf']['s_wall'], p['hf']['s_cpu'])} / "
+            f"{frac(p['gflop'], p['lean']['s_wall'], p['lean']['s_cpu'])} |")
         lines.append(
             f"| {base} | update | row tokens per s ({u['rows']} rows, {u['row_tokens']} tokens; the same code on "
             f"both paths) | {u['row_tokens'] / u['s_wall']:.0f} ({u['row_tokens'] / u['s_cpu']:.0f}) | | | "
-            f"{u['gflop']:.1f} | {frac(u['gflop'], u['s_wall'])} |")
+            f"{u['gflop']:.1f} | {frac(u['gflop'], u['s_wall'], u['s_cpu'])} |")
         lines.append(
             f"| {base} | step | s (median above) | {med[base]['step_s']:.2f} | {med[lean]['step_s']:.2f} | "
             f"{result['ratios'][base]['step_s']:.2f}x ({result['ratios'][base]['step_cpu_s']:.2f}x) | "
-            f"{f[base]['gflop']:.1f} / {f[lean]['gflop']:.1f} | {frac(f[base]['gflop'], med[base]['step_s'])} / "
-            f"{frac(f[lean]['gflop'], med[lean]['step_s'])} |")
+            f"{f[base]['gflop']:.1f} / {f[lean]['gflop']:.1f} | {frac(f[base]['gflop'], med[base]['step_s'], med[base]['step_cpu_s'])} / "
+            f"{frac(f[lean]['gflop'], med[lean]['step_s'], med[lean]['step_cpu_s'])} |")
     lines += ["", "Where the update's time goes (one policy_update on a step's rows; wall s, CPU s in brackets):", "",
               "| layout | " + " | ".join(next(iter(result["phases"].values()))["update"]["phases_wall"]) + " | total |",
               "|---|" + "---|" * (len(next(iter(result["phases"].values()))["update"]["phases_wall"]) + 1)]
@@ -707,16 +782,30 @@ def lean_markdown(result: dict) -> str:
         u = ph["update"]
         lines.append(f"| {base} | " + " | ".join(f"{u['phases_wall'][k]:.2f} ({u['phases_cpu'][k]:.2f})"
                                                  for k in u["phases_wall"]) + f" | {u['s_wall']:.2f} ({u['s_cpu']:.2f}) |")
+    for base, ph in result["phases"].items():
+        u = ph["update"]
+        attention = sum(v for k, v in u["gflop_by_op"].items() if "attention" in k)
+        lines.append(f"\n{base}: the update's arithmetic is {u['gflop']:.0f} GFLOP ({100 * attention / u['gflop']:.0f}% "
+                     f"attention, the rest matrix products), {u['gflop'] / u['s_wall']:.0f} GFLOP/s wall, "
+                     f"{u['gflop'] / u['s_cpu']:.0f} GFLOP/s per CPU second against {rates['wall']} and {rates['cpu']} for one "
+                     f"large product; "
+                     f"packing, the loss and the optimizer step take "
+                     f"{100 * (u['s_cpu'] - u['phases_cpu']['forward'] - u['phases_cpu']['backward']) / u['s_cpu']:.1f}% "
+                     f"of its CPU time.")
     if result["smollm2"]:
         lines += ["", "SmolLM2-135M-Instruct, first-turn Sokoban prompts (paper template, its chat template), "
                   "decode steps with one draw per row:", "",
-                  "| batch | context tokens | decode=hf tokens/s | decode=lean tokens/s | ratio (CPU) |",
-                  "|---|---|---|---|---|"]
+                  "| batch | context tokens | decode=hf tokens/s | decode=lean tokens/s | ratio (CPU) | GFLOP per step "
+                  "| ms per step at the matmul rate (per CPU second) | ms per step to read the weights once |",
+                  "|---|---|---|---|---|---|---|---|"]
         for batch, d in result["smollm2"].items():
             lines.append(f"| {batch} | {d['context_tokens_mean']:.0f} | {1000 * int(batch) / d['hf']['ms_wall']:.1f} "
                          f"({1000 * int(batch) / d['hf']['ms_cpu']:.1f}) | {1000 * int(batch) / d['lean']['ms_wall']:.1f} "
                          f"({1000 * int(batch) / d['lean']['ms_cpu']:.1f}) | **{d['ratio_wall']:.2f}x** "
-                         f"({d['ratio_cpu']:.2f}x) |")
+                         f"({d['ratio_cpu']:.2f}x) | {d['gflop_per_step']:.2f} | {1000 * d['gflop_per_step'] / rates['cpu']:.1f} | "
+                         f"{d['weight_mb'] / result['copy_gbs']:.0f} |")
+        lines.append(f"\nWeights read per step: {d['weight_mb']:.0f} MB (float32); the host copies memory at "
+                     f"{result['copy_gbs']:.1f} GB/s (one 512 MiB copy, read + write, best of 3, measured in this run).")
     lines += ["", result.get("notes", ""), ""]
     return "\n".join(lines)
 

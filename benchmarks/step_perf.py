@@ -33,26 +33,54 @@ from creditflow.trainer.rl import policy_update
 aten = torch.ops.aten
 
 
-def _cpu_sdpa_flops(query_shape, key_shape, value_shape, *args, **kwargs) -> int:
-    """torch's CPU attention kernel (forward), which the flop counter does not know: two products per head."""
-    b, h, q, d = query_shape
-    return 4 * b * h * q * key_shape[-2] * d
+def _causal_share(q: int, k: int, is_causal: bool) -> float:
+    """The share of the (q, k) score matrix a causal kernel computes (it skips the blocks above the diagonal)."""
+    return (q + 1) / (2 * q) if is_causal and q == k else 1.0
 
 
-def _cpu_sdpa_backward_flops(grad_shape, query_shape, key_shape, *args, **kwargs) -> int:
+def _cpu_sdpa_flops(query_shape, key_shape, value_shape, dropout_p=0.0, is_causal=False, *args, **kwargs) -> int:
+    """torch's CPU attention kernel (forward), which the flop counter does not know: two products per head, over
+    the lower triangle only when it is causal."""
     b, h, q, d = query_shape
-    return 8 * b * h * q * key_shape[-2] * d  # four products, as the counter counts the other kernels' backward
+    return int(4 * b * h * q * key_shape[-2] * d * _causal_share(q, key_shape[-2], is_causal))
+
+
+def _cpu_sdpa_backward_flops(grad_shape, query_shape, key_shape, value_shape, out, lse, dropout_p=0.0,
+                             is_causal=False, *args, **kwargs) -> int:
+    b, h, q, d = query_shape  # four products, as the counter counts the other kernels' backward
+    return int(8 * b * h * q * key_shape[-2] * d * _causal_share(q, key_shape[-2], is_causal))
+
+
+def matmul_rates(n: int = 2048, repeats: int = 5) -> dict:
+    """GFLOP/s of one (n x n) @ (n x n) float32 product per wall second and per CPU second (medians; on a shared
+    machine the two differ: the phases' CPU seconds compare with the second)."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    times = [clock(lambda: a @ b) for _ in range(repeats)]
+    return {"wall": round(2 * n**3 / median(t[0] for t in times) / 1e9, 1),
+            "cpu": round(2 * n**3 / median(t[1] for t in times) / 1e9, 1)}
+
+
+def copy_bandwidth(mib: int = 512) -> float:
+    """GB/s of reading and writing a ``mib`` MiB float32 tensor (one copy, best of 3): the memory-traffic ceiling."""
+    src = torch.ones(mib * 2**18)
+    dst = torch.empty_like(src)
+    best = min(clock(lambda: dst.copy_(src))[0] for _ in range(3))
+    return 2 * src.numel() * 4 / best / 1e9
 
 
 CPU_SDPA = {aten._scaled_dot_product_flash_attention_for_cpu: _cpu_sdpa_flops,
             aten._scaled_dot_product_flash_attention_for_cpu_backward: _cpu_sdpa_backward_flops}
 
 
-def flops(fn) -> int:
-    """FLOPs of the matrix products and attention ``fn`` runs."""
+def flops(fn, split: bool = False):
+    """FLOPs of the matrix products and attention ``fn`` runs (``split``: also {operation: FLOPs})."""
     with FlopCounterMode(display=False, custom_mapping=CPU_SDPA) as counter:
         fn()
-    return counter.get_total_flops()
+    if not split:
+        return counter.get_total_flops()
+    return counter.get_total_flops(), {str(op).removeprefix("aten."): n
+                                       for op, n in counter.get_flop_counts().get("Global", {}).items()}
 
 
 def clock(fn) -> tuple[float, float]:
@@ -174,7 +202,9 @@ def update_cost(model, rows, rl, fwd, repeats: int = 2) -> dict:
     phases = list(runs[0]["phases_wall"])
     trained = [r for r in rows if any(s.advantage != 0 for s in r.samples)] if rl.kl_coef == 0 and \
         rl.entropy_coef == 0 else rows
-    return {"rows": len(trained), "row_tokens": sum(len(r) for r in trained), "gflop": flops(lambda: once(*fresh())) / 1e9,
+    total, split = flops(lambda: once(*fresh()), split=True)
+    return {"rows": len(trained), "row_tokens": sum(len(r) for r in trained), "gflop": total / 1e9,
+            "gflop_by_op": {op: n / 1e9 for op, n in split.items()},
             "s_wall": median(r["s_wall"] for r in runs), "s_cpu": median(r["s_cpu"] for r in runs),
             "phases_wall": {p: median(r["phases_wall"][p] for r in runs) for p in phases},
             "phases_cpu": {p: median(r["phases_cpu"][p] for r in runs) for p in phases}}

@@ -356,13 +356,17 @@ def _sample_loop(forward, ids: torch.Tensor, pos: torch.Tensor, params: Sampling
 
 
 def lean_decoder(model, decode: str, share_prefix: bool) -> LeanDecoder | None:
-    """The sampling loop's lean decoder for ``policy.decode`` (``auto``: where the model is supported and the
-    loop runs, i.e. with ``share_prefix``), or None for the transformers model call. ``lean`` on a model it
-    cannot run raises ValueError, saying why."""
+    """The sampling loop's lean decoder for ``policy.decode`` (``auto``: where the model is supported, sits on
+    the CPU, and the loop runs, i.e. with ``share_prefix``), or None for the transformers model call. ``lean``
+    on a model it cannot run raises ValueError, saying why."""
     if decode not in ("auto", "lean", "hf"):
         raise ValueError(f"decode must be auto, lean or hf, got {decode!r}")
-    if decode == "hf" or (decode == "auto" and (not share_prefix or unsupported(model))):
+    if decode == "hf":
         return None
+    if decode == "auto":  # on an accelerator the lean path is untested here (no GPU): the transformers call there
+        cpu = next(model.parameters()).device.type == "cpu"
+        if not (share_prefix and cpu) or unsupported(model):
+            return None
     return LeanDecoder(model)
 
 

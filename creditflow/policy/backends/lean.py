@@ -1,13 +1,15 @@
 """The lean decoder: the forward pass of the Qwen2 and LLaMA architectures (the tiny default policy, SmolLM2)
-written out as a few fused tensor operations over the sampling loop's preallocated key/value buffers.
+written out as a few fused tensor operations over the sampling loop's own key/value buffers.
 
-Why: at generation's batch sizes on a CPU the transformers model call costs far more than its arithmetic (the
-module tree, the 4-D mask it builds from the 2-D one at every call, the cache objects; about 28 ms per decode
-step of the tiny policy at batch 64 against about 1 ms of arithmetic, ``benchmarks/results/step_cost_1201.md``).
-This module computes the same function with one matrix product for q/k/v and one for gate/up per layer, the
-rotary embedding from a table built once per call, the keys/values written in place, one
-``scaled_dot_product_attention`` per layer on the grouped key/value heads, and the LM head on the last position
-only.
+Why: the transformers model call walks its module tree, builds a 4-D mask from the 2-D one and updates its cache
+objects at every call, and attends over every row's own copy of the keys/values. This module computes the same
+function with one matrix product for q/k/v and one for gate/up per layer, the rotary embedding from a table
+built once, the keys/values written in place, and the LM head on the last position only; the keys/values are
+held in three parts (:class:`LeanCache`): the prefix every prompt of the batch starts with (the template's
+instruction) once, each distinct cached prompt once for the rows that share it, and each row's own tokens, so a
+decode step reads each of them once. Measured in CPU seconds on a shared 2-core host: 1.4x fewer per decode step
+of the tiny policy at batch 64 on a group's first turn, 1.2-1.35x on the third; 1.1-1.3x for SmolLM2, whose
+decode step at small batches is bound by reading its weights (benchmarks/results/step_cost_lean.md).
 
 It is the reference model's own arithmetic in another order of the same operations: the weights are the
 model's (q/k/v and gate/up concatenated, refreshed when an optimizer step changes them), the rotary table comes
@@ -75,12 +77,7 @@ class _Weights:
 
 
 class LeanDecoder:
-    """The forward pass of a Qwen2 / LLaMA causal LM (``model``) over preallocated key/value buffers.
-
-    The buffers are the sampling loop's (``hf._Preallocated`` layers: ``buffer_keys`` / ``buffer_values`` of
-    shape (B, kv heads, capacity, head dim) and ``length``, the columns written so far); every row writes its
-    new tokens at the same columns, as the loop's left-padded layout has it.
-    """
+    """The forward pass of a Qwen2 / LLaMA causal LM (``model``) over a :class:`LeanCache`."""
 
     def __init__(self, model):
         reason = unsupported(model)
@@ -131,7 +128,7 @@ class LeanDecoder:
         model = self.model
         b, t = ids.shape
         x = model.model.embed_tokens(ids)
-        cos, sin = self.rope(int(pos.max()) + 1, x.dtype, x.device)
+        cos, sin = self.rope(cache.positions, x.dtype, x.device)
         cos, sin = cos[pos][:, None], sin[pos][:, None]  # (B, 1, T, D)
         masks = cache.masks(t)
         hq, hk, d = self.heads, self.kv_heads, self.head_dim
@@ -193,6 +190,7 @@ class LeanCache:
         # the rows' own columns: [cached (singleton groups) | the uncached tail of each prompt | generated tokens]
         new = [p[n:] for p, n in zip(prompts, cached)]
         width = max(len(t) for t in new)
+        self.positions = max(len(p) for p in prompts) + max_new  # the rotary table's length
         self.ids = torch.full((b, width), pad_id, dtype=torch.long)
         self.pos = torch.zeros((b, width), dtype=torch.long)
         self.valid = torch.zeros((b, own_cached + width + max_new), dtype=torch.bool)
