@@ -763,3 +763,28 @@ def test_benchmarks_are_a_package_and_no_tracked_file_is_over_1_mb():
         pytest.skip("not a git checkout")
     sizes = {name: (root / name).stat().st_size for name in listed.stdout.split("\0") if (root / name).is_file()}
     assert not {name: size for name, size in sizes.items() if size > 1_000_000}
+
+
+def test_step_perf_counts_cpu_attention_and_its_causal_triangle():
+    """step_cost --setting lean's FLOPs: torch's CPU attention kernel (which torch's counter skips), forward and
+    backward, a causal call as its lower triangle; the resumable progress keeps a finished unit."""
+    import torch.nn.functional as F
+
+    from benchmarks import step_perf
+
+    q = torch.randn(2, 4, 16, 8, requires_grad=True)
+    full, split = step_perf.flops(lambda: F.scaled_dot_product_attention(q, q, q).sum().backward(), split=True)
+    assert full == 3 * 4 * 2 * 4 * 16 * 16 * 8 and set(split) == {"_scaled_dot_product_flash_attention_for_cpu",
+                                                               "_scaled_dot_product_flash_attention_for_cpu_backward"}
+    causal = step_perf.flops(lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward())
+    assert causal == pytest.approx(full * 17 / 32, rel=1e-6)
+
+
+def test_step_cost_progress_resumes_finished_units(tmp_path):
+    from benchmarks.step_cost import Progress
+
+    path, calls = tmp_path / "progress.json", []
+    first = Progress(path, fresh=False)("unit", lambda: calls.append(1) or {"x": 1.0})
+    again = Progress(path, fresh=False)("unit", lambda: calls.append(2) or {"x": 2.0})
+    assert first == again and first["x"] == 1.0 and calls == [1] and "loadavg_before" in first
+    assert Progress(path, fresh=True)("unit", lambda: {"x": 3.0})["x"] == 3.0
