@@ -27,6 +27,15 @@ Writes ``benchmarks/results/step_cost.{json,md}`` with machine info and the mach
 ``--setting demo`` times ``creditflow demo``'s own RL step instead (RewardFlow on success, 8 tasks x 8
 rollouts, lr 2e-4, 1 mini-batch) in its layout, ``window`` + ``paper`` + shared prefixes, in float32 and under
 bf16 autocast, interleaved (no levers; ``benchmarks/results/step_cost_demo.{json,md}``).
+
+``--setting lean [--repeats 3] [--fresh]`` times generation through the lean decoder (``policy.decode=lean``, the
+``+lean`` layouts) beside the transformers model call (the ``+shared`` layouts pin ``policy.decode=hf``) in the
+demo's RL settings, both layouts: the steps (each from pi_SFT, interleaved, the same seeds), where a rollout's
+CPU time goes, then each phase against the arithmetic (``benchmarks/step_perf.py``: decode ms per step at batch
+64 and on a later turn, prefill and update tokens/s, the step, each as a fraction of the host's matrix-product
+rate; the update by phase) and SmolLM2's decode tokens/s at batch 1 and 8 (where ``models/smollm2`` or
+``CREDITFLOW_SMOLLM2`` has it). Each unit is kept in ``<--models>/step_cost_lean_progress.json`` as it finishes:
+rerunning the command continues (``--fresh`` starts over). Writes ``benchmarks/results/step_cost_lean.{json,md}``.
 """
 
 from __future__ import annotations
