@@ -1901,6 +1901,24 @@ def performance_rows() -> tuple[list[list[str]], list[str]]:
                      f"{base:.2f} s: `window` + `paper`, no sharing", f"{base / fast:.1f}×",
                      machine_text(sc["machine"]), f"`{stem}.json`"])
         sources.append(f"{stem}.json")
+    lean = read_json(RESULTS / "step_cost_lean.json")
+    lean_machine = (machine_text({**lean["machine"], "matmul_gflops": None}) +
+                    f"; one large float32 matrix product at {lean['matmul_gflops_at_run_threads']['cpu']:.0f} GFLOP/s "
+                    f"per CPU second; {lean['settings']['torch_threads']} thread; load average "
+                    f"{lean['load']['start']['loadavg'][0]:g}-{lean['load']['end']['loadavg'][0]:g} (shared)")
+    for base, ph in lean["phases"].items():
+        d = ph["decode"]
+        rows.append([f"one decode step of the tiny policy, batch {d['batch']} (a group's first turn, "
+                     f"`{base.split('+')[0]}` layout), CPU seconds",
+                     f"{d['lean']['ms_cpu']:.1f} ms: lean decoder (`policy.decode=lean`)",
+                     f"{d['hf']['ms_cpu']:.1f} ms: transformers model call (`policy.decode=hf`)",
+                     f"{d['ratio_cpu']:.2f}×", lean_machine, "`step_cost_lean.json`"])
+    for batch, d in lean["smollm2"].items():
+        rows.append([f"SmolLM2-135M decode, batch {batch}, CPU seconds",
+                     f"{1000 * int(batch) / d['lean']['ms_cpu']:.1f} tokens/s: lean decoder",
+                     f"{1000 * int(batch) / d['hf']['ms_cpu']:.1f} tokens/s: transformers model call",
+                     f"{d['ratio_cpu']:.2f}×", lean_machine, "`step_cost_lean.json`"])
+    sources.append("step_cost_lean.json")
     rt = read_json(RESULTS / "rollout_throughput.json")
     rows.append([f"rollouts, {rt['settings']['tasks']} × {rt['settings']['group']} episodes, tiny policy (untrained)",
                  f"{rt['batched']['env_steps_per_s']:.1f} env-steps/s: batched lockstep engine",

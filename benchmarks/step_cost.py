@@ -27,6 +27,15 @@ Writes ``benchmarks/results/step_cost.{json,md}`` with machine info and the mach
 ``--setting demo`` times ``creditflow demo``'s own RL step instead (RewardFlow on success, 8 tasks x 8
 rollouts, lr 2e-4, 1 mini-batch) in its layout, ``window`` + ``paper`` + shared prefixes, in float32 and under
 bf16 autocast, interleaved (no levers; ``benchmarks/results/step_cost_demo.{json,md}``).
+
+``--setting lean [--repeats 3] [--fresh]`` times generation through the lean decoder (``policy.decode=lean``, the
+``+lean`` layouts) beside the transformers model call (the ``+shared`` layouts pin ``policy.decode=hf``) in the
+demo's RL settings, both layouts: the steps (each from pi_SFT, interleaved, the same seeds), where a rollout's
+CPU time goes, then each phase against the arithmetic (``benchmarks/step_perf.py``: decode ms per step at batch
+64 and on a later turn, prefill and update tokens/s, the step, each as a fraction of the host's matrix-product
+rate; the update by phase) and SmolLM2's decode tokens/s at batch 1 and 8 (where ``models/smollm2`` or
+``CREDITFLOW_SMOLLM2`` has it). Each unit is kept in ``<--models>/step_cost_lean_progress.json`` as it finishes:
+rerunning the command continues (``--fresh`` starts over). Writes ``benchmarks/results/step_cost_lean.{json,md}``.
 """
 
 from __future__ import annotations
@@ -73,6 +82,11 @@ LAYOUTS = {  # share_prefix=false: every prompt and row in full, as before polic
                                  "policy.autocast=bf16"],
     "conversation+compact+shared+bf16": ["rollout.history=conversation", "policy.template=compact",
                                          "policy.share_prefix=true", "policy.autocast=bf16"]}
+# every layout above generates through the transformers model call, as they did before policy.decode existed;
+# +lean: the +shared layouts with generation's sampling loop through the lean decoder (policy.decode=lean)
+LAYOUTS = {layout: [*overrides, "policy.decode=hf"] for layout, overrides in LAYOUTS.items()}
+LAYOUTS.update({f"{layout}+lean": [*LAYOUTS[layout][:-1], "policy.decode=lean"]
+                for layout in ("window+paper+shared", "conversation+compact+shared")})
 BASELINE, *OTHERS = LAYOUTS
 FAST = "conversation+compact+shared"  # the headline: same objective as the baseline up to float rounding
 SFT_OF = {layout: layout.split("+shared")[0] for layout in LAYOUTS}  # +shared (+bf16) reuse their layout's
@@ -80,6 +94,29 @@ ENV = [f"{k}={str(v).lower()}" for k, v in DEMO_ENV_SETTINGS["sokoban"].items()]
 PHASES = ("rollout_s", "ref_s", "credit_s", "update_s", "step_s")
 SETTING = EARLIER_GRPO_DEMO  # --setting demo: [] (the demo's own RL settings: RewardFlow, 8 x 8, 1 mini-batch)
 DEMO_LAYOUTS = ("window+paper+shared", "window+paper+shared+bf16")  # the demo's layout, float32 and bf16
+# --setting lean: each +shared layout (the current path) beside its +lean one, the demo's own RL settings
+LEAN_PAIRS = {"window+paper+shared": "window+paper+shared+lean",
+              "conversation+compact+shared": "conversation+compact+shared+lean"}
+
+
+LEAN_NOTES = (
+    "Both paths are the hf backend's sampling loop with policy.share_prefix (each distinct prompt and the "
+    "instruction every prompt starts with prefilled once); they differ in what runs the forward passes: the "
+    "transformers model call (decode=hf) or the lean decoder (decode=lean: fused q/k/v and gate/up products, the "
+    "rotary table built once, keys/values written in place, the prefix every prompt of the batch starts with held "
+    "once and, on a group's first turn, each repeated prompt held once for its rows). The lean decoder makes the "
+    "same draws from the torch RNG, so the +lean steps take the same episodes (the tables above: the same "
+    "decisions, successes and generated tokens; tests/policy/test_lean_decode.py: the same greedy and seeded "
+    "tokens, logits to float32 rounding, on the tiny policy and on SmolLM2). The update is the same code on both "
+    "paths: its row is measured once per layout, and the spread of its step-to-step ratio is the machine's noise. "
+    "Each unit (a step, a phase) was measured in one process of a resumable run; its load average is in the JSON. "
+    "What stops the step here is arithmetic, not per-call overhead: the pi_SFT policies answer in about 5 tokens "
+    "per decision, so the decode steps are a small part of a rollout (the rollout table); the window layout's "
+    "rollout is its prompts' prefill, the conversation layout's sampling loops are mostly each turn's new tokens "
+    "attending to the whole conversation, and the update spends over 99% of its CPU time in the forward and "
+    "backward passes. The matrix-product rate is measured once (the run's matmul_rate unit); on a shared host it "
+    "moves with the load, so the fractions are rough there. SmolLM2 at batch 1 reads its float32 weights at every "
+    "decode step, which takes longer than its arithmetic (the SmolLM2 table's last two columns).")
 
 
 def demo_config(layout: str, out: Path, extra: list[str] = ()):
@@ -118,17 +155,29 @@ class Trainer:
             return result
 
         engine.rollout_groups = captured
+        self.sft_state = copy.deepcopy(self.model.state_dict())
+
+    def restore(self, seed: int) -> None:
+        """Back to pi_SFT with a fresh optimizer and the task draws of ``seed`` (a step that does not depend on
+        the steps before it: ``--setting lean`` resumes step by step)."""
+        self.model.load_state_dict(self.sft_state)
+        self.trainer.optimizer = torch.optim.AdamW(self.model.parameters(), lr=self.cfg.rl.lr,
+                                                   weight_decay=self.cfg.rl.weight_decay)
+        self.trainer.task_rng = np.random.default_rng(seed)
+        self.trainer.update_rng = np.random.default_rng(seed + 1)
 
     def step(self, seed: int) -> dict:
         torch.manual_seed(seed)
         engine = self.trainer.train_engine
         engine.stats.__init__()
+        cpu = time.process_time()
         m = self.trainer.train_step()
+        cpu = time.process_time() - cpu
         rows = rows_from(self.trajs, self.cfg.rollout.history)
         trained = [r for r in rows if any(s.advantage != 0 for s in r.samples)]
         return {
             "rollout_s": m["time/rollout_s"], "ref_s": m["time/ref_s"], "credit_s": m["time/credit_ms"] / 1000,
-            "update_s": m["time/update_s"], "step_s": m["time/step_s"],
+            "update_s": m["time/update_s"], "step_s": m["time/step_s"], "step_cpu_s": cpu,
             "episodes": len(self.trajs), "decisions": m["train/samples"], "success": m["train/success_rate"],
             "generate_calls": engine.stats.generate_calls, "generated_tokens": engine.stats.generated_tokens,
             "prefill_tokens": prefill_tokens(self.trajs, self.cfg.rollout.history),
@@ -448,17 +497,355 @@ def markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
+class Progress:
+    """``--setting lean``'s measurements, one unit at a time, kept in a JSON file as they finish: a run that
+    stops (or is stopped) continues where it was with the same command (``--fresh`` starts over)."""
+
+    def __init__(self, path: Path, fresh: bool):
+        self.path = path
+        self.units = {} if fresh or not path.exists() else json.loads(path.read_text())
+        if self.units:
+            print(f"resuming: {len(self.units)} unit(s) done in {path}", flush=True)
+
+    def __call__(self, key: str, fn) -> dict:
+        if key not in self.units:
+            load = [round(x, 2) for x in os.getloadavg()]
+            t0 = time.perf_counter()
+            result = fn()
+            result.update(loadavg_before=load, loadavg_after=[round(x, 2) for x in os.getloadavg()],
+                          unit_s=round(time.perf_counter() - t0, 1))
+            self.units[key] = result
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.units, indent=1))
+            tmp.replace(self.path)
+            print(key, {k: (round(v, 4) if isinstance(v, float) else v) for k, v in result.items()
+                        if not isinstance(v, (dict, list))}, flush=True)
+        return self.units[key]
+
+
+def captured_prompts(trainer: Trainer, seed: int) -> list[list[int]]:
+    """The prompt batches generation received in one rollout of the step's tasks (from pi_SFT, seeded)."""
+    trainer.restore(seed)
+    torch.manual_seed(seed)
+    engine = trainer.trainer.train_engine
+    backend, batches = engine.backend, []
+    generate = backend.generate
+
+    def recording(prompts, params):
+        batches.append([list(p) for p in prompts])
+        return generate(prompts, params)
+
+    backend.generate = recording
+    try:
+        with backend.prefix_cache() if trainer.cfg.rollout.history == "conversation" else contextlib.nullcontext():
+            engine.rollout(trainer.trainer.fresh_specs(0), trainer.cfg.rollout.group_size)
+    finally:
+        del backend.generate
+    return batches
+
+
+def rollout_split(trainer: Trainer, seed: int) -> dict:
+    """Where one rollout's process CPU time goes (from pi_SFT, seeded): generation's prefill of the prompts
+    (``_prefill_distinct``: each distinct prompt but its last token, and the shared instruction), the rest of
+    generation (the sampling loops: the prompts' last tokens and the decode steps), and everything else
+    (environments, prompts, tokenization)."""
+    trainer.restore(seed)
+    torch.manual_seed(seed)
+    engine = trainer.trainer.train_engine
+    backend, spent = engine.backend, {"generate": 0.0, "prefill": 0.0}
+    originals = {"generate": backend.generate, "prefill": backend._prefill_distinct}
+
+    def timed(name):
+        def call(*args, **kwargs):
+            t0 = time.process_time()
+            try:
+                return originals[name](*args, **kwargs)
+            finally:
+                spent[name] += time.process_time() - t0
+        return call
+
+    backend.generate, backend._prefill_distinct = timed("generate"), timed("prefill")
+    try:
+        with backend.prefix_cache() if trainer.cfg.rollout.history == "conversation" else contextlib.nullcontext():
+            wall, cpu = time.perf_counter(), time.process_time()
+            engine.rollout(trainer.trainer.fresh_specs(0), trainer.cfg.rollout.group_size)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    finally:
+        del backend.generate, backend._prefill_distinct
+    return {"rollout_s": wall, "rollout_cpu_s": cpu, "prefill_cpu_s": spent["prefill"],
+            "decode_cpu_s": spent["generate"] - spent["prefill"], "other_cpu_s": cpu - spent["generate"]}
+
+
+def decode_batch(batches: list[list[list[int]]]) -> list[list[int]]:
+    """The batch a decode step is timed on: the last of the full-size batches (its episodes have parted most)."""
+    full = max(len(b) for b in batches)
+    return [b for b in batches if len(b) == full][-1]
+
+
+def smollm2_prompts(tok, n: int) -> list[list[int]]:
+    """``n`` first-turn Sokoban prompts (paper template) in SmolLM2's chat template."""
+    from creditflow.envs import make
+    from creditflow.policy.backends.factory import chat_encoder
+    from creditflow.policy.prompts import PromptBuilder
+
+    env, pb, encode = make("sokoban", describe_positions=True), PromptBuilder("sokoban"), chat_encoder(tok)
+    out = []
+    for seed in range(n):
+        obs, info = env.reset(seed=seed)
+        out.append(encode(pb.chat(info["task"], [], obs, info["admissible_actions"])))
+    return out
+
+
+def run_lean(args) -> dict:
+    """``--setting lean``: each +shared layout (decode=hf) beside its +lean layout in the demo's RL settings;
+    the steps (from pi_SFT, interleaved, the same seeds), then per phase decode / prefill / update against the
+    arithmetic, then SmolLM2's tokens per second on both paths."""
+    from benchmarks import step_perf
+
+    global SETTING
+    SETTING = []  # the demo's own RL settings (RewardFlow, 8 tasks x 8 rollouts, 1 mini-batch)
+    models = Path(args.models)
+    progress = Progress(models / "step_cost_lean_progress.json", args.fresh)
+    layouts = [layout for pair in LEAN_PAIRS.items() for layout in pair]
+    t_start = time.perf_counter()
+    sft = {layout: sft_model(layout, models) for layout in layouts}
+    trainers = {layout: Trainer(layout, sft[layout], models / layout / "rl_lean") for layout in layouts}
+    load_start = load_snapshot()
+    rates = progress("matmul_rate", lambda: step_perf.matmul_rates())
+    for k in range(args.steps):
+        for layout in layouts:
+            def one(layout=layout, k=k):
+                trainers[layout].restore(1000 + k)
+                return trainers[layout].step(seed=1000 + k)
+            progress(f"step/{k}/{layout}", one)
+    phases = {}
+    for base, lean in LEAN_PAIRS.items():
+        trainer = trainers[base]
+        batches = captured_prompts(trainer, 1000)
+        batch = decode_batch(batches)
+        model, tok, autocast = trainer.model, trainer.tok, trainer.cfg.policy.autocast
+        trainer.restore(1000)
+        decode = progress(f"decode/{base}", lambda: step_perf.decode_cost(model, tok, batch, args.repeats,
+                                                                            autocast=autocast))
+        later = batches[2]  # the third turn: the episodes have parted (every prompt distinct or nearly)
+        decode_later = progress(f"decode_turn3/{base}", lambda: step_perf.decode_cost(model, tok, later, args.repeats,
+                                                                                      autocast=autocast))
+        prefill = progress(f"prefill/{base}", lambda: step_perf.prefill_cost(model, tok, batch, args.repeats,
+                                                                              autocast=autocast))
+
+        def update(trainer=trainer):
+            trainer.restore(1000)
+            torch.manual_seed(1000)
+            trainer.step(seed=1000)  # the step's trajectories, with their advantages
+            rows = rows_from(trainer.trajs, trainer.cfg.rollout.history)
+            trainer.restore(1000)
+            return step_perf.update_cost(trainer.model, rows, trainer.cfg.rl, trainer.trainer.forward, args.repeats)
+
+        upd = progress(f"update/{base}", update)
+
+        def step_flops(layout):
+            trainer = trainers[layout]
+            trainer.restore(1000)
+            torch.manual_seed(1000)
+            return {"gflop": step_perf.flops(lambda: trainer.trainer.train_step()) / 1e9}
+
+        flop = {layout: progress(f"step_flops/{layout}", lambda layout=layout: step_flops(layout))
+                for layout in (base, lean)}
+        split = {layout: progress(f"rollout_split/{layout}", lambda layout=layout: rollout_split(trainers[layout], 1000))
+                 for layout in (base, lean)}
+        phases[base] = {"decode": decode, "decode_turn3": decode_later, "prefill": prefill, "update": upd,
+                        "step_gflop": flop, "rollout_split": split}
+    smol = {}
+    smol_dir = Path(os.environ.get("CREDITFLOW_SMOLLM2") or Path(__file__).resolve().parents[1] / "models" / "smollm2")
+    if (smol_dir / "config.json").exists():
+        model, tok = load_policy(smol_dir, "cpu")
+        weight_mb = sum(p.numel() * p.element_size() for p in model.parameters()) / 1e6
+        for batch in (1, 8):
+            prompts = smollm2_prompts(tok, batch)
+            smol[batch] = progress(f"smollm2/{batch}", lambda: {**step_perf.decode_cost(model, tok, prompts,
+                                                                                         args.repeats, steps=8),
+                                                                "weight_mb": weight_mb})
+    bandwidth = progress("bandwidth", lambda: {"copy_gbs": step_perf.copy_bandwidth()})
+    steps = {layout: [progress.units[f"step/{k}/{layout}"] for k in range(args.steps)] for layout in layouts}
+    median = {layout: {key: statistics.median(r[key] for r in rows) for key in rows[0]
+                       if isinstance(rows[0][key], (int, float))} for layout, rows in steps.items()}
+    load_end = load_snapshot()
+    cfg = trainers[layouts[0]].cfg
+    return {
+        "benchmark": "step_cost", "setting": "lean",
+        "settings": {"setting": "lean (the demo's RL settings)", "algo": cfg.rl.algo, "lr": cfg.rl.lr,
+                     "tasks": cfg.rollout.tasks_per_step, "group": cfg.rollout.group_size,
+                     "env": "sokoban 6x6, 1 box, describe_positions, max 15 steps",
+                     "minibatches": cfg.rl.minibatches, "max_new_tokens": cfg.generation.max_new_tokens,
+                     "steps": args.steps, "repeats": args.repeats, "torch_threads": torch.get_num_threads(),
+                     "sft": f"{cfg.sft.demos} expert demos x {cfg.sft.epochs:g} epochs, as creditflow demo",
+                     "layouts": {layout: LAYOUTS[layout] for layout in layouts}, "pairs": LEAN_PAIRS,
+                     "smollm2": str(smol_dir) if smol else None},
+        "steps": steps, "median": median,
+        "ratios": {base: {key: median[base][key] / max(median[lean][key], 1e-9)
+                          for key in ("rollout_s", "update_s", "step_s", "step_cpu_s")}
+                   for base, lean in LEAN_PAIRS.items()},
+        # step k of both paths ran the same tasks: the median of the per-step ratios
+        "paired_ratios": {base: {key: statistics.median(a[key] / max(b[key], 1e-9)
+                                                        for a, b in zip(steps[base], steps[lean]))
+                                 for key in ("rollout_s", "update_s", "step_s", "step_cpu_s")}
+                          for base, lean in LEAN_PAIRS.items()},
+        "phases": phases, "smollm2": smol, "matmul_gflops_at_run_threads": rates,
+        "copy_gbs": bandwidth["copy_gbs"],
+        "load": {"start": load_start, "end": load_end},
+        "benchmark_minutes": round((time.perf_counter() - t_start) / 60, 1),
+        "machine": machine_info(),
+    }
+
+
+def lean_markdown(result: dict) -> str:
+    """The ``--setting lean`` record as a page: the steps, then each phase against the arithmetic."""
+    m, s, med = result["machine"], result["settings"], result["median"]
+    rates = result["matmul_gflops_at_run_threads"]
+    rate = rates["wall"]
+    starts = [u["loadavg_before"][0] for rows in result["steps"].values() for u in rows]
+    lines = [
+        "# RL step cost: the lean decoder (policy.decode=lean) against the transformers model call", "",
+        f"Machine: {cpu_label(m)} ({m['cores']} cores), torch {m['torch']}, {s['torch_threads']} torch thread(s), "
+        f"{m['date']}; one 2048^3 float32 matrix product at {rates['wall']} GFLOP/s per wall second, {rates['cpu']} per "
+        f"CPU second, at that thread count. Load average "
+        f"(1 min) when the steps started: {min(starts):.1f} to {max(starts):.1f}, at the start "
+        f"{result['load']['start']['loadavg']}, at the end {result['load']['end']['loadavg']}: "
+        + ("**a machine shared with other jobs** (more runnable processes than cores): wall-clock times are "
+           "inflated and noisy; the ratios come from interleaved runs, and CPU seconds (process time) are given "
+           "beside wall seconds." if max(starts) > 1.5 * m["cores"] else "no other heavy jobs.") + "", "",
+        f"One RL step of the demo's settings: {s['tasks']} tasks x {s['group']} rollouts of {s['env']}, "
+        f"{s['algo']} on success, lr {s['lr']:g}, {s['minibatches']} mini-batch, {s['max_new_tokens']} new tokens, "
+        f"from each layout's pi_SFT ({s['sft']}); each step from pi_SFT with a fresh optimizer and the same task "
+        f"draws and torch seed on both paths. Median over {s['steps']} steps, interleaved.", "",
+        "| layout | rollout s | update s | **step s** | step CPU s | episodes | decisions | success | "
+        "generated tokens |", "|---|---|---|---|---|---|---|---|---|"]
+    for layout, r in med.items():
+        lines.append(f"| {layout} | {r['rollout_s']:.2f} | {r['update_s']:.2f} | **{r['step_s']:.2f}** | "
+                     f"{r['step_cpu_s']:.2f} | {r['episodes']:.0f} | {r['decisions']:.0f} | {r['success']:.2f} | "
+                     f"{r['generated_tokens']:.0f} |")
+    lines += [""] + [f"{base} -> +lean, median of the per-step ratios (step k of both paths ran the same tasks): "
+                     f"step **{r['step_s']:.2f}x** (CPU {r['step_cpu_s']:.2f}x), rollout {r['rollout_s']:.2f}x, update "
+                     f"{r['update_s']:.2f}x (the same code: its spread is the machine's noise)."
+                     for base, r in result["paired_ratios"].items()]
+    lines += ["", "Where one rollout's CPU time goes (the same 64 episodes from pi_SFT on both paths; process CPU s):", "",
+              "| layout | rollout | prefill of the prompts | sampling loops (last prompt token, decode steps) | "
+              "environments, prompts, tokenization |", "|---|---|---|---|---|"]
+    for base, ph in result["phases"].items():
+        for layout, r in ph["rollout_split"].items():
+            lines.append(f"| {layout} | {r['rollout_cpu_s']:.2f} | {r['prefill_cpu_s']:.2f} | {r['decode_cpu_s']:.2f} | "
+                         f"{r['other_cpu_s']:.2f} |")
+    lines += ["", "## Each phase against the arithmetic", "",
+              "GFLOP: the matrix products and attention the lean path runs (torch.utils.flop_counter on its own "
+              "operations; the lower triangle only of a causal kernel); the fraction is that arithmetic over the time, "
+              "over the matrix-product rate above, per wall second (per CPU second in brackets). "
+              f"Medians over {s['repeats']} interleaved repeats; wall seconds (CPU seconds in brackets).", "",
+              "| layout | phase | unit | decode=hf | decode=lean | ratio (CPU) | GFLOP | fraction of matmul rate, hf / lean |",
+              "|---|---|---|---|---|---|---|---|"]
+
+    def frac(gflop, seconds, cpu=None):
+        if not seconds:
+            return ""
+        text = f"{100 * gflop / seconds / rates['wall']:.0f}%"
+        return text + (f" ({100 * gflop / cpu / rates['cpu']:.0f}%)" if cpu else "")
+
+    for base, ph in result["phases"].items():
+        d, p, u, f = ph["decode"], ph["prefill"], ph["update"], ph["step_gflop"]
+        lean = LEAN_PAIRS[base]
+        lines.append(
+            f"| {base} | decode | ms per step, batch {d['batch']} ({d['distinct_prompts']} distinct prompts, "
+            f"{d['context_tokens_mean']:.0f} tokens of context) | {d['hf']['ms_wall']:.1f} ({d['hf']['ms_cpu']:.1f}) | "
+            f"{d['lean']['ms_wall']:.1f} ({d['lean']['ms_cpu']:.1f}) | **{d['ratio_wall']:.2f}x** "
+            f"({d['ratio_cpu']:.2f}x) | {d['gflop_per_step']:.3f} | "
+            f"{frac(d['gflop_per_step'], d['hf']['ms_wall'] / 1000, d['hf']['ms_cpu'] / 1000)} / "
+            f"{frac(d['gflop_per_step'], d['lean']['ms_wall'] / 1000, d['lean']['ms_cpu'] / 1000)} |")
+        d3 = ph["decode_turn3"]
+        lines.append(
+            f"| {base} | decode, turn 3 | ms per step, batch {d3['batch']} ({d3['distinct_prompts']} distinct prompts, "
+            f"{d3['context_tokens_mean']:.0f} tokens of context) | {d3['hf']['ms_wall']:.1f} ({d3['hf']['ms_cpu']:.1f}) | "
+            f"{d3['lean']['ms_wall']:.1f} ({d3['lean']['ms_cpu']:.1f}) | **{d3['ratio_wall']:.2f}x** "
+            f"({d3['ratio_cpu']:.2f}x) | {d3['gflop_per_step']:.3f} | "
+            f"{frac(d3['gflop_per_step'], d3['hf']['ms_wall'] / 1000, d3['hf']['ms_cpu'] / 1000)} / "
+            f"{frac(d3['gflop_per_step'], d3['lean']['ms_wall'] / 1000, d3['lean']['ms_cpu'] / 1000)} |")
+        lines.append(
+            f"| {base} | prefill | prompt tokens per s, batch {p['batch']} ({p['prompt_tokens']} tokens, "
+            f"{p['distinct_prompts']} distinct prompts) | {p['hf']['tokens_per_s_wall']:.0f} "
+            f"({p['hf']['tokens_per_s_cpu']:.0f}) | {p['lean']['tokens_per_s_wall']:.0f} "
+            f"({p['lean']['tokens_per_s_cpu']:.0f}) | {p['ratio_wall']:.2f}x ({p['ratio_cpu']:.2f}x) | "
+            f"{p['gflop']:.2f} | {frac(p['gflop'], p['hf']['s_wall'], p['hf']['s_cpu'])} / "
+            f"{frac(p['gflop'], p['lean']['s_wall'], p['lean']['s_cpu'])} |")
+        lines.append(
+            f"| {base} | update | row tokens per s ({u['rows']} rows, {u['row_tokens']} tokens; the same code on "
+            f"both paths) | {u['row_tokens'] / u['s_wall']:.0f} ({u['row_tokens'] / u['s_cpu']:.0f}) | | | "
+            f"{u['gflop']:.1f} | {frac(u['gflop'], u['s_wall'], u['s_cpu'])} |")
+        lines.append(
+            f"| {base} | step | s (median above) | {med[base]['step_s']:.2f} | {med[lean]['step_s']:.2f} | "
+            f"{result['ratios'][base]['step_s']:.2f}x ({result['ratios'][base]['step_cpu_s']:.2f}x) | "
+            f"{f[base]['gflop']:.1f} / {f[lean]['gflop']:.1f} | {frac(f[base]['gflop'], med[base]['step_s'], med[base]['step_cpu_s'])} / "
+            f"{frac(f[lean]['gflop'], med[lean]['step_s'], med[lean]['step_cpu_s'])} |")
+    lines += ["", "Where the update's time goes (one policy_update on a step's rows; wall s, CPU s in brackets):", "",
+              "| layout | " + " | ".join(next(iter(result["phases"].values()))["update"]["phases_wall"]) + " | total |",
+              "|---|" + "---|" * (len(next(iter(result["phases"].values()))["update"]["phases_wall"]) + 1)]
+    for base, ph in result["phases"].items():
+        u = ph["update"]
+        lines.append(f"| {base} | " + " | ".join(f"{u['phases_wall'][k]:.2f} ({u['phases_cpu'][k]:.2f})"
+                                                 for k in u["phases_wall"]) + f" | {u['s_wall']:.2f} ({u['s_cpu']:.2f}) |")
+    for base, ph in result["phases"].items():
+        u = ph["update"]
+        attention = sum(v for k, v in u["gflop_by_op"].items() if "attention" in k)
+        lines.append(f"\n{base}: the update's arithmetic is {u['gflop']:.0f} GFLOP ({100 * attention / u['gflop']:.0f}% "
+                     f"attention, the rest matrix products), {u['gflop'] / u['s_wall']:.0f} GFLOP/s wall, "
+                     f"{u['gflop'] / u['s_cpu']:.0f} GFLOP/s per CPU second against {rates['wall']} and {rates['cpu']} for one "
+                     f"large product; "
+                     f"packing, the loss and the optimizer step take "
+                     f"{100 * (u['s_cpu'] - u['phases_cpu']['forward'] - u['phases_cpu']['backward']) / u['s_cpu']:.1f}% "
+                     f"of its CPU time.")
+    if result["smollm2"]:
+        lines += ["", "SmolLM2-135M-Instruct, first-turn Sokoban prompts (paper template, its chat template), "
+                  "decode steps with one draw per row:", "",
+                  "| batch | context tokens | decode=hf tokens/s | decode=lean tokens/s | ratio (CPU) | GFLOP per step "
+                  "| ms per step at the matmul rate (per CPU second) | ms per step to read the weights once |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for batch, d in result["smollm2"].items():
+            lines.append(f"| {batch} | {d['context_tokens_mean']:.0f} | {1000 * int(batch) / d['hf']['ms_wall']:.1f} "
+                         f"({1000 * int(batch) / d['hf']['ms_cpu']:.1f}) | {1000 * int(batch) / d['lean']['ms_wall']:.1f} "
+                         f"({1000 * int(batch) / d['lean']['ms_cpu']:.1f}) | **{d['ratio_wall']:.2f}x** "
+                         f"({d['ratio_cpu']:.2f}x) | {d['gflop_per_step']:.2f} | {1000 * d['gflop_per_step'] / rates['cpu']:.1f} | "
+                         f"{d['weight_mb'] / result['copy_gbs']:.0f} |")
+        lines.append(f"\nWeights read per step: {d['weight_mb']:.0f} MB (float32); the host copies memory at "
+                     f"{result['copy_gbs']:.1f} GB/s (one 512 MiB copy, read + write, best of 3, measured in this run).")
+    lines += ["", result.get("notes", ""), ""]
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--models", default="runs/step_cost_models", help="where the two pi_SFT are cached")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
     ap.add_argument("--no-levers", action="store_true")
-    ap.add_argument("--setting", choices=("issue", "demo"), default="issue",
+    ap.add_argument("--setting", choices=("issue", "demo", "lean"), default="issue",
                     help="issue: GRPO 16 x 4, every layout (default); demo: creditflow demo's RL settings "
-                         "(RewardFlow, 8 x 8, 1 mini-batch), its layout in float32 and under bf16 autocast, no levers")
-    ap.add_argument("--out", default=None, help="default: results/step_cost (issue), results/step_cost_demo (demo)")
+                         "(RewardFlow, 8 x 8, 1 mini-batch), its layout in float32 and under bf16 autocast, no levers; "
+                         "lean: the demo's RL settings, each +shared layout beside its +lean one (policy.decode), "
+                         "each phase against the arithmetic, SmolLM2's tokens/s (resumable: rerun to continue)")
+    ap.add_argument("--repeats", type=int, default=3, help="lean: interleaved repeats of each phase measurement")
+    ap.add_argument("--fresh", action="store_true", help="lean: discard the measurements of an earlier, unfinished run")
+    ap.add_argument("--out", default=None, help="default: results/step_cost (issue), results/step_cost_demo (demo), "
+                                                "results/step_cost_lean (lean)")
     args = ap.parse_args()
+    if args.setting == "lean":
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        out = Path(args.out or Path(__file__).parent / "results" / "step_cost_lean")
+        result = run_lean(args)
+        result["notes"] = LEAN_NOTES
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.with_suffix(".json").write_text(json.dumps(result, indent=2))
+        out.with_suffix(".md").write_text(lean_markdown(result))
+        print(lean_markdown(result))
+        return
     global SETTING, LAYOUTS, BASELINE, OTHERS, FAST
     if args.setting == "demo":
         SETTING, args.no_levers = [], True

@@ -130,6 +130,15 @@ class PolicyConfig(_Section):
     Causal attention makes this exact: the same samples' distribution, loss and gradients up to float
     rounding (tests/trainer/test_forward.py, test_rl.py), with fewer tokens through the model (benchmarks/results/step_cost.md).
     False: every prompt and row in full through transformers' ``generate`` and forward."""
+    decode: Literal["auto", "lean", "hf"] = "auto"
+    """The forward passes of ``hf`` generation's sampling loop (``share_prefix``): ``lean`` runs Qwen2 and LLaMA
+    models (the tiny default, SmolLM2) through creditflow's own fused decoder, the prefix every prompt of a batch
+    starts with and each repeated prompt held once (``policy/backends/lean.py``; LoRA models, sliding-window and
+    other architectures: not supported, an error); ``hf`` through the transformers model call; ``auto``: lean on
+    the CPU where supported, else hf (on a GPU the lean path is untested). The same logits to float32 rounding
+    and the same draws from the torch RNG (tests/policy/test_lean_decode.py); 1.2-1.45x fewer CPU seconds per
+    decode step of the tiny policy (benchmarks/results/step_cost_lean.md). With ``share_prefix=false``, ``auto``
+    keeps transformers' ``generate``; ``lean`` runs every prompt in full through the lean loop."""
     tiny_vocab_size: Optional[int] = Field(None, ge=300)
     """Vocabulary size of the tokenizer trained for the tiny default. None: the env's suggestion
     (webshop: 4096, for its product words and IDs), else 1024."""

@@ -810,3 +810,28 @@ def test_the_report_pages_the_lm_race_settings_and_arms_the_benchmark_runs():
     pools = [set(lm_race.pool_seeds(s, 16)) for s in (*lm_race.SEEDS, lm_race.PILOT_FROM, lm_race.PILOT_FROM + 1)]
     assert all(not a & b for i, a in enumerate(pools) for b in pools[i + 1:])  # seeds' pools are disjoint
     assert min(min(p) for p in pools) > 1_000_000 + 512 and max(max(p) for p in pools) < 2_000_000
+
+
+def test_step_perf_counts_cpu_attention_and_its_causal_triangle():
+    """step_cost --setting lean's FLOPs: torch's CPU attention kernel (which torch's counter skips), forward and
+    backward, a causal call as its lower triangle; the resumable progress keeps a finished unit."""
+    import torch.nn.functional as F
+
+    from benchmarks import step_perf
+
+    q = torch.randn(2, 4, 16, 8, requires_grad=True)
+    full, split = step_perf.flops(lambda: F.scaled_dot_product_attention(q, q, q).sum().backward(), split=True)
+    assert full == 3 * 4 * 2 * 4 * 16 * 16 * 8 and set(split) == {"_scaled_dot_product_flash_attention_for_cpu",
+                                                               "_scaled_dot_product_flash_attention_for_cpu_backward"}
+    causal = step_perf.flops(lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward())
+    assert causal == pytest.approx(full * 17 / 32, rel=1e-6)
+
+
+def test_step_cost_progress_resumes_finished_units(tmp_path):
+    from benchmarks.step_cost import Progress
+
+    path, calls = tmp_path / "progress.json", []
+    first = Progress(path, fresh=False)("unit", lambda: calls.append(1) or {"x": 1.0})
+    again = Progress(path, fresh=False)("unit", lambda: calls.append(2) or {"x": 2.0})
+    assert first == again and first["x"] == 1.0 and calls == [1] and "loadavg_before" in first
+    assert Progress(path, fresh=True)("unit", lambda: {"x": 3.0})["x"] == 3.0

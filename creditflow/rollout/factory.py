@@ -5,8 +5,7 @@ from __future__ import annotations
 from creditflow.config import RunConfig
 from creditflow.envs.configured import turn_limit
 from creditflow.policy.backends.base import Backend
-from creditflow.policy.backends.factory import chat_encoder, sampling_params
-from creditflow.policy.backends.hf import HFBackend
+from creditflow.policy.backends.factory import chat_encoder, hf_backend, sampling_params
 from creditflow.policy.factory import prompt_builder
 from creditflow.policy.prompts import ChatTemplate
 from creditflow.rollout.engine import RolloutEngine
@@ -28,8 +27,7 @@ def make_engine(cfg: RunConfig, model, tokenizer, factory, env_executor=None, *,
     env = factory()
     prompts = prompt_builder(cfg, env)
     engine = WatchedEngine(
-        backend=backend if backend is not None else HFBackend(model, tokenizer, autocast=cfg.policy.autocast,
-                                                                   share_prefix=cfg.policy.share_prefix),
+        backend=backend if backend is not None else hf_backend(cfg, model, tokenizer),
         encode=chat_encoder(tokenizer),
         env_factory=factory,
         prompt_builder=prompts,

@@ -32,9 +32,9 @@ import copy
 import hashlib
 import pickle
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Callable
+from typing import Callable, ContextManager
 
 import numpy as np
 import torch
@@ -77,7 +77,7 @@ def rollout_mismatch(model, rows: list[Row], fwd: Forward, tis_cap: float | None
 
 
 def policy_update(model, optimizer, rows: list[Row], rl: RLConfig, fwd: Forward, rng: np.random.Generator,
-                  world: World = World()) -> dict:
+                  world: World = World(), clock: Callable[[str], ContextManager] | None = None) -> dict:
     """PPO epochs x mini-batches over ``rows``, one optimizer step per mini-batch; returns mean stats
     (none when there is no row). ``rl``: the objective's settings; ``fwd``: how the policy runs on rows.
 
@@ -91,7 +91,12 @@ def policy_update(model, optimizer, rows: list[Row], rl: RLConfig, fwd: Forward,
     over the processes and the gradients are summed over them before clipping, so every process takes
     the step one process would take on that union. With ``rl.minibatches=1`` that is the whole step's
     batch: the update equals the one-process update on all rows (up to float summation order).
+
+    ``clock(phase)``, if given, is entered around each phase of the work: ``pack`` (micro-batches packed and
+    collated), ``forward`` (logits at the trained positions, log-probs, entropy), ``loss``, ``backward``,
+    ``step`` (gradient sum over processes, clipping, the optimizer); benchmarks/step_cost.py times them.
     """
+    phase = clock or _untimed
     device = next(model.parameters()).device
     stats = {"loss": [], "pg_loss": [], "kl": [], "entropy": [], "clip_frac": [], "ratio": [], "grad_norm": []}
     parts = min(rl.minibatches, all_max(len(rows), world))  # the same on every process; no empty part overall
@@ -120,32 +125,45 @@ def policy_update(model, optimizer, rows: list[Row], rl: RLConfig, fwd: Forward,
             n_work = max(1, work_tokens)
             optimizer.zero_grad(set_to_none=True)
             acc = {k: 0.0 for k in ("loss", "pg_loss", "kl", "entropy", "clip_frac", "ratio")}
-            for _micro, b in fwd.batches(work, device):
+            batches = fwd.batches(work, device)
+            while True:
+                with phase("pack"):
+                    b = next(batches, (None, None))[1]
+                if b is None:
+                    break
                 mask = b["mask"]
-                logits, targets = fwd.trained_logits(model, b)
-                logp = spread(token_logprobs(logits, targets), mask)
-                with torch.set_grad_enabled(rl.entropy_coef > 0):  # else entropy is only logged
-                    entropy = spread(entropy_from_logits(logits), mask)
-                pg, pg_stats = ppo_clip_objective(logp, b["old"], b["adv"], mask, clip_low=rl.clip_eps,
-                                                  clip_high=rl.clip_eps_high, n_tokens=n_work)
-                kl, kl_stats = kl_term(logp, b["ref"], mask, coef=rl.kl_coef, n_tokens=n_work)
-                ent, ent_stats = entropy_term(entropy, mask, coef=rl.entropy_coef, n_tokens=n_work)
-                loss = agg_loss(pg + kl + ent, mask, rl.loss_agg, n_tokens=n_tokens, n_seqs=n_seqs,
-                                row_weights=b["row_w"], total_weight=traj_total, seq_lengths=b["seq_len"])
-                loss.backward()
+                with phase("forward"):
+                    logits, targets = fwd.trained_logits(model, b)
+                    logp = spread(token_logprobs(logits, targets), mask)
+                    with torch.set_grad_enabled(rl.entropy_coef > 0):  # else entropy is only logged
+                        entropy = spread(entropy_from_logits(logits), mask)
+                with phase("loss"):
+                    pg, pg_stats = ppo_clip_objective(logp, b["old"], b["adv"], mask, clip_low=rl.clip_eps,
+                                                      clip_high=rl.clip_eps_high, n_tokens=n_work)
+                    kl, kl_stats = kl_term(logp, b["ref"], mask, coef=rl.kl_coef, n_tokens=n_work)
+                    ent, ent_stats = entropy_term(entropy, mask, coef=rl.entropy_coef, n_tokens=n_work)
+                    loss = agg_loss(pg + kl + ent, mask, rl.loss_agg, n_tokens=n_tokens, n_seqs=n_seqs,
+                                    row_weights=b["row_w"], total_weight=traj_total, seq_lengths=b["seq_len"])
+                with phase("backward"):
+                    loss.backward()
                 for k, v in {"loss": loss.detach(), **pg_stats, **kl_stats, **ent_stats}.items():
                     acc[k] += float(v)
-            if not work:  # all-zero gradient, but AdamW's moments still move the weights, as unskipped
-                for p in model.parameters():
-                    if p.requires_grad:
-                        p.grad = torch.zeros_like(p)
-            all_reduce_grads(model.parameters(), world)
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), rl.max_grad_norm)
-            optimizer.step()
+            with phase("step"):
+                if not work:  # all-zero gradient, but AdamW's moments still move the weights, as unskipped
+                    for p in model.parameters():
+                        if p.requires_grad:
+                            p.grad = torch.zeros_like(p)
+                all_reduce_grads(model.parameters(), world)
+                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), rl.max_grad_norm)
+                optimizer.step()
             for k, v in zip(acc, all_sum(list(acc.values()), world)):  # each process holds its share of the sums
                 stats[k].append(v)
             stats["grad_norm"].append(float(grad_norm))
     return {f"train/{k}": float(np.mean(v)) for k, v in stats.items() if v}
+
+
+def _untimed(phase: str) -> ContextManager:
+    return nullcontext()
 
 
 class Stopwatch(dict):

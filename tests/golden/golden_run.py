@@ -30,7 +30,8 @@ GOLDEN = Path(__file__).with_name("golden_run.json")
 
 # policy.share_prefix=false: the golden was recorded with every prompt and row computed in full and sampled by
 # transformers' generate; sharing is exact up to float rounding and draws from the RNG in another order, so it
-# has its own equivalence tests (tests/trainer/test_rl.py, tests/policy/test_hf_backend.py)
+# has its own equivalence tests (tests/trainer/test_rl.py, tests/policy/test_hf_backend.py). policy.decode=auto
+# keeps transformers' generate there (the lean decoder: tests/policy/test_lean_decode.py)
 PLAIN = ["policy.share_prefix=false"]
 DEMO = [*EARLIER_GRPO_DEMO, *PLAIN, "rl.steps=2", "sft.demos=64", "sft.epochs=1", "rl.eval_episodes=16",
         "rl.eval_every=1", "rl.test_episodes=0", "rl.save_every=0", "tensorboard=false"]

@@ -58,6 +58,16 @@ def sampling_params(cfg: RunConfig, tokenizer, evaluation: bool = False) -> Samp
     )
 
 
+def hf_backend(cfg: RunConfig, model, tokenizer) -> HFBackend:
+    """The ``hf`` backend on ``model`` with the run's ``policy.autocast``, ``share_prefix`` and ``decode``;
+    ``decode=lean`` on a model the lean decoder cannot run is a one-line error saying why."""
+    p = cfg.policy
+    try:
+        return HFBackend(model, tokenizer, autocast=p.autocast, share_prefix=p.share_prefix, decode=p.decode)
+    except ValueError as err:
+        raise UserError(f"policy.decode=lean: {err}") from None
+
+
 def make_backend(cfg: RunConfig, model, tokenizer, model_path: str | Path | None = None) -> Backend:
     """The generation backend of ``cfg.policy.backend``.
 
@@ -69,7 +79,7 @@ def make_backend(cfg: RunConfig, model, tokenizer, model_path: str | Path | None
     check_backend(cfg)
     p = cfg.policy
     if p.backend == "hf":
-        return HFBackend(model, tokenizer, autocast=p.autocast, share_prefix=p.share_prefix)
+        return hf_backend(cfg, model, tokenizer)
     if p.backend == "openai":
         return openai_backend.OpenAIBackend(p.base_url, p.model_name, tokenizer,
                                             api_key=os.environ.get("OPENAI_API_KEY"), timeout=p.request_timeout,

@@ -8,7 +8,12 @@ Paths:
 * ``share_prefix`` (``policy.share_prefix``, default): a sampling loop over a preallocated key/value cache.
   Each distinct prompt of the batch is prefilled once, on top of the prefix all of them share (the
   template's instruction), prefilled once; every row then samples on its own.
-* ``share_prefix=False``: transformers' ``generate`` on the left-padded prompts.
+* ``share_prefix=False``: transformers' ``generate`` on the left-padded prompts (with ``decode="lean"``: the
+  sampling loop on every prompt in full).
+* ``decode`` (``policy.decode``): the sampling loop's forward passes through the transformers model call
+  (``hf``) or through :class:`~creditflow.policy.backends.lean.LeanDecoder` (``lean``: Qwen2 and LLaMA, the
+  same logits to float32 rounding at a fraction of the call's overhead); ``auto``: lean where the model is
+  one of those and ``share_prefix`` is on, else hf. The draws from the torch RNG are the same on both.
 * inside ``with backend.prefix_cache():`` (the conversation layout, where turn t+1's prompt extends turn
   t's prompt and response): the sampling loop keeps every sequence's keys/values after each call and,
   when a later prompt extends one of those sequences, feeds only the new tokens (prompts that extend
@@ -25,12 +30,15 @@ import torch
 from transformers.cache_utils import Cache, DynamicLayer
 
 from creditflow.policy.backends.base import Generation, SamplingParams
+from creditflow.policy.backends.lean import LeanCache, LeanDecoder, unsupported
 from creditflow.policy.load import mixed_precision
 
 
 # tokens; a shorter shared prefix is not worth its own forward call (generation; the update weighs its levels
 # in trainer/forward.py: prefix_levels)
 MIN_SHARED_PREFIX = 16
+# tokens between two checks, on an accelerator, of whether every row of the batch has stopped
+STOP_CHECK = 8
 
 
 @dataclass
@@ -65,10 +73,11 @@ class HFBackend:
     the behaviour log-probs come from the same precision as the update's."""
 
     def __init__(self, model, tokenizer, max_batch_size: int = 256, autocast: str = "none",
-                 share_prefix: bool = True):
+                 share_prefix: bool = True, decode: str = "auto"):
         self.model = model
         # the cached loop keeps full-attention caches; a model with sliding-window layers samples through generate
         self.share_prefix = share_prefix and _full_attention_only(model)
+        self.lean = lean_decoder(model, decode, self.share_prefix)
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
         self.autocast = autocast
@@ -118,6 +127,8 @@ class HFBackend:
             chunk = prompts[start:start + self.max_batch_size]
             if self.share_prefix:
                 out.extend(self._generate_cached(chunk, self._prefill_distinct(chunk), params, keep=False)[0])
+            elif self.lean is not None:  # decode="lean" without sharing: every prompt in full through the loop
+                out.extend(self._generate_cached(chunk, [None] * len(chunk), params, keep=False)[0])
             else:
                 out.extend(self._generate(chunk, params))
         return out
@@ -220,8 +231,10 @@ class HFBackend:
 
         Layout of row i (left padding in both parts): ``[pad | cached c_i][pad | new m_i]``, then one column
         per generated token; the attention mask hides the pads and position ids count real tokens only, so
-        each row computes what it would alone.
+        each row computes what it would alone. With the lean decoder: :meth:`_generate_lean`.
         """
+        if self.lean is not None:
+            return self._generate_lean(prompts, found, params, keep)
         tok, device = self.tokenizer, self.device
         cached = [len(c.ids) if c is not None else 0 for c in found]
         new = [p[n:] for p, n in zip(prompts, cached)]
@@ -235,15 +248,10 @@ class HFBackend:
             mask[i, width_c + width_n - len(t):] = 1
             pos[i, width_n - len(t):] = torch.arange(c, c + len(t))
         # keys/values of every layer, preallocated for the cached part, the new tokens and the generated ones
-        config = self.model.config.get_text_config(decoder=True)
-        heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-        dtype = next(self.model.parameters()).dtype  # on CPU, attention runs in float32 under autocast too
-        if self.autocast == "bf16" and torch.device(device).type != "cpu":
-            dtype = torch.bfloat16
+        heads, head_dim, dtype = self._kv_shape()
         capacity = width_c + width_n + params.max_new_tokens
         layers = []
-        for layer in range(config.num_hidden_layers):
+        for layer in range(len(self._layers())):
             keys = torch.zeros((b, heads, capacity, head_dim), dtype=dtype, device=device)
             values = torch.zeros_like(keys)
             for i, c in enumerate(found):
@@ -251,40 +259,115 @@ class HFBackend:
                     keys[i, :, width_c - cached[i]: width_c] = c.kv[layer][0]
                     values[i, :, width_c - cached[i]: width_c] = c.kv[layer][1]
             layers.append(_Preallocated(keys, values, width_c))
-        past = Cache(layers=layers)
-        ids, mask, pos = ids.to(device), mask.to(device), pos.to(device)
-        stop = torch.tensor([tok.eos_token_id, *params.stop_token_ids], device=device)
-        was_training = self.model.training
-        self.model.eval()
-        tokens, logps = [], []
-        done = torch.zeros(b, dtype=torch.bool, device=device)
-        length = torch.zeros(b, dtype=torch.long, device=device)  # tokens generated per row
-        for step in range(params.max_new_tokens):
-            out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=past,
-                             use_cache=True, logits_to_keep=1)
-            logits = out.logits[:, -1].float()
-            nxt = _sample(logits, params)
-            tokens.append(nxt)
-            logps.append(torch.log_softmax(logits, -1).gather(-1, nxt[:, None])[:, 0])
-            length += (~done).long()
-            done |= torch.isin(nxt, stop)
-            if bool(done.all()) or step == params.max_new_tokens - 1:
-                break
-            ids, pos = nxt[:, None], pos[:, -1:] + 1  # feed the sampled tokens (finished rows: masked)
-            mask = torch.cat([mask, (~done).long()[:, None]], dim=1)
-        if was_training:
-            self.model.train()
-        tokens_t, logps_t = torch.stack(tokens, 1).tolist(), torch.stack(logps, 1).tolist()
+        forward = _ModelCall(self.model, mask.to(device), Cache(layers=layers))
+        tokens, logps, length = self._sample(forward, ids.to(device), pos.to(device), params, check=1)
         gens, kept = [], []
         for i in range(b):
-            n = int(length[i])
-            gens.append(self._generation(tokens_t[i][:n], logps_t[i][:n]))
-            if not keep:
-                continue
-            real = mask[i].nonzero()[:, 0]  # this row's tokens: cached, new, and the generated ones fed back
-            kv = [(layer.keys[i][:, real], layer.values[i][:, real]) for layer in past.layers]
-            kept.append(_Cached(prompts[i] + tokens_t[i][:n - 1], kv))
+            n = length[i]
+            gens.append(self._generation(tokens[i][:n], logps[i][:n]))
+            if keep:
+                real = forward.mask[i].nonzero()[:, 0]  # this row's tokens: cached, new, the generated ones fed back
+                kept.append(_Cached(prompts[i] + tokens[i][:n - 1],
+                                    [(layer.keys[i][:, real], layer.values[i][:, real]) for layer in layers]))
         return gens, kept
+
+    def _generate_lean(self, prompts: list[list[int]], found: list[_Cached | None], params: SamplingParams,
+                       keep: bool = True) -> tuple[list[Generation], list[_Cached]]:
+        """:meth:`_generate_cached` through the lean decoder: the keys/values in three parts
+        (:class:`~creditflow.policy.backends.lean.LeanCache`): the prefix every prompt starts with, once for the
+        batch; each distinct cached prompt's rest, once for the rows that extend it (a group's first turn:
+        one copy for its G rows); each row's new and generated tokens."""
+        heads, head_dim, dtype = self._kv_shape()
+        cache = LeanCache(prompts, found, params.max_new_tokens, len(self._layers()), heads, head_dim, dtype,
+                          self.device, self.tokenizer.pad_token_id)
+        # an accelerator's host waits for the device at every stop check: every STOP_CHECK tokens there
+        check = 1 if torch.device(self.device).type == "cpu" else STOP_CHECK
+        tokens, logps, length = self._sample(cache.forward_with(self.lean), cache.ids, cache.pos, params, check)
+        gens, kept = [], []
+        for i in range(len(prompts)):
+            n = length[i]
+            gens.append(self._generation(tokens[i][:n], logps[i][:n]))
+            if keep:
+                kept.append(_Cached(prompts[i] + tokens[i][:n - 1], cache.sequence_kv(i)))
+        return gens, kept
+
+    def _layers(self):
+        return range(self.model.config.get_text_config(decoder=True).num_hidden_layers)
+
+    def _kv_shape(self) -> tuple[int, int, torch.dtype]:
+        """Key/value heads, head size and the dtype of the loop's keys/values."""
+        config = self.model.config.get_text_config(decoder=True)
+        heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        dtype = next(self.model.parameters()).dtype  # on CPU, attention runs in float32 under autocast too
+        if self.autocast == "bf16" and torch.device(self.device).type != "cpu":
+            dtype = torch.bfloat16
+        return heads, head_dim, dtype
+
+    def _sample(self, forward, ids, pos, params: SamplingParams, check: int):
+        """:func:`_sample_loop` with the model in eval mode."""
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            return _sample_loop(forward, ids, pos, params, self.tokenizer.eos_token_id, check)
+        finally:
+            if was_training:
+                self.model.train()
+
+
+class _ModelCall:
+    """The transformers model call of the sampling loop: its 2-D attention mask grows by one column per fed token."""
+
+    def __init__(self, model, mask: torch.Tensor, past: Cache):
+        self.model, self.mask, self.past = model, mask, past
+
+    def __call__(self, ids: torch.Tensor, pos: torch.Tensor, fed: torch.Tensor | None) -> torch.Tensor:
+        if fed is not None:
+            self.mask = torch.cat([self.mask, fed.long()[:, None]], dim=1)
+        out = self.model(input_ids=ids, attention_mask=self.mask, position_ids=pos, past_key_values=self.past,
+                         use_cache=True, logits_to_keep=1)
+        return out.logits[:, -1].float()
+
+
+def _sample_loop(forward, ids: torch.Tensor, pos: torch.Tensor, params: SamplingParams, eos: int,
+                 check: int = 1) -> tuple[list[list[int]], list[list[float]], list[int]]:
+    """Up to ``params.max_new_tokens`` tokens per row: ``forward(ids, pos, fed)`` gives the logits (B, V) of
+    the last column (``fed``: which rows' tokens are real, None for the prompts), one draw from the torch RNG
+    per token for the whole batch (:func:`_sample`), the behaviour log-prob of each drawn token. Stops when
+    every row has drawn a stop token, asked every ``check`` tokens. Returns tokens, log-probs and the number
+    of tokens each row generated (its stop token included)."""
+    device = ids.device
+    stop = torch.tensor([eos, *params.stop_token_ids], device=device)
+    tokens, logps = [], []
+    done = torch.zeros(ids.shape[0], dtype=torch.bool, device=device)
+    length = torch.zeros(ids.shape[0], dtype=torch.long, device=device)  # tokens generated per row
+    fed = None
+    for step in range(params.max_new_tokens):
+        logits = forward(ids, pos, fed)
+        nxt = _sample(logits, params)
+        tokens.append(nxt)
+        logps.append(torch.log_softmax(logits, -1).gather(-1, nxt[:, None])[:, 0])
+        length += (~done).long()
+        done |= torch.isin(nxt, stop)
+        if step == params.max_new_tokens - 1 or ((step + 1) % check == 0 and bool(done.all())):
+            break
+        ids, pos, fed = nxt[:, None], pos[:, -1:] + 1, ~done  # feed the sampled tokens (finished rows: masked)
+    return torch.stack(tokens, 1).tolist(), torch.stack(logps, 1).tolist(), length.tolist()
+
+
+def lean_decoder(model, decode: str, share_prefix: bool) -> LeanDecoder | None:
+    """The sampling loop's lean decoder for ``policy.decode`` (``auto``: where the model is supported, sits on
+    the CPU, and the loop runs, i.e. with ``share_prefix``), or None for the transformers model call. ``lean``
+    on a model it cannot run raises ValueError, saying why."""
+    if decode not in ("auto", "lean", "hf"):
+        raise ValueError(f"decode must be auto, lean or hf, got {decode!r}")
+    if decode == "hf":
+        return None
+    if decode == "auto":  # on an accelerator the lean path is untested here (no GPU): the transformers call there
+        cpu = next(model.parameters()).device.type == "cpu"
+        if not (share_prefix and cpu) or unsupported(model):
+            return None
+    return LeanDecoder(model)
 
 
 def _full_attention_only(model) -> bool:
