@@ -121,33 +121,41 @@ def state_draw(*parts) -> np.random.Generator:
 
 
 class DetourExpert:
-    """The ε-expert with detours: π(a|s) = (1 − ε) 1[a = pref(s)] + ε / |A(s)|, where pref(s) is the expert's next
-    action, except at a share ``rate`` of the states, where it is another admissible action drawn uniformly (a
-    one-step detour from the expert's path). Which states detour, and where to, is drawn once per (task,
+    """The ε-expert with detours: π(a|s) = (1 − ε) 1[a = expert(s)] + ε / |A(s)|, except at a share ``rate`` of the
+    states (the detour states), where the (1 − ε) share is split: ``weight`` of it on a detour action d(s), the
+    rest on the expert's. d(s) is an admissible action other than the expert's, drawn uniformly among those that
+    move to another state without ending the episode unsolved (a one-step detour from the expert's path, not a
+    bump into a wall; checked by a step and a restore where the env has snapshots). ``weight`` < 1 lets the
+    policy leave the loop a detour makes with the expert's way back, so it stays competent. Which states detour, and where to, is drawn once per (task,
     ``state_key``) from ``seed``, so the policy is Markov and Monte Carlo from a restored state estimates its
     Q^π.
 
     Why it exists: under the ε-expert V^π falls with the distance to success (what RewardFlow's γ^d and
     GraphGPO's ω^d compute). Here two states at the same distance differ in value by whether they, or the states
-    the expert leads through, detour (a detour into a wall is a self-loop that only ε escapes), so V^π is no
-    function of the distance while the policy still reaches the goal from most states. Any detour of a Markov
+    the expert leads through, detour (a detour next to a state whose expert move leads back is a two-state loop
+    that only ε escapes), so V^π is no function of the distance while the policy still reaches the goal often. Any detour of a Markov
     policy comes down to this: a per-state deviation (a k-step detour needs memory of where it is in it).
     ``rate`` 0 is the ε-expert."""
 
-    def __init__(self, rate: float = 0.3, epsilon: float = 0.2, seed: int = 0):
-        for name, value in (("rate", rate), ("epsilon", epsilon)):
+    def __init__(self, rate: float = 0.3, epsilon: float = 0.2, seed: int = 0, weight: float = 0.5):
+        for name, value in (("rate", rate), ("epsilon", epsilon), ("weight", weight)):
             if not 0.0 <= float(value) <= 1.0:
                 raise AuditError(f"detour {name} must be in [0, 1], got {value!r}")
-        self.rate, self.epsilon, self.seed = float(rate), float(epsilon), int(seed)
+        self.rate, self.epsilon, self.seed, self.weight = float(rate), float(epsilon), int(seed), float(weight)
         self.name = f"detour expert, rate={self.rate:g}, ε={self.epsilon:g}"
         self._expert = EpsilonExpert(0.0)  # its plan cache and checks
         self._pref: dict[tuple, str | None] = {}
 
     @property
     def label(self) -> str:
-        return f"detour={self.rate:g},eps={self.epsilon:g}"
+        return f"detour={self.rate:g},eps={self.epsilon:g}" + (f",w={self.weight:g}" if self.weight != 0.5 else "")
 
     def preferred(self, seed, key: str, actions: Sequence[str], env) -> str | None:
+        """The state's detour action (the expert's own where the state does not detour; None: a dead end)."""
+        return self._choices(seed, key, actions, env)[1]
+
+    def _choices(self, seed, key: str, actions: Sequence[str], env) -> tuple[str | None, str | None]:
+        """(the expert's action, the state's detour action)."""
         cache = (seed, key)
         if cache not in self._pref:
             best = self._expert.expert(seed, key, actions, env)
@@ -156,22 +164,49 @@ class DetourExpert:
                 draw = state_draw(self.seed, int(seed), key)
                 if draw.random() < self.rate:
                     others = [a for a in actions if a != best]
+                    others = _moving(env, key, others) or others
                     pick = others[int(draw.integers(len(others)))]
-            self._pref[cache] = pick
+            self._pref[cache] = (best, pick)
         return self._pref[cache]
 
     def probs(self, item: Item) -> np.ndarray:
         seed, key, actions, env = item
         n = len(actions)
-        p = np.full(n, self.epsilon / n)
-        pref = self.preferred(seed, key, actions, env)
-        if pref is None:
+        best, pick = self._choices(seed, key, actions, env)
+        if best is None:
             return np.full(n, 1.0 / n)
-        p[list(actions).index(pref)] += 1.0 - self.epsilon
+        p = np.full(n, self.epsilon / n)
+        order = list(actions)
+        if pick == best:
+            p[order.index(best)] += 1.0 - self.epsilon
+        else:
+            p[order.index(best)] += (1.0 - self.epsilon) * (1.0 - self.weight)
+            p[order.index(pick)] += (1.0 - self.epsilon) * self.weight
         return p
 
     def act(self, items: Sequence[Item], rng: np.random.Generator) -> list[str]:
         return _act_by_probs(self, items, rng)
+
+
+def _moving(env, key: str, actions: Sequence[str]) -> list[str]:
+    """Of ``actions``, those that lead to another state without ending the episode unsolved (a detour, not a bump
+    into a wall or a fall into a dead end), found by one step each and a restore; ``[]`` where the env has no
+    snapshot/restore."""
+    snap, restore = getattr(env, "snapshot", None), getattr(env, "restore", None)
+    if not (callable(snap) and callable(restore)):
+        return []
+    checked = isinstance(env, CheckedEnv)
+    t = env.__dict__["_t"] if checked else None
+    base = snap()
+    out = []
+    for a in actions:
+        _, _, terminated, _, info = env.step(a)
+        restore(base)
+        if str(info.get("state_key", "")) != key and not (terminated and not info.get("won")):
+            out.append(a)
+    if checked:
+        env.at_step(t)
+    return out
 
 
 class TabularSnapshot:
