@@ -137,7 +137,7 @@ class DetourExpert:
     policy comes down to this: a per-state deviation (a k-step detour needs memory of where it is in it).
     ``rate`` 0 is the ε-expert."""
 
-    def __init__(self, rate: float = 0.3, epsilon: float = 0.2, seed: int = 0, weight: float = 0.5):
+    def __init__(self, rate: float = 0.5, epsilon: float = 0.2, seed: int = 0, weight: float = 0.5):
         for name, value in (("rate", rate), ("epsilon", epsilon), ("weight", weight)):
             if not 0.0 <= float(value) <= 1.0:
                 raise AuditError(f"detour {name} must be in [0, 1], got {value!r}")

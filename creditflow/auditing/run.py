@@ -63,7 +63,7 @@ class AuditSettings:
     seeds: int = 20  # audit seeds of coverage, accuracy, bias and RRO pairs
     policies: tuple = ("expert",)  # behaviour policies (POLICIES); a policy object or an LM replaces them
     epsilons: tuple = (0.5, 0.75, 0.9)  # the expert policy's ε values (groups mix outcomes at each)
-    detour_rate: float = 0.3  # the detour expert's share of states that detour
+    detour_rate: float = 0.5  # the detour expert's share of states that detour
     detour_epsilon: float = 0.2  # and its uniform share
     tabular_targets: tuple = (0.2, 0.5, 0.8)  # sampled success at which the tabular policy is frozen
     tabular_lr: float = 0.3  # the snapshot trainer's learning rate (GRPO's credit, the race's PPO-clip step)

@@ -140,7 +140,7 @@ def audit_command(
         None, "--policy-model", help="A model (or run) dir: its LM is the behaviour policy (every action of the groups "
                                      "and of the Monte-Carlo continuations sampled from it; alone unless --policy is "
                                      "given too)."),
-    detour_rate: float = typer.Option(0.3, "--detour-rate", help="The detour expert's share of states that detour."),
+    detour_rate: float = typer.Option(0.5, "--detour-rate", help="The detour expert's share of states that detour."),
     detour_epsilon: float = typer.Option(0.2, "--detour-epsilon", help="The detour expert's uniform share."),
     tabular_success: str = typer.Option("0.2,0.5,0.8", "--tabular-success",
                                         help="Sampled success at which each tabular snapshot is frozen."),

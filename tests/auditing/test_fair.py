@@ -135,7 +135,7 @@ def test_the_audit_runs_every_built_in_policy_and_records_where_each_snapshot_fr
                                                                                          "tabular"),
                                 "tabular_targets": (0.5,), "seeds": 1})
     result = audit(lambda: SnapshotChain(n=3, max_steps=5), settings=settings)
-    assert list(result.record["accuracy"]) == ["eps=0.5", "uniform", "detour=0.3,eps=0.2", "tabular=0.5"]
+    assert list(result.record["accuracy"]) == ["eps=0.5", "uniform", "detour=0.5,eps=0.2", "tabular=0.5"]
     (snap,) = result.record["accuracy"]["tabular=0.5"]
     assert snap["policy"]["target"] == 0.5 and "probe_success" in snap["policy"]
     text = "\n".join(result.lines())
@@ -304,7 +304,7 @@ def test_a_policy_whose_action_is_not_offered_is_one_audit_error():
 
 def test_built_in_policies_by_name():
     pols = policies(AuditSettings(policies=("uniform", "detour", "tabular"), tabular_targets=(0.2, 0.8)))
-    assert list(pols) == ["uniform", "detour=0.3,eps=0.2", "tabular=0.2", "tabular=0.8"]
+    assert list(pols) == ["uniform", "detour=0.5,eps=0.2", "tabular=0.2", "tabular=0.8"]
     assert pols["tabular=0.2"].trainer is pols["tabular=0.8"].trainer  # one training serves both targets
 
 
