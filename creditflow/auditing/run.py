@@ -236,6 +236,9 @@ def accuracy_seed(sim: Sim, policy, seed: int, settings: AuditSettings, parts: S
         rows = subsample(cols.n, settings.subsample, np.random.default_rng([seed, 13]))
         truth = true_advantages(sim, episodes, settings.m, policy, rng, rows)
         out["accuracy"] = accuracy(cols, truth, chosen, rows)
+    used = getattr(policy, "used", None)  # what the seed cost a policy that says (an LM: generate calls, tokens)
+    if prepared is not None and callable(used):
+        out["policy"] = {**prepared, **used()}
     out["seconds"] = time.perf_counter() - t0
     return out
 

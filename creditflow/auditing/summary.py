@@ -26,12 +26,17 @@ def _mean_ci(values) -> str:
     return f"{np.mean(v):.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
 
 
+MIN_SEEDS = 5  # fewer seeds than this separate nothing in a verdict (a bootstrap of 2-4 values is no interval)
+
+
 def separated(a: list, b: list) -> tuple[float | None, int]:
     """Mean of a − b over the seeds both have, and +1 / −1 where its 95% bootstrap interval excludes 0 above /
-    below (0 otherwise)."""
+    below (0 otherwise, and with fewer than :data:`MIN_SEEDS` seeds)."""
     d = [x - y for x, y in zip(a, b) if x is not None and y is not None and x == x and y == y]
     if not d:
         return None, 0
+    if len(d) < MIN_SEEDS:
+        return float(np.mean(d)), 0
     ci = bootstrap_interval(d)
     if not ci or ci[0] <= 0 <= ci[1]:
         return float(np.mean(d)), 0
@@ -141,7 +146,8 @@ def accuracy_verdict(env: str, label: str, seeds: list, minimum: int = RESOLVED_
     for a, b in zip(order, order[1:]):
         _, sep = separated(vals[a], vals[b])
         parts.append(("> " if sep > 0 else "≈ ") + f"{b} {means[b]:.3f}")
-    return f"{head}: closest to A^π by Spearman: " + " ".join(parts) + " (>: separated over seeds, ≈: not)"
+    return (f"{head}: closest to A^π by Spearman: " + " ".join(parts)
+            + f" (>: separated over seeds, ≈: not; fewer than {MIN_SEEDS} seeds separate nothing)")
 
 
 def policy_lines(label: str, seeds: list) -> list[str]:

@@ -93,9 +93,21 @@ class ModelPolicy:
             base = build_config(None, [f"env.name={self.env or sim.name}"], base={"env": {"kwargs": self.env_options}})
             self.bind(base, sim.factory)
         stats = self.engine.stats
-        return {"model": str(self.model_dir), "sha256": weights_sha256(self.model_dir),
-                "temperature": self.engine.sampling.temperature, "max_new_tokens": self.engine.sampling.max_new_tokens,
-                "generate_calls": stats.generate_calls, "generated_tokens": stats.generated_tokens}
+        self._at = (stats.generate_calls, stats.generated_tokens)
+        try:
+            shown = os.path.relpath(self.model_dir)
+        except ValueError:
+            shown = str(self.model_dir)
+        if shown.startswith(".."):
+            shown = str(self.model_dir)
+        return {"model": shown, "sha256": weights_sha256(self.model_dir),
+                "temperature": self.engine.sampling.temperature, "max_new_tokens": self.engine.sampling.max_new_tokens}
+
+    def used(self) -> dict:
+        """What the seed cost since :meth:`prepare`: batched ``generate`` calls and generated tokens."""
+        stats = self.engine.stats
+        calls, tokens = getattr(self, "_at", (0, 0))
+        return {"generate_calls": stats.generate_calls - calls, "generated_tokens": stats.generated_tokens - tokens}
 
     def act(self, items, rng, contexts=None) -> list[str]:
         import torch
