@@ -168,6 +168,19 @@ def test_the_lm_policy_samples_every_action_through_the_engine_and_repeats_by_se
     assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)  # the same seed: the same samples, numbers
 
 
+def test_the_lm_policy_writes_free_text_where_the_env_offers_no_actions(tiny_model_dir):
+    """WebShop's search page has no admissible actions: the LM writes its own query there (no menu needed), and a
+    built-in policy named beside it (policies=) runs too."""
+    result = creditflow.audit("webshop", policy_model=tiny_model_dir, overrides=["generation.max_new_tokens=8"],
+                              parts=("coverage", "accuracy"), seeds=1, tasks=1, group_size=2, m=1, subsample=2)
+    (seed,) = result.record["accuracy"]["model=model"]
+    assert seed["coverage"]["groups"] == 1 and seed["accuracy"]["audited"] <= 2
+    assert seed["policy"]["generate_calls"] > 0
+    with pytest.raises(AuditError, match="free-text step"):  # the ε-expert still needs a menu there
+        creditflow.audit("webshop", policy_model=tiny_model_dir, policies=("expert",), parts="coverage", seeds=1,
+                         tasks=1, group_size=2)
+
+
 def test_the_lm_policy_acts_invalidly_as_the_engine_does_and_only_such_a_policy_may():
     from creditflow.auditing.sim import _allowed
 
