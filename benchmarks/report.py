@@ -1528,11 +1528,15 @@ def _race_table(a: Audit, rate: str) -> list[str]:
 
 
 def _race_pairs(a: Audit, rate: str) -> list[str]:
+    """The paired AUC differences: every pair of the earlier race (as its pages had them), the claimed pairs at the
+    fair race's rates."""
     rows = []
     claimed = {p for _, pairs in AUDIT_CLAIMS["race"] for p in pairs}
     have = a.race_arms if rate != "shared" else a.shared_arms
     for i, x in enumerate(have):
         for y in have[i + 1:]:
+            if rate != "shared" and (x, y) not in claimed and (y, x) not in claimed:
+                continue
             px, py = (x, y) if (x, y) in claimed or (y, x) not in claimed else (y, x)
             p = stats.paired(a.race(px, rate=rate), a.race(py, rate=rate))
             rows.append([diff_label(px, py), p.n, _diff_cell(p), f"{p.wins} of {p.n}",
