@@ -1,9 +1,25 @@
-"""The credit audit's records (issue 71): coverage, advantage accuracy against Monte-Carlo A^π, the tabular
-learning race and RRO's pairs, per setting, resumable.
+"""The credit audit's records (issues 71 and 85): coverage, advantage accuracy against Monte-Carlo A^π, bias apart
+from noise, the tabular learning race and RRO's pairs, per setting and behaviour policy, resumable.
 
-    python -m benchmarks.credit_audit --setting sokoban6 [--parts coverage accuracy race rro] [--commit]
+    python -m benchmarks.credit_audit --setting sokoban6 [--parts coverage accuracy bias race rro lm] [--commit]
+    python -m benchmarks.credit_audit --setting sokoban6 --parts lm --jobs 2      # the LM policy, 2 processes
+    python -m benchmarks.credit_audit --setting sokoban6 --pilot                  # timing on pilot seeds, never reported
     python -m benchmarks.credit_audit --speed      # the speed benchmark -> benchmarks/results/credit_audit_speed.json
     python -m benchmarks.credit_audit --speed-from-records   # the same record from the sokoban6 run's wall times
+
+Behaviour policies (issue 85; ``POLICIES`` per setting, fixed on pilot seeds before the real ones: the rule is the
+ε's, that groups mix successes and failures): the ε-expert at each ε (the records before issue 85, kept; it walks
+a shortest path, so its V^π falls with the distance to success: graph credit's shape), the uniform policy, the
+detour expert (rate 0.5, ε 0.2: on pilot seeds 500000+ of 16 tasks × 16 rollouts, success 0.70 with 75% of groups
+mixed on 6×6 and 0.48 with 88% on 7×7, 2 boxes; household's expert recovers from those detours, so there rate 1,
+ε 0.5: success 0.78 with 88% of groups mixed on 2 pilot seeds; the uniform policy: 0.20, 88% mixed), the race's tabular policy frozen at 20%, 50% and 80% sampled
+success on each seed's own tasks (trained with GRPO's credit, whose shape is no estimator's state structure), and
+the LM (``lm``: the setting's π_SFT samples every action; a random ``subsample`` of each seed's steps is audited,
+to fit 2 CPU-hours a setting; coverage and accuracy only). The ``bias`` part draws ``bias_groups`` groups of each
+seed's tasks under every non-LM policy. The ``race`` part is the fair race: a fresh pool per seed, every arm at every
+rate of ``race_lrs`` on the reported seeds and on ``race_tune_seeds`` tuning seeds (pools below ``race_offset``,
+disjoint from the reported ones), each arm's own rate picked on the tuning seeds alone; the race of the records
+before issue 85 (one pool for every seed, lr 1) stays in ``race_<arm>.json`` and is no longer run.
 
 Settings (``SETTINGS``, fixed before any run; the ε values were chosen by one thing only, that groups of the
 ε-expert mix successes and failures on both Sokoban settings: success 0.86 / 0.52 / 0.35 on 6×6 and
@@ -32,8 +48,9 @@ pool were set before its first run and not changed):
   groups 0.25-0.75 on 2 seeds of 4 tasks; 1.0 at ε = 0.25).
 
 Every (part, policy or arm) keeps its per-seed results in ``benchmarks/results/credit_audit_<setting>_runs/``
-(``accuracy_<policy>.json``, ``race_<arm>.json``, ``rro_<policy>.json``), written after each seed, so a
-stopped run continues where it was. A seed of accuracy is recomputed when an estimator arm it lacks is
+(``accuracy_<policy>.json``, ``bias_<policy>.json``, ``race_fresh_<arm>.json``, ``rro_<policy>.json``; the
+earlier shared-pool race in ``race_<arm>.json``), written after each seed under a file lock, so a stopped run
+continues where it was and processes given disjoint ``--seeds`` (``--jobs N`` starts them) share the files. A seed of accuracy is recomputed when an estimator arm it lacks is
 registered (the same seed gives the same episodes and Monte-Carlo values, so the arms it had keep their
 numbers), and a race arm without a file runs: a new estimator joins the records by re-running this script.
 The summary ``credit_audit_<setting>.json`` holds the settings, the machine (``benchmarks/machine.py``) and
@@ -44,9 +61,12 @@ Single-threaded (``OMP_NUM_THREADS=1``); ``--commit`` commits each finished file
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import os
 import subprocess
+import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -58,7 +78,17 @@ from benchmarks.sft_models import require_weights
 from creditflow import envs
 from creditflow.auditing.estimators import arms
 from creditflow.auditing.race import race_arms
-from creditflow.auditing.run import AuditSettings, accuracy_seed, policies, race_seed, rro_seed
+from creditflow.auditing.run import (
+    AuditSettings,
+    accuracy_seed,
+    bias_seed,
+    check_race_pools,
+    policies,
+    race_rates,
+    race_seed,
+    race_tuning_seed,
+    rro_seed,
+)
 from creditflow.auditing.sim import Sim
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,21 +98,54 @@ RESULTS = ROOT / "benchmarks" / "results"
 # 0.1 (household is creditflow's ALFWorld-like env), WebShop 0.2); every other arm at its defaults (issue 84)
 GRAPHGPO_OMEGA = {env: {"graphgpo": {"omega": w}} for env, w in (("sokoban", 0.8), ("alfworld", 0.1), ("webshop", 0.2))}
 
+# the behaviour policies of issue 85 beside the ε-expert (AuditSettings.policies and their knobs), fixed on pilot
+# seeds before the real ones; "fresh": the fair race's settings
+FAIR = {"policies": ("expert", "uniform", "detour", "tabular"), "detour_rate": 0.5, "detour_epsilon": 0.2,
+        "tabular_targets": (0.2, 0.5, 0.8), "tabular_lr": 0.3, "bias_groups": 8,
+        "race_lrs": (0.1, 0.3, 1.0, 3.0), "race_tune_seeds": 10}
+# the LM behaviour policy per setting: the setting's π_SFT (not in git: "build" makes it), the env options its
+# prompts need, the config lines it samples with, and the steps per seed the Monte Carlo audits (chosen from a
+# timed pilot seed so that 20 seeds fit 2 CPU-hours on 2 cores)
+DEMO_SFT = {"model": "runs/credit_demo100/sft/sft_model", "options": {"describe_positions": True},
+            "overrides": ["generation.max_new_tokens=16"], "subsample": 40, "m": 16,
+            "build": "python -m benchmarks.credit_learning --setting demo --build-sft runs/credit_demo100/sft"}
 SETTINGS = {
     "sokoban6": {"title": "Sokoban 6×6, 1 box", "env": "sokoban", "options": {},
-                 "parts": ["coverage", "accuracy", "race", "rro"], "audit": {"knobs": GRAPHGPO_OMEGA["sokoban"]}},
+                 "parts": ["coverage", "accuracy", "bias", "race", "rro", "lm"],
+                 "audit": {"knobs": GRAPHGPO_OMEGA["sokoban"], **FAIR}, "lm": DEMO_SFT},
     "sokoban7": {"title": "Sokoban 7×7, 2 boxes", "env": "sokoban",
                  "options": {"size": 7, "num_boxes": 2, "max_steps": 20, "min_plan": 4},
-                 "parts": ["coverage", "accuracy", "race", "rro"], "audit": {"knobs": GRAPHGPO_OMEGA["sokoban"]}},
+                 "parts": ["coverage", "accuracy", "bias", "race", "rro", "lm"],
+                 "audit": {"knobs": GRAPHGPO_OMEGA["sokoban"], **FAIR, "tabular_lr": 1.0},
+                 "lm": {"model": "runs/hard_sft/sft_model", "options": {"describe_positions": True},
+                        "overrides": ["generation.max_new_tokens=16"], "subsample": 30, "m": 16,
+                        "build": "python -m benchmarks.credit_learning --setting hard --build-sft runs/hard_sft"}},
+    # the LM race's 7×7 setting (one box, plans of at least 4 moves), for the prediction table's audit
+    "sokoban7_1box": {"title": "Sokoban 7×7, 1 box", "env": "sokoban",
+                      "options": {"size": 7, "num_boxes": 1, "max_steps": 20, "min_plan": 4},
+                      "parts": ["coverage", "accuracy", "bias", "lm"],
+                      "audit": {"knobs": GRAPHGPO_OMEGA["sokoban"], **FAIR},
+                      "lm": {"model": "runs/sokoban7_sft/sft_model", "options": {"describe_positions": True},
+                             "overrides": ["generation.max_new_tokens=16"], "subsample": 30, "m": 16,
+                             "build": "python -m benchmarks.lm_race --setting sokoban7 --build-sft runs/sokoban7_sft"}},
     "household": {"title": "household (TextWorld), medium", "env": "household",
                   "options": {"difficulty": "medium", "num_games": 400},
-                  "parts": ["coverage", "accuracy", "race", "rro"],
-                  "audit": {"m": 8, "rro_truth_m": 32, "knobs": GRAPHGPO_OMEGA["alfworld"]}},
+                  "parts": ["coverage", "accuracy", "bias", "race", "rro"],
+                  # M 16 for the policies of issue 85 (the ε-expert's records ran at 8: eps=0.5 resolved no step);
+                  # race pools of 6: 50 reported + 10 tuning seeds x 6 tasks fit the 400 games without sharing one
+                  # the detour expert at rate 1, ε 0.5 and snapshots trained at lr 1: at rate 0.5, ε 0.2 (and 0.5) the
+                  # household expert recovers from every detour (success 1.0, no group mixed, pilot seeds 500000+);
+                  # rate 1, ε 0.5: success 0.78, 88% of groups mixed; rate 0.5, ε 0.75: 0.78, 62%
+                  "audit": {"m": 8, "rro_truth_m": 32, "knobs": GRAPHGPO_OMEGA["alfworld"], **FAIR, "race_pool": 6,
+                            "detour_rate": 1.0, "detour_epsilon": 0.5, "tabular_lr": 1.0},
+                  "fair_m": 16},
     "webshop": {"title": "WebShop, generated catalog", "env": "webshop", "options": {},
-                "parts": ["coverage", "accuracy", "rro"],
+                "parts": ["coverage", "accuracy", "rro", "lm"],
                 "audit": {"epsilons": (0.25, 0.5, 0.75), "knobs": GRAPHGPO_OMEGA["webshop"]},
                 "menu": {"model": "benchmarks/results/webshop_sft_E4b/sft_model", "size": 4,
-                         "overrides": ["generation.max_new_tokens=48"]}},
+                         "overrides": ["generation.max_new_tokens=48"]},
+                "lm": {"model": "benchmarks/results/webshop_sft_E4b/sft_model", "options": {},
+                       "overrides": ["generation.max_new_tokens=48"], "subsample": 10, "m": 8}},
     "sql": {"title": "InterCode-SQL, generated databases", "env": "sql", "options": {},
             "parts": ["coverage", "rro"], "audit": {"epsilons": (0.5, 0.75, 0.9)},
             "menu": {"model": "runs/sql_sft/sft_model", "size": 4, "overrides": ["generation.max_new_tokens=64"],
@@ -129,6 +192,27 @@ def save(path: Path, data: dict) -> None:
     write_json(path, data, sort_keys=True, newline=True)
 
 
+@contextlib.contextmanager
+def locked(path: Path):
+    """An exclusive lock on ``path``'s records (processes with disjoint seeds share a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def store(path: Path, head: dict, section: str, key: str, value: dict) -> None:
+    """Write one result into ``path``'s ``section`` under ``key`` (re-read under the lock: other processes' results
+    written meanwhile are kept)."""
+    with locked(path):
+        data = load(path) or dict(head)
+        data.setdefault(section, {})[key] = value
+        save(path, data)
+
+
 def commit(paths: list[Path], message: str, enabled: bool) -> None:
     if not enabled:
         return
@@ -137,80 +221,178 @@ def commit(paths: list[Path], message: str, enabled: bool) -> None:
         subprocess.run(["git", "commit", "-q", "-m", message], cwd=ROOT, check=True)
 
 
-def run_setting(name: str, parts: list[str], do_commit: bool) -> Path:
+PILOT_OFFSET = 500_000  # --pilot: tasks from here (never a reported seed's) and its own records
+PILOT_RACE_OFFSET = 700_000
+
+
+def audit_settings(spec: dict, pilot: bool = False, fair: bool = False) -> AuditSettings:
+    """The setting's AuditSettings; ``fair``: with the M of the issue-85 policies (``fair_m``, where it differs);
+    ``pilot``: tasks and race pools of the pilot, 2 seeds, 2 race seeds, 1 tuning seed."""
+    kw = dict(spec["audit"])
+    if fair and spec.get("fair_m"):
+        kw["m"] = spec["fair_m"]
+    if pilot:
+        kw.update(task_offset=PILOT_OFFSET, race_offset=PILOT_RACE_OFFSET, seeds=2, race_seeds=2, race_tune_seeds=1)
+    return AuditSettings(**kw)
+
+
+def runs_dir(name: str, pilot: bool) -> Path:
+    return RESULTS / f"credit_audit_{name}{'_pilot' if pilot else ''}_runs"
+
+
+def lm_policy(spec: dict):
+    """The setting's LM behaviour policy on its own Sim (the env options its prompts need)."""
+    from creditflow.config import build_config
+    from creditflow.recipes.audit import ModelPolicy
+
+    lm = spec["lm"]
+    require_weights(ROOT / lm["model"], lm.get("build"))
+    options = {**spec["options"], **lm.get("options", {})}
+    factory = envs.factory(spec["env"], **options)
+    pol = ModelPolicy(ROOT / lm["model"], lm.get("overrides", []), label="model=pi_sft")
+    pol.bind(build_config(None, [f"env.name={spec['env']}"], base={"env": {"kwargs": options}}), factory)
+    return pol, Sim(factory, chunk=512)
+
+
+def run_setting(name: str, parts: list[str], do_commit: bool, seeds: list[int] | None = None,
+                pilot: bool = False, only: list[str] | None = None) -> Path:
+    """Every asked part of the setting, seed by seed, skipping the results already recorded. ``seeds``: only these
+    seeds (of accuracy, bias, LM, RRO and the race's reported and tuning seeds); ``only``: only these policy labels
+    (accuracy, bias, RRO) or race arms."""
     spec = SETTINGS[name]
-    settings = AuditSettings(**spec["audit"])
-    runs = RESULTS / f"credit_audit_{name}_runs"
-    sim = make_sim(spec)
-    pols = policies(settings)
-    arm_names = [a.name for a in arms(knobs=settings.knobs)]
+    settings = audit_settings(spec, pilot)
+    fair = audit_settings(spec, pilot, fair=True)
+    runs = runs_dir(name, pilot)
     t_setting = time.perf_counter()
-    want = [p for p in ("coverage", "accuracy") if p in parts and p in spec["parts"]]
+    parts = [p for p in parts if p in spec["parts"]]
+    pick = (lambda n: [i for i in range(n) if seeds is None or i in seeds])
+    keep = (lambda label: only is None or label in only)
+    written: list[Path] = []
+    sim = make_sim(spec) if any(p in parts for p in ("coverage", "accuracy", "bias", "race", "rro")) else None
+    pols = {k: v for k, v in policies(settings).items() if keep(k)}
+    arm_names = [a.name for a in arms(knobs=settings.knobs)]
+    want = [p for p in ("coverage", "accuracy") if p in parts]
     if want:
         for label, pol in pols.items():
+            st = settings if label.startswith("eps=") else fair  # the ε-expert's records keep their M
             path = runs / f"accuracy_{label_file(label)}.json"
-            data = load(path) or {"policy": label, "seeds": {}}
-            for seed in range(settings.seeds):
-                have = data["seeds"].get(str(seed))
+            for seed in pick(st.seeds):
+                have = load(path).get("seeds", {}).get(str(seed))
                 if have and all(p in have for p in want) and (
                         "accuracy" not in want or set(arm_names) <= set(have["accuracy"]["arms"])):
                     continue
-                data["seeds"][str(seed)] = accuracy_seed(sim, pol, seed, settings, want)
-                save(path, data)
-                print(f"{name} accuracy {label} seed {seed}: {data['seeds'][str(seed)]['seconds']:.1f} s", flush=True)
+                value = accuracy_seed(sim, pol, seed, st, want)
+                store(path, {"policy": label, "m": st.m}, "seeds", str(seed), value)
+                print(f"{name} accuracy {label} seed {seed}: {value['seconds']:.1f} s", flush=True)
+            written.append(path)
             commit([path], f"credit_audit {name}: accuracy records, {label}", do_commit)
+    if "bias" in parts:
+        for label, pol in pols.items():
+            st = settings if label.startswith("eps=") else fair
+            path = runs / f"bias_{label_file(label)}.json"
+            for seed in pick(st.seeds):
+                if str(seed) in load(path).get("seeds", {}):
+                    continue
+                value = bias_seed(sim, pol, seed, st)
+                store(path, {"policy": label, "m": st.bias_m or st.m, "groups": st.bias_groups}, "seeds", str(seed),
+                      value)
+                print(f"{name} bias {label} seed {seed}: {value['seconds']:.1f} s", flush=True)
+            written.append(path)
+            commit([path], f"credit_audit {name}: bias records, {label}", do_commit)
+    if "lm" in parts and "lm" in spec:
+        pol, lm_sim = lm_policy(spec)
+        lm = spec["lm"]
+        st = AuditSettings(**{**asdict(fair), "m": lm["m"], "subsample": lm["subsample"]})
+        path = runs / f"accuracy_{label_file(pol.label)}.json"
+        for seed in pick(st.seeds):
+            if str(seed) in load(path).get("seeds", {}):
+                continue
+            value = accuracy_seed(lm_sim, pol, seed, st, ["coverage", "accuracy"])
+            store(path, {"policy": pol.label, "m": st.m, "subsample": st.subsample, "model": lm["model"],
+                         "options": lm.get("options", {}), "overrides": lm.get("overrides", []),
+                         "threads": os.environ.get("OMP_NUM_THREADS")}, "seeds", str(seed), value)
+            print(f"{name} LM accuracy seed {seed}: {value['seconds']:.1f} s ({value['accuracy']['audited']} of "
+                  f"{value['accuracy']['steps']} steps audited)", flush=True)
+        written.append(path)
+        commit([path], f"credit_audit {name}: LM-policy accuracy records", do_commit)
     if "rro" in parts:
         for label, pol in pols.items():
+            if not label.startswith("eps="):  # RRO's pairs keep their ε-expert records (issue 71's scope)
+                continue
             path = runs / f"rro_{label_file(label)}.json"
-            data = load(path) or {"policy": label, "seeds": {}}
-            for seed in range(settings.seeds):
-                if str(seed) in data["seeds"]:
+            for seed in pick(settings.seeds):
+                if str(seed) in load(path).get("seeds", {}):
                     continue
-                data["seeds"][str(seed)] = rro_seed(sim, pol, seed, settings)
-                save(path, data)
+                store(path, {"policy": label}, "seeds", str(seed), rro_seed(sim, pol, seed, settings))
             print(f"{name} rro {label}: done", flush=True)
+            written.append(path)
             commit([path], f"credit_audit {name}: RRO pair records, {label}", do_commit)
-    if "race" in parts and "race" in spec["parts"]:
+    if "race" in parts:
+        check_race_pools(sim, settings)
+        lrs = list(dict.fromkeys([*settings.race_lrs, settings.race_lr]))
         for arm in race_arms(knobs=settings.knobs):
-            path = runs / f"race_{arm.name.replace('+', '_plus_')}.json"
-            data = load(path) or {"arm": arm.name, "seeds": {}}
+            if not keep(arm.name):
+                continue
+            path = runs / f"race_fresh_{arm.name.replace('+', '_plus_')}.json"
+            head = {"arm": arm.name, "pools": "fresh"}
             t0 = time.perf_counter()
-            for seed in range(settings.race_seeds):
-                if str(seed) in data["seeds"]:
-                    continue
-                data["seeds"][str(seed)] = race_seed(sim, arm.name, seed, settings)
-                if seed % 10 == 9:
-                    save(path, data)
-            save(path, data)
+            for lr in settings.race_lrs:  # tuning first: the rate is chosen before any reported seed runs
+                for i in pick(settings.race_tune_seeds):
+                    if f"{i}@{lr:g}" not in load(path).get("tuning", {}):
+                        store(path, head, "tuning", f"{i}@{lr:g}", race_tuning_seed(sim, arm.name, i, settings, lr))
+            for lr in lrs:
+                for seed in pick(settings.race_seeds):
+                    if f"{seed}@{lr:g}" not in load(path).get("runs", {}):
+                        store(path, head, "runs", f"{seed}@{lr:g}", race_seed(sim, arm.name, seed, settings, lr))
             print(f"{name} race {arm.name}: {time.perf_counter() - t0:.0f} s", flush=True)
-            commit([path], f"credit_audit {name}: race records, {arm.name}", do_commit)
-    summary = summarize(name, settings, time.perf_counter() - t_setting)
+            written.append(path)
+            commit([path], f"credit_audit {name}: fair race records, {arm.name}", do_commit)
+    summary = summarize(name, settings, time.perf_counter() - t_setting, pilot)
     commit([summary], f"credit_audit {name}: summary", do_commit)
     return summary
 
 
-def summarize(name: str, settings: AuditSettings, seconds: float) -> Path:
+def summarize(name: str, settings: AuditSettings, seconds: float, pilot: bool = False) -> Path:
     spec = SETTINGS[name]
-    runs = RESULTS / f"credit_audit_{name}_runs"
-    path = RESULTS / f"credit_audit_{name}.json"
+    runs = runs_dir(name, pilot)
+    path = RESULTS / f"credit_audit_{name}{'_pilot' if pilot else ''}.json"
     old = load(path)
+    fair = audit_settings(spec, pilot, fair=True)
     out = {"setting": name, "title": spec["title"], "env": spec["env"], "options": spec["options"],
            "parts": spec["parts"], "settings": asdict(settings),
-           "machine": old.get("machine") or machine_info(), "accuracy": {}, "race": {}, "rro": {},
-           "records": f"benchmarks/results/credit_audit_{name}_runs/"}
+           "machine": old.get("machine") or machine_info(), "accuracy": {}, "race": {}, "rro": {}, "bias": {},
+           "race_fresh": {}, "race_tuning": {}, "records": f"benchmarks/results/{runs.name}/"}
+    if fair.m != settings.m:
+        out["fair_m"] = fair.m  # the M of the issue-85 policies (the ε-expert's records keep settings.m)
+    if pilot:
+        out["pilot"] = True
     if "menu" in spec:
         out["menu"] = menu_record(spec)
+    if "lm" in spec:
+        out["lm"] = {k: v for k, v in spec["lm"].items()}
     if old.get("note"):
         out["note"] = old["note"]  # how the runs ran (threads, what shared the machine), written by hand
     for f in sorted(runs.glob("accuracy_*.json")):
         d = load(f)
         out["accuracy"][d["policy"]] = [d["seeds"][k] for k in sorted(d["seeds"], key=int)]
+        if "subsample" in d:
+            out.setdefault("lm_runs", {})[d["policy"]] = {k: d[k] for k in ("m", "subsample", "model", "options",
+                                                                             "overrides", "threads") if k in d}
+    for f in sorted(runs.glob("bias_*.json")):
+        d = load(f)
+        out["bias"][d["policy"]] = [d["seeds"][k] for k in sorted(d["seeds"], key=int)]
     for f in sorted(runs.glob("rro_*.json")):
         d = load(f)
         out["rro"][d["policy"]] = [d["seeds"][k] for k in sorted(d["seeds"], key=int)]
     for f in sorted(runs.glob("race_*.json")):
         d = load(f)
-        out["race"][d["arm"]] = [d["seeds"][k] for k in sorted(d["seeds"], key=int)]
+        if d.get("pools") == "fresh":
+            order = (lambda k: (float(k.split("@")[1]), int(k.split("@")[0])))
+            out["race_fresh"][d["arm"]] = [d.get("runs", {})[k] for k in sorted(d.get("runs", {}), key=order)]
+            out["race_tuning"][d["arm"]] = [d["tuning"][k] for k in sorted(d.get("tuning", {}), key=order)]
+        else:  # the race before issue 85: one pool shared by every seed, lr 1
+            out["race"][d["arm"]] = [d["seeds"][k] for k in sorted(d["seeds"], key=int)]
+    out["race_rates"] = race_rates(out["race_tuning"])
     save(path, out)
     return path
 
@@ -267,10 +449,25 @@ def speed(do_commit: bool) -> Path:
     return path
 
 
+def seed_list(text: str | None) -> list[int] | None:
+    """``--seeds``: ``3``, ``0-9`` or ``0,2,5-7``."""
+    if not text:
+        return None
+    out: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out += list(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--setting", choices=list(SETTINGS))
-    ap.add_argument("--parts", nargs="+", default=None, choices=["coverage", "accuracy", "race", "rro"])
+    ap.add_argument("--parts", nargs="+", default=None, choices=["coverage", "accuracy", "bias", "race", "rro", "lm"])
+    ap.add_argument("--seeds", default=None, help="only these seeds (e.g. 0-9), of every part asked for")
+    ap.add_argument("--only", nargs="+", default=None, help="only these policy labels (eps=0.5, uniform, ...) or arms")
+    ap.add_argument("--jobs", type=int, default=1, help="split --seeds (default: all) across this many processes")
+    ap.add_argument("--pilot", action="store_true", help="2 seeds of every part on pilot tasks, into *_pilot records")
     ap.add_argument("--speed", action="store_true", help="run the speed benchmark")
     ap.add_argument("--speed-from-records", action="store_true",
                     help="the speed record from the sokoban6 run's own per-seed wall times")
@@ -285,7 +482,25 @@ def main() -> int:
     if not args.setting:
         ap.error("give --setting or --speed")
     parts = args.parts or SETTINGS[args.setting]["parts"]
-    print(run_setting(args.setting, parts, args.commit))
+    seeds = seed_list(args.seeds)
+    if args.jobs > 1:
+        every = seeds if seeds is not None else list(range(max(50, audit_settings(SETTINGS[args.setting]).seeds)))
+        procs = []
+        for j in range(args.jobs):
+            mine = every[j::args.jobs]
+            cmd = [sys.executable, "-m", "benchmarks.credit_audit", "--setting", args.setting, "--parts", *parts,
+                   "--seeds", ",".join(map(str, mine))] + (["--only", *args.only] if args.only else []) + \
+                  (["--pilot"] if args.pilot else [])
+            procs.append(subprocess.Popen(cmd, cwd=ROOT))
+        if any(p.wait() for p in procs):
+            return 1
+        spec = SETTINGS[args.setting]
+        path = summarize(args.setting, audit_settings(spec, args.pilot), 0.0, args.pilot)
+        commit([p for p in runs_dir(args.setting, args.pilot).glob("*.json")] + [path],
+               f"credit_audit {args.setting}: records ({', '.join(parts)})", args.commit)
+        print(path)
+        return 0
+    print(run_setting(args.setting, parts, args.commit, seeds, args.pilot, args.only))
     return 0
 
 

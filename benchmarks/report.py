@@ -42,6 +42,8 @@ import jinja2
 
 
 from benchmarks import stats
+from creditflow.auditing.estimators import arms as audit_arms
+from creditflow.auditing.race import race_arms as audit_race_arms
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -49,7 +51,8 @@ NARRATIVE = ROOT / "benchmarks" / "narrative"
 DOCS = ROOT / "docs" / "results"
 README = ROOT / "README.md"
 MARKERS = {"results": ("<!-- results:begin -->", "<!-- results:end -->"),
-           "performance": ("<!-- performance:begin -->", "<!-- performance:end -->")}
+           "performance": ("<!-- performance:begin -->", "<!-- performance:end -->"),
+           "audit": ("<!-- audit:begin -->", "<!-- audit:end -->")}
 
 NAMES = {"grpo": "GRPO", "gigpo": "GiGPO", "rewardflow": "RewardFlow", "rloo": "RLOO",
          "rewardflow_official": "RewardFlow (official preset)", "gigpo_official": "GiGPO (official preset)",
@@ -1061,11 +1064,49 @@ def page(check: Check, context: dict) -> tuple[str, dict]:
 # the credit audit (issue 71): benchmarks/credit_audit.py's summaries credit_audit_<setting>.json
 # ------------------------------------------------------------------------------------------------------------
 
-AUDIT_SETTINGS = ["sokoban6", "sokoban7", "household", "webshop", "sql"]  # table order; a setting shows once its summary exists
+AUDIT_SETTINGS = ["sokoban6", "sokoban7", "sokoban7_1box", "household", "webshop", "sql"]  # table order
+AUDIT_TITLES = {"sokoban7_1box": "Sokoban 7×7, 1 box"}  # the titles of settings that may have no record yet
 AUDIT_METRICS = {"spearman": "Spearman", "sign": "sign agreement", "auc": "AUC", "within_spearman": "Spearman within",
                  "within_sign": "sign within", "within_auc": "AUC within"}
 AUDIT_CLAIMS = {"accuracy": [("", CREDIT_CLAIM), *GRAPH_CLAIMS],
                 "race": [("", CREDIT_CLAIM), ("CRPS", CRPS_CLAIM), *GRAPH_CLAIMS]}
+# the behaviour policies (issue 85) each setting's benchmark runs (benchmarks/credit_audit.py SETTINGS): a kind
+# without a record is "no record yet" on the page and in the claims table
+AUDIT_KINDS = {"expert": "ε-expert", "uniform": "uniform", "detour": "detour expert", "tabular": "tabular snapshot",
+               "lm": "π_SFT (the LM)"}
+AUDIT_EXPECTED = {"sokoban6": ("expert", "uniform", "detour", "tabular", "lm"),
+                  "sokoban7": ("expert", "uniform", "detour", "tabular", "lm"),
+                  "sokoban7_1box": ("expert", "uniform", "detour", "tabular", "lm"),
+                  "household": ("expert", "uniform", "detour", "tabular"), "webshop": ("expert", "lm"), "sql": ()}
+KIND_NOTES = {  # what each behaviour policy can and cannot show (docs/audit.md says it at length)
+    "expert": "walks a shortest path: its V^π falls with the distance to success, the shape graph credit computes",
+    "uniform": "favours no estimator; its groups mix outcomes only where random play sometimes wins",
+    "detour": "a competent policy whose V^π is no function of the distance",
+    "tabular": "the race's own policy, trained with GRPO's credit on the seed's tasks and frozen at that success",
+    "lm": "the LM a user trains: every action sampled from π_SFT",
+}
+RESOLVED_MIN = 50  # creditflow.auditing.summary.RESOLVED_MIN: a cell with fewer resolved steps is "not resolved"
+
+
+def policy_kind(label: str) -> str:
+    for prefix, kind in (("eps=", "expert"), ("uniform", "uniform"), ("detour", "detour"), ("tabular", "tabular"),
+                         ("model=", "lm")):
+        if label.startswith(prefix):
+            return kind
+    return "lm"
+
+
+def policy_text(label: str) -> str:
+    """A behaviour policy's name on a page: ``ε-expert, ε 0.5``, ``tabular snapshot at 20%``, ..."""
+    kind = policy_kind(label)
+    if kind == "expert":
+        return f"ε-expert, ε {label[4:]}"
+    if kind == "tabular":
+        return f"tabular snapshot at {100 * float(label.split('=')[1]):.0f}%"
+    if kind == "detour":
+        parts = dict(p.split("=") for p in label.split(","))
+        return f"detour expert (rate {parts['detour']}, ε {parts['eps']})"
+    return AUDIT_KINDS[kind]
 
 
 @dataclass
@@ -1080,32 +1121,54 @@ class Audit:
         return f"credit-audit-{self.setting}.md"
 
     @property
+    def title(self) -> str:
+        return self.summary.get("title") or AUDIT_TITLES.get(self.setting, self.setting)
+
+    @property
     def policies(self) -> list[str]:
-        return list(self.summary["accuracy"])
+        return list(self.summary.get("accuracy", {}))
+
+    def has_accuracy(self, policy: str) -> bool:
+        seeds = self.summary["accuracy"].get(policy) or []
+        return bool(seeds) and "accuracy" in seeds[0]
+
+    @property
+    def measured_policies(self) -> list[str]:
+        return [p for p in self.policies if self.has_accuracy(p)]
 
     @property
     def measured(self) -> bool:
         """Whether advantage accuracy was run (coverage-only settings, such as SQL, have none)."""
-        return bool(self.policies) and "accuracy" in self.summary["accuracy"][self.policies[0]][0]
+        return bool(self.measured_policies)
 
     @property
     def arms(self) -> list[str]:
-        return _ordered(self.summary["accuracy"][self.policies[0]][0]["accuracy"]["arms"] if self.measured else {})
-
-    @property
-    def race_arms(self) -> list[str]:
-        return _ordered(self.summary["race"])
+        if not self.measured:
+            return []
+        return _ordered(self.summary["accuracy"][self.measured_policies[0]][0]["accuracy"]["arms"])
 
     @property
     def lm_policies(self) -> list[str]:
-        """Accuracy policies that are not the ε-expert (``eps=...``): an LM as the behaviour policy."""
-        return [p for p in self.policies if not p.startswith("eps=")]
+        """Accuracy policies that are an LM (``model=...``)."""
+        return [p for p in self.policies if policy_kind(p) == "lm"]
+
+    @property
+    def missing_kinds(self) -> list[str]:
+        """Behaviour policies the setting's benchmark runs that have no accuracy record yet."""
+        have = {policy_kind(p) for p in self.measured_policies}
+        return [k for k in AUDIT_EXPECTED.get(self.setting, ()) if k not in have]
+
+    def resolved(self, policy: str) -> int:
+        return sum(s["accuracy"]["resolved"] for s in self.summary["accuracy"][policy] if "accuracy" in s)
+
+    def is_resolved(self, policy: str) -> bool:
+        return self.resolved(policy) >= RESOLVED_MIN
 
     def accuracy(self, arm: str, metric: str = "spearman", policy: str | None = None,
                  policies: list[str] | None = None) -> dict:
-        """seed -> the arm's metric (one policy, the mean over ``policies``, or over every policy that measured it)."""
+        """seed -> the arm's metric under one policy (or the mean over ``policies``: the prediction table's)."""
         per: dict = {}
-        for label in [policy] if policy else policies if policies is not None else self.policies:
+        for label in [policy] if policy else policies if policies is not None else self.measured_policies:
             for s in self.summary["accuracy"][label]:
                 value = s["accuracy"]["arms"].get(arm, {}).get(metric)
                 if value is not None and value == value:
@@ -1122,19 +1185,61 @@ class Audit:
                     per.setdefault(x["seed"], []).append(value)
         return {seed: sum(v) / len(v) for seed, v in per.items()}
 
-    def race(self, arm: str, key: str = "auc") -> dict:
-        return {r["seed"]: r[key] for r in self.summary["race"].get(arm, [])}
+    # -- the race: fresh pools per seed at each arm's own rate and the common one (issue 85), or one shared pool
+    @property
+    def fresh(self) -> bool:
+        return bool(self.summary.get("race_fresh"))
 
-    def verdicts(self, part: str) -> list[tuple[str, str, list]]:
-        values = self.accuracy if part == "accuracy" else self.race
-        have = self.arms if part == "accuracy" else self.race_arms
+    @property
+    def race_arms(self) -> list[str]:
+        return _ordered(self.summary["race_fresh"] if self.fresh else self.summary.get("race", {}))
+
+    @property
+    def shared_arms(self) -> list[str]:
+        return _ordered(self.summary.get("race", {}))
+
+    @property
+    def common_rate(self) -> float:
+        return float(self.summary["settings"].get("race_lr", 1.0))
+
+    def own_rate(self, arm: str) -> float | None:
+        return (self.summary.get("race_rates") or {}).get(arm)
+
+    def race(self, arm: str, key: str = "auc", rate: str | float = "own") -> dict:
+        """seed -> a race arm's ``key``: on fresh pools at its own rate (``"own"``, chosen on tuning seeds), the
+        common one (``"common"``) or a given rate; the shared-pool race where no fresh one was run (or
+        ``rate="shared"``)."""
+        if rate == "shared" or not self.fresh:
+            return {r["seed"]: r[key] for r in self.summary.get("race", {}).get(arm, [])}
+        lr = self.own_rate(arm) if rate == "own" else self.common_rate if rate == "common" else float(rate)
+        if lr is None:
+            return {}
+        return {r["seed"]: r[key] for r in self.summary["race_fresh"].get(arm, []) if float(r["lr"]) == float(lr)}
+
+    def accuracy_verdicts(self, policy: str) -> list[tuple[str, str, list]]:
+        have = self.arms
         out = []
-        for label, pairs in AUDIT_CLAIMS[part]:
+        for label, pairs in AUDIT_CLAIMS["accuracy"]:
             if not all(a in have and b in have for a, b in pairs):
                 continue
-            ps = [(a, b, stats.paired(values(a), values(b))) for a, b in pairs]
+            ps = [(a, b, stats.paired(self.accuracy(a, policy=policy), self.accuracy(b, policy=policy)))
+                  for a, b in pairs]
             out.append((label, stats.ordering_verdict([p for _, _, p in ps]), ps))
         return out
+
+    def race_verdicts(self, rate: str = "own") -> list[tuple[str, str, list]]:
+        have = self.race_arms if rate != "shared" else self.shared_arms
+        out = []
+        for label, pairs in AUDIT_CLAIMS["race"]:
+            if not all(a in have and b in have for a, b in pairs):
+                continue
+            ps = [(a, b, stats.paired(self.race(a, rate=rate), self.race(b, rate=rate))) for a, b in pairs]
+            out.append((label, stats.ordering_verdict([p for _, _, p in ps]), ps))
+        return out
+
+    def verdicts(self, part: str) -> list[tuple[str, str, list]]:
+        """The race's verdicts at own rates (the accuracy's are per policy: :meth:`accuracy_verdicts`)."""
+        return self.race_verdicts()
 
 
 def _ordered(arms) -> list[str]:
@@ -1143,8 +1248,16 @@ def _ordered(arms) -> list[str]:
 
 
 def load_audits() -> list[Audit]:
-    return [Audit(s, read_json(RESULTS / f"credit_audit_{s}.json")) for s in AUDIT_SETTINGS
-            if (RESULTS / f"credit_audit_{s}.json").exists()]
+    """Every setting with a summary, and those the benchmark runs LM policies for with none yet (an empty one)."""
+    out = []
+    for s in AUDIT_SETTINGS:
+        path = RESULTS / f"credit_audit_{s}.json"
+        if path.exists():
+            out.append(Audit(s, read_json(path)))
+        elif s in AUDIT_TITLES:
+            out.append(Audit(s, {"title": AUDIT_TITLES[s], "accuracy": {}, "race": {}, "rro": {}, "settings": {},
+                                 "missing": True}))
+    return out
 
 
 def _summary_cell(values: dict) -> str:
@@ -1155,12 +1268,35 @@ def _diff_cell(p: stats.Paired) -> str:
     return f"{signed(p.summary.mean)} {interval(p.summary.boot, sign=True)}" if p.n >= 2 else "–"
 
 
-def audit_verdict_text(a: Audit, part: str) -> str:
+def _verdicts_detail(verdicts) -> str:
     texts = []
-    for label, verdict, ps in a.verdicts(part):
+    for label, verdict, ps in verdicts:
         detail = "; ".join(f"{diff_label(x, y)} {_diff_cell(p)} ({p.wins} of {p.n} seeds above)" for x, y, p in ps)
         texts.append((f"{label}: " if label else "") + f"**{verdict}** ({detail})")
     return "; ".join(texts) or "not tested"
+
+
+def not_resolved_text(a: Audit, policy: str) -> str:
+    n = len(a.summary["accuracy"][policy])
+    return (f"**not resolved** ({a.resolved(policy)} steps with |A^π| > 2 SE over {n} seeds, fewer than "
+            f"{RESOLVED_MIN}): it ranks nothing")
+
+
+def audit_verdict_text(a: Audit, part: str, policy: str | None = None, rate: str = "own") -> str:
+    """The generated verdict of one cell: accuracy under ``policy`` ("not resolved" where too few steps resolve), or
+    the race at ``rate``."""
+    if part == "accuracy":
+        if not a.is_resolved(policy):
+            return not_resolved_text(a, policy)
+        return _verdicts_detail(a.accuracy_verdicts(policy))
+    return _verdicts_detail(a.race_verdicts(rate))
+
+
+def race_rate_text(a: Audit) -> str:
+    rates = a.summary.get("race_rates") or {}
+    if not rates:
+        return "no rate chosen yet (no tuning record)"
+    return ", ".join(f"{name(arm)} {rates[arm]:g}" for arm in _ordered(rates))
 
 
 def audit_settings_lines(a: Audit) -> list[str]:
@@ -1168,7 +1304,9 @@ def audit_settings_lines(a: Audit) -> list[str]:
     opts = ", ".join(f"{k}={v}" for k, v in s["options"].items()) or "defaults"
     lines = [f"- Env `{s['env']}` ({opts}); parts run: {', '.join(s['parts'])}; the reward is success (1 at the end "
              "of a successful episode, 0 elsewhere).",
-             f"- Behaviour policies: the env's expert mixed with uniform admissible actions at {', '.join(a.policies)}.",
+             "- Behaviour policies: " + ("; ".join(f"{policy_text(p)} (`{p}`)" for p in a.policies) or "none yet")
+             + (f"; no record yet: {', '.join(AUDIT_KINDS[k] for k in a.missing_kinds)}" if a.missing_kinds else "")
+             + ".",
              *([f"- Free-text states (no admissible actions) choose among a menu kept per state: "
                 f"{s['menu']['size']} actions sampled from `{s['menu']['model']}` (sha256 {s['menu']['sha256'][:12]}…, "
                 f"{', '.join(s['menu']['overrides']) or 'its own settings'}) plus the expert's "
@@ -1176,12 +1314,34 @@ def audit_settings_lines(a: Audit) -> list[str]:
                                                    if s["menu"].get("build") else "") + "."] if s.get("menu") else []),
              f"- Coverage{' and accuracy' if a.measured else ''}: {st['seeds']} seeds × {st['tasks']} tasks × "
              f"{st['group_size']} rollouts" + (f"; A^π of every step from {st['m']} + {st['m']} Monte-Carlo "
-                                                "continuations of the restored state." if a.measured else ".")]
-    if s["race"]:
-        lines.append(f"- Race: {st['race_seeds']} seeds per arm; a pool of {st['race_pool']} tasks, {st['race_groups']} "
-                     f"tasks × {st['group_size']} rollouts an iteration, {st['race_episodes']} training episodes, "
-                     f"PPO-clip (NumPy, {st['race_epochs']} epochs, clip 0.2) with lr {st['race_lr']:g} on a tabular "
-                     f"softmax; greedy success on the pool every {st['race_eval_every']} iterations.")
+                                                "continuations of the restored state" if a.measured else "")
+             + (f" (M = {s['fair_m']} for the policies other than the ε-expert)" if s.get("fair_m") else "") + "."]
+    for label, run in (s.get("lm_runs") or {}).items():
+        seeds = s["accuracy"].get(label, [])
+        secs = sum(x["seconds"] for x in seeds)
+        audited = sum(x["accuracy"].get("audited", x["accuracy"]["steps"]) for x in seeds if "accuracy" in x)
+        steps = sum(x["accuracy"]["steps"] for x in seeds if "accuracy" in x)
+        lines.append(f"- The LM policy (`{label}`): `{run.get('model')}` ({', '.join(run.get('overrides') or [])}"
+                     f"{'; env ' + ', '.join(f'{k}={v}' for k, v in (run.get('options') or {}).items()) if run.get('options') else ''}"
+                     f"), every action sampled from it; a random {run.get('subsample')} steps per seed audited with "
+                     f"M = {run.get('m')}: {audited} of {steps} steps over {len(seeds)} seeds, "
+                     f"{secs / 3600:.2f} CPU-hours of wall time (one thread a process).")
+    if s.get("bias"):
+        first = next(iter(s["bias"].values()))[0]
+        lines.append(f"- Bias apart from noise: {first['rounds']} groups of every task per seed, the same tasks as "
+                     "accuracy; A^π per distinct (task, state, step, action).")
+    if a.fresh:
+        grid = ", ".join(f"{x:g}" for x in st.get("race_lrs", ()))
+        lines.append(f"- Race: a fresh pool of {st['race_pool']} tasks per seed (seed s: env seeds {st['race_offset']} + "
+                     f"{st['race_pool']}s + j), {st['race_seeds']} seeds per arm and rate; {st['race_groups']} tasks × "
+                     f"{st['group_size']} rollouts an iteration, {st['race_episodes']} training episodes, PPO-clip "
+                     f"(NumPy, {st['race_epochs']} epochs, clip 0.2) on a tabular softmax keyed by (task, state); "
+                     f"every arm at every rate of {grid}; its own rate the best mean AUC on "
+                     f"{st.get('race_tune_seeds')} tuning seeds (pools below {st['race_offset']}, disjoint from the "
+                     f"reported ones): {race_rate_text(a)}; the common rate {a.common_rate:g}.")
+    if s.get("race"):
+        lines.append("- Earlier race (before issue 85, kept): 50 seeds per arm on one pool of 8 tasks shared by every "
+                     "seed (env seeds 100000-100007), lr 1 for every arm, rows keyed by state_key alone.")
     if s["rro"]:
         lines.append(f"- RRO pairs: at every state of one rollout per task, N = N_max = {st['rro_candidates']}, "
                      f"process rewards from m = {st['rro_m']} continuations, each pair judged by {st['rro_truth_m']} "
@@ -1192,26 +1352,57 @@ def audit_settings_lines(a: Audit) -> list[str]:
     return lines
 
 
+def audit_missing_page(a: Audit) -> str:
+    return "\n".join([f"# Credit audit: {a.title}", "",
+                      "<!-- generated by benchmarks/report.py: this setting has no record yet -->", "",
+                      "No record yet. The benchmark runs it: `python -m benchmarks.credit_audit --setting "
+                      f"{a.setting}` (its LM policy needs the setting's π_SFT; docs/audit.md says how to build it).",
+                      ""]) + "\n"
+
+
 def audit_page(a: Audit) -> str:
-    """A credit audit's results page: the claims' verdicts, the setting, then one section per part it ran."""
+    """A credit audit's results page: the verdicts per behaviour policy, the setting, then one section per part."""
+    if a.summary.get("missing"):
+        return audit_missing_page(a)
     s = a.summary
     lines = [f"# Credit audit: {s['title']}", "",
              f"<!-- generated by benchmarks/report.py from benchmarks/results/credit_audit_{a.setting}.json -->", "",
-             "What the estimators' credit is worth against the true advantage A^π of a fixed policy, and how fast each "
-             "trains a tabular policy with no LM in the way ([the audit](../audit.md)).", ""]
-    if a.measured:
-        lines += [f"Claim tested: {CLAIMS['credit'][0]} ({CLAIMS['credit'][1]}), as closeness to A^π "
-                  "(Spearman, per seed the mean over the policies): " + audit_verdict_text(a, "accuracy") + ".", ""]
-    if s["race"]:
-        lines += ["Race (area under the greedy success curve): " + audit_verdict_text(a, "race") + ".", ""]
+             "What the estimators' credit is worth against the true advantage A^π of a fixed behaviour policy, and how "
+             "fast each trains a tabular policy with no LM in the way ([the audit](../audit.md)). Every verdict names "
+             "its behaviour policy; none is pooled over policies.", ""]
+    if a.measured or a.missing_kinds:
+        lines += [f"Claim tested: {CLAIMS['credit'][0]} ({CLAIMS['credit'][1]}), as closeness to A^π (Spearman per "
+                  "step, seed by seed), under each behaviour policy:", ""]
+        noted = set()
+        for p in a.measured_policies:
+            kind = policy_kind(p)
+            note = "" if kind in noted else f" ({KIND_NOTES[kind]})"
+            noted.add(kind)
+            lines.append(f"- {policy_text(p)}{note}: " + audit_verdict_text(a, "accuracy", p) + ".")
+        for k in a.missing_kinds:
+            lines.append(f"- {AUDIT_KINDS[k]} ({KIND_NOTES[k]}): no record yet.")
+        lines.append("")
+    if a.fresh:
+        lines += ["Race (area under the greedy success curve, a fresh pool per seed), each arm at its own learning rate "
+                  "(chosen on tuning seeds): " + audit_verdict_text(a, "race") + ".", "",
+                  f"The same at the common rate {a.common_rate:g}: " + audit_verdict_text(a, "race", rate="common")
+                  + ".", ""]
+    elif "race" in s["parts"]:
+        lines += ["Race on fresh pools with tuned rates: no record yet.", ""]
+    if s.get("race"):
+        lines += ["Earlier race (one pool shared by every seed, lr 1 for every arm): "
+                  + audit_verdict_text(a, "race", rate="shared") + ".", ""]
     lines += ["## Setting", "", *audit_settings_lines(a), ""]
-    first = s["accuracy"][a.policies[0]][0] if a.policies else {}
-    if "coverage" in first:
+    if any("coverage" in (s["accuracy"][p] or [{}])[0] for p in a.policies):
         lines += _audit_coverage(a)
-    if "accuracy" in first:
+    if a.measured:
         lines += _audit_accuracy(a)
-    if s["race"]:
+    if s.get("bias"):
+        lines += _audit_bias(a)
+    if a.fresh:
         lines += _audit_race(a)
+    if s.get("race"):
+        lines += _audit_shared_race(a)
     if s["rro"]:
         lines += _audit_rro(a)
     lines += ["Statistics: [how to read these numbers](index.md#how-to-read-the-numbers)."]
@@ -1225,10 +1416,11 @@ def _audit_coverage(a: Audit) -> list[str]:
     s = a.summary
     lines = ["## Coverage", ""]
     rows = []
-    for label in a.policies:
+    labels = [p for p in a.policies if "coverage" in (s["accuracy"][p] or [{}])[0]]
+    for label in labels:
         seeds = s["accuracy"][label]
         cov = [x["coverage"] for x in seeds]
-        rows.append([label, _summary_cell({x["seed"]: x["success"] for x in seeds}),
+        rows.append([policy_text(label), _summary_cell({x["seed"]: x["success"] for x in seeds}),
                      _summary_cell({x["seed"]: c["shared"] for x, c in zip(seeds, cov)}),
                      _summary_cell({x["seed"]: c["mixed_groups"] for x, c in zip(seeds, cov)}),
                      _summary_cell({x["seed"]: c["path_to_success"] for x, c in zip(seeds, cov)}),
@@ -1236,69 +1428,169 @@ def _audit_coverage(a: Audit) -> list[str]:
                                for n in _ordered(cov[0]["at_trajectory_level"]))])
     lines += table(["policy", "success", "steps sharing a state", "mixed groups", "steps with a path to success",
                     "steps at the trajectory-level value (mean)"], rows) + [""]
-    for label in a.policies:
+    for label in labels:
         cov = [x["coverage"] for x in s["accuracy"][label]]
         names = list(cov[0]["at_trajectory_level"])
         pooled = {"shared": sum(c["shared"] for c in cov) / len(cov),
                   "mixed_groups": sum(c["mixed_groups"] for c in cov) / len(cov), "reads_state": cov[0]["reads_state"],
                   "at_trajectory_level": {n: sum(c["at_trajectory_level"][n] for c in cov) / len(cov) for n in names}}
-        lines.append(f"- Reading ({label}): {reading(pooled)}")
+        lines.append(f"- Reading ({policy_text(label)}): {reading(pooled)}")
+    snaps = [p for p in labels if policy_kind(p) == "tabular"]
+    for label in snaps:
+        info = [x["policy"] for x in s["accuracy"][label] if isinstance(x.get("policy"), dict)]
+        if info:
+            lines.append(f"- {policy_text(label)}: frozen after {sum(i['episodes'] for i in info) / len(info):.0f} "
+                         f"training episodes on average, at probe success "
+                         f"{_summary_cell({k: i['probe_success'] for k, i in enumerate(info)})}; the target reached in "
+                         f"{sum(bool(i['reached']) for i in info)} of {len(info)} seeds.")
     lines.append("")
     return lines
+
+
+def _claimed_pairs(arms: list[str]) -> list[tuple[str, str]]:
+    out = []
+    for _, pairs in AUDIT_CLAIMS["accuracy"]:
+        out += [p for p in pairs if p[0] in arms and p[1] in arms and p not in out]
+    return out
 
 
 def _audit_accuracy(a: Audit) -> list[str]:
-    """The accuracy section: each arm's credit against A^π per policy, and the paired differences."""
+    """The accuracy section: each arm's credit against A^π per policy, and the claimed pairs per policy."""
     s = a.summary
     lines = ["## Advantage accuracy", "",
-              "Mean over seeds [95% bootstrap]. Sign agreement and AUC count steps whose |A^π| exceeds 2 standard "
-              "errors; \"within\" compares steps of one group that share a state.", ""]
-    for label in a.policies:
+             "Mean over seeds [95% bootstrap]. Sign agreement and AUC count steps whose |A^π| exceeds 2 standard "
+             "errors; \"within\" compares steps of one group that share a state. A policy with fewer than "
+             f"{RESOLVED_MIN} such steps over its seeds is not resolved: its table is shown, its verdict ranks nothing.",
+             ""]
+    for label in a.measured_policies:
         seeds = s["accuracy"][label]
         steps = sum(x["accuracy"]["steps"] for x in seeds)
-        res = sum(x["accuracy"]["resolved"] for x in seeds)
-        lines += [f"### {label}", "", f"{len(seeds)} seeds, {steps} steps, {res} with |A^π| > 2 SE.", ""]
+        audited = sum(x["accuracy"].get("audited", x["accuracy"]["steps"]) for x in seeds)
+        res = a.resolved(label)
+        lines += [f"### {policy_text(label)}", "",
+                  f"{len(seeds)} seeds, {steps} steps" + (f" ({audited} audited, a random subsample)" if audited < steps
+                                                          else "") + f", {res} with |A^π| > 2 SE"
+                  + ("" if a.is_resolved(label) else ": **not resolved**") + ".", ""]
         rows = [[name(arm)] + [_summary_cell(a.accuracy(arm, m, label)) for m in AUDIT_METRICS] for arm in a.arms]
         lines += table(["arm", *AUDIT_METRICS.values()], rows) + [""]
-    lines += ["### Paired differences, every policy", "",
-              "Per seed, each metric is the mean over the policies; differences a − b seed by seed.", ""]
-    rows = []
-    for i, x in enumerate(a.arms):
-        for y in a.arms[i + 1:]:
-            px, py = (x, y) if (x, y) in CREDIT_CLAIM or (y, x) not in CREDIT_CLAIM else (y, x)
-            cells = []
-            for m in ("spearman", "sign", "auc", "within_spearman"):
-                p = stats.paired(a.accuracy(px, m), a.accuracy(py, m))
-                cells.append(_diff_cell(p) + (" sep." if p.separated else ""))
-            rows.append([diff_label(px, py), *cells])
-    lines += table(["a − b", "Spearman", "sign agreement", "AUC", "Spearman within"], rows) + [""]
+    pairs = _claimed_pairs(a.arms)
+    if pairs:
+        lines += ["### The claimed pairs, per policy", "",
+                  "Spearman a − b seed by seed [95% bootstrap]; sep. = separated from zero; n.r. = the policy is not "
+                  "resolved.", ""]
+        rows = []
+        for x, y in pairs:
+            row = [diff_label(x, y)]
+            for label in a.measured_policies:
+                p = stats.paired(a.accuracy(x, policy=label), a.accuracy(y, policy=label))
+                row.append(_diff_cell(p) + (" sep." if p.separated else "") + ("" if a.is_resolved(label) else " n.r."))
+            rows.append(row)
+        lines += table(["a − b", *[policy_text(p) for p in a.measured_policies]], rows) + [""]
     return lines
 
 
-def _audit_race(a: Audit) -> list[str]:
-    """The learning race: each arm's success curve on the task pool, and the paired differences."""
+def _audit_bias(a: Audit) -> list[str]:
+    """Bias apart from noise: mean credit per (task, state, action) against A^π, and the across-group noise."""
     s = a.summary
-    lines = ["## Learning race", "", "Greedy success on the task pool; AUC = mean of the curve after its start.", ""]
+    lines = ["## Bias apart from noise", "",
+             "Per (task, state, action) seen in two groups or more of the same tasks: Pearson and Spearman of the "
+             "arm's mean credit with A^π (bias: is the credit, on average, an increasing function of A^π?) and the "
+             "noise share, the across-group variance of its credit over that variance plus the spread of the means "
+             "(0: every group gives a pair the same credit). Spearman per step (the accuracy section) mixes the two.",
+             ""]
+    for label, seeds in s["bias"].items():
+        if not seeds:
+            continue
+        lines += [f"### {policy_text(label)}", "",
+                  f"{len(seeds)} seeds × {seeds[0]['rounds']} groups of each task; {sum(x['triples'] for x in seeds)} "
+                  f"(task, state, action) seen in two groups or more, {sum(x['resolved'] for x in seeds)} with |A^π| > "
+                  "2 SE.", ""]
+        arms = _ordered(seeds[0]["arms"])
+        val = lambda arm, k: {x["seed"]: x["arms"][arm][k] for x in seeds if x["arms"][arm][k] == x["arms"][arm][k]}  # noqa: E731
+        rows = [[name(arm), _summary_cell(val(arm, "pearson")), _summary_cell(val(arm, "spearman")),
+                 _summary_cell(val(arm, "noise_share")),
+                 _summary_cell(a.accuracy(arm, "spearman", label)) if a.has_accuracy(label) else "–"] for arm in arms]
+        lines += table(["arm", "Pearson of E[credit] with A^π", "Spearman of E[credit] with A^π", "noise share",
+                        "Spearman per step (accuracy)"], rows) + [""]
+    return lines
+
+
+def _race_table(a: Audit, rate: str) -> list[str]:
     rows = []
     for arm in a.race_arms:
-        runs = s["race"][arm]
-        reached = sorted(r["episodes_to_half"] for r in runs if r["episodes_to_half"] is not None)
+        runs = a.race(arm, "auc", rate)
+        reached = sorted(v for v in a.race(arm, "episodes_to_half", rate).values() if v is not None)
         med = reached[len(reached) // 2] if reached else None
-        rows.append([name(arm), len(runs), _summary_cell(a.race(arm)), _summary_cell(a.race(arm, "final")),
-                     f"{len(reached)} of {len(runs)}", "–" if med is None else str(med)])
-    lines += table(["arm", "seeds", "AUC", "final success", "reached 50%", "episodes to 50% (median of those)"],
-                   rows) + [""]
+        lr = a.own_rate(arm) if rate == "own" else a.common_rate if rate == "common" else None
+        rows.append([name(arm), "–" if lr is None else f"{lr:g}", len(runs), _summary_cell(runs),
+                     _summary_cell(a.race(arm, "final", rate)), f"{len(reached)} of {len(runs)}",
+                     "–" if med is None else str(med)])
+    return table(["arm", "lr", "seeds", "AUC", "final success", "reached 50%", "episodes to 50% (median of those)"],
+                 rows) + [""]
+
+
+def _race_pairs(a: Audit, rate: str) -> list[str]:
+    """The paired AUC differences: every pair of the earlier race (as its pages had them), the claimed pairs at the
+    fair race's rates."""
     rows = []
     claimed = {p for _, pairs in AUDIT_CLAIMS["race"] for p in pairs}
-    for i, x in enumerate(a.race_arms):
-        for y in a.race_arms[i + 1:]:
+    have = a.race_arms if rate != "shared" else a.shared_arms
+    for i, x in enumerate(have):
+        for y in have[i + 1:]:
+            if rate != "shared" and (x, y) not in claimed and (y, x) not in claimed:
+                continue
             px, py = (x, y) if (x, y) in claimed or (y, x) not in claimed else (y, x)
-            p = stats.paired(a.race(px), a.race(py))
+            p = stats.paired(a.race(px, rate=rate), a.race(py, rate=rate))
             rows.append([diff_label(px, py), p.n, _diff_cell(p), f"{p.wins} of {p.n}",
                          {1: "yes, above", -1: "yes, below", 0: "no"}[p.separated],
                          "claimed: above" if (px, py) in claimed else ""])
-    lines += table(["a − b (AUC)", "seeds", "mean [95% bootstrap]", "a above b on", "separated", "claim"], rows)
-    lines.append("")
+    return table(["a − b (AUC)", "seeds", "mean [95% bootstrap]", "a above b on", "separated", "claim"], rows) + [""]
+
+
+def _audit_race(a: Audit) -> list[str]:
+    """The fair race: each arm at its own rate and at the common one, its AUC at every rate of the grid."""
+    st = a.summary["settings"]
+    lines = ["## Learning race", "",
+             "Greedy success on each seed's own pool; AUC = mean of the curve after its start. Each arm's own rate is "
+             "the best mean AUC on the tuning seeds; the reported seeds never entered that choice.", "",
+             "### At each arm's own rate", "", *_race_table(a, "own"), *_race_pairs(a, "own"),
+             f"### At the common rate {a.common_rate:g}", "", *_race_table(a, "common"), *_race_pairs(a, "common"),
+             "### Every rate of the grid", "",
+             "Mean AUC over the reported seeds, and over the tuning seeds in brackets (which picked the rate, *).", ""]
+    grid = list(dict.fromkeys([*st.get("race_lrs", ()), st.get("race_lr", 1.0)]))
+    rows = []
+    for arm in a.race_arms:
+        tune = {}
+        for r in a.summary.get("race_tuning", {}).get(arm, []):
+            tune.setdefault(float(r["lr"]), []).append(r["auc"])
+        row = [name(arm)]
+        for lr in grid:
+            rep = list(a.race(arm, rate=lr).values())
+            t = tune.get(float(lr))
+            row.append((f3(sum(rep) / len(rep)) if rep else "–") + (f" ({f3(sum(t) / len(t))})" if t else "")
+                       + (" *" if a.own_rate(arm) == float(lr) else ""))
+        rows.append(row)
+    lines += table(["arm", *[f"lr {x:g}" for x in grid]], rows) + [""]
+    return lines
+
+
+def _audit_shared_race(a: Audit) -> list[str]:
+    s = a.summary
+    lines = ["## Earlier race: one pool shared by every seed", "",
+             "The race of the records before issue 85, kept as it ran: every seed trained and was scored on the same "
+             "8 tasks, every arm at lr 1, table rows keyed by state_key alone (household's keys name no game, so two "
+             "pool games could share logits). Greedy success on the pool; AUC = mean of the curve after its start.", ""]
+    rows = []
+    for arm in a.shared_arms:
+        runs = s["race"][arm]
+        reached = sorted(r["episodes_to_half"] for r in runs if r["episodes_to_half"] is not None)
+        med = reached[len(reached) // 2] if reached else None
+        rows.append([name(arm), len(runs), _summary_cell(a.race(arm, rate="shared")),
+                     _summary_cell(a.race(arm, "final", "shared")), f"{len(reached)} of {len(runs)}",
+                     "–" if med is None else str(med)])
+    lines += table(["arm", "seeds", "AUC", "final success", "reached 50%", "episodes to 50% (median of those)"],
+                   rows) + [""]
+    lines += _race_pairs(a, "shared")
     return lines
 
 
@@ -1325,24 +1617,36 @@ def _audit_rro(a: Audit) -> list[str]:
     return lines
 
 
+def _short_verdict(a: Audit, verdicts) -> str:
+    return "; ".join((f"{label}: " if label else "") + v for label, v, _ in verdicts) or "not tested"
+
+
 def audit_rows(audits: list[Audit], link_prefix: str) -> list[list[str]]:
+    """The detailed results table's audit rows: one per (setting, behaviour policy), and the race."""
     rows = []
     for a in audits:
-        title = f"[Credit audit: {a.summary['title']}]({link_prefix}{a.page})"
-        if a.measured:
-            arms = "; ".join(f"{name(x)} {_summary_cell(a.accuracy(x))}" for x in a.arms)
-            rows.append([title + ", accuracy", a.summary["title"] + f"; ε-expert at {', '.join(a.policies)}", arms,
-                         "Spearman of the credit with Monte-Carlo A^π, per seed the mean over the policies",
-                         "– (no LM: a fixed ε-expert policy)", CLAIMS["credit"][0] + " (closer to A^π)",
-                         audit_verdict_text(a, "accuracy")])
-        if a.summary["race"]:
-            arms = "; ".join(f"{name(x)} {_summary_cell(a.race(x))}" for x in a.race_arms)
-            race_title = f"[Credit audit: {a.summary['title']}, race]({link_prefix}{a.page}#learning-race)"
-            rows.append([race_title, a.summary["title"] + "; tabular softmax from zero, "
-                         f"{a.summary['settings']['race_episodes']} episodes", arms,
-                         "area under the greedy success curve on the task pool",
+        link = f"{link_prefix}{a.page}"
+        for p in a.measured_policies:
+            arms = "; ".join(f"{name(x)} {_summary_cell(a.accuracy(x, policy=p))}" for x in a.arms)
+            verdict = (_short_verdict(a, a.accuracy_verdicts(p)) if a.is_resolved(p) else
+                       f"not resolved ({a.resolved(p)} resolved steps)")
+            rows.append([f"[Credit audit: {a.title}, accuracy]({link})", f"{a.title}; behaviour policy {policy_text(p)}",
+                         arms, "Spearman of the credit with Monte-Carlo A^π per step", "– (no LM)" if policy_kind(p) !=
+                         "lm" else "the LM is the behaviour policy", CLAIMS["credit"][0] + " (closer to A^π)", verdict])
+        for k in a.missing_kinds:
+            rows.append([f"[Credit audit: {a.title}, accuracy]({link})", f"{a.title}; behaviour policy {AUDIT_KINDS[k]}",
+                         "no record yet", "Spearman of the credit with Monte-Carlo A^π per step", "–",
+                         CLAIMS["credit"][0] + " (closer to A^π)", "no record yet"])
+        if a.fresh or a.summary.get("race"):
+            rate = "own" if a.fresh else "shared"
+            arms = "; ".join(f"{name(x)} {_summary_cell(a.race(x, rate=rate))}" for x in a.race_arms)
+            what = ("a fresh pool per seed, each arm at its own rate (" + race_rate_text(a) + ")" if a.fresh else
+                    "one pool shared by every seed, lr 1 (before issue 85)")
+            rows.append([f"[Credit audit: {a.title}, race]({link}#learning-race)",
+                         f"{a.title}; tabular softmax from zero, {a.summary['settings']['race_episodes']} episodes, "
+                         + what, arms, "area under the greedy success curve on the task pool",
                          "– (no LM: a tabular policy)", CLAIMS["credit"][0] + "; " + CLAIMS["crps"][0],
-                         audit_verdict_text(a, "race")])
+                         _short_verdict(a, a.race_verdicts(rate))])
     return rows
 
 
@@ -1732,9 +2036,22 @@ SHORT = {  # how a cell names each setting
     "credit_learning_hard_binary": "7×7, 2 boxes, binary", "credit_learning_household": "household",
     "crps_learning": "6×6, 12 steps", "crps_learning_hard": "7×7, 2 boxes", "rro_samples": "Sokoban",
     "rro_samples_webshop": "WebShop", "demo_seeds": "validation levels", "demo_seeds_test": "test levels",
-    "audit:sokoban6": "6×6", "audit:sokoban7": "7×7, 2 boxes", "audit:household": "household",
-    "audit:webshop": "WebShop", "audit:sql": "SQL", "race:demo": "6×6", "race:sokoban7": "7×7, 1 box"}
-VERDICT_ORDER = ["yes", "in means only", "no", "reversed", "not tested", "not like for like", "not run yet"]
+    "audit:sokoban6": "6×6", "audit:sokoban7": "7×7, 2 boxes", "audit:sokoban7_1box": "7×7, 1 box",
+    "audit:household": "household", "audit:webshop": "WebShop", "audit:sql": "SQL", "race:demo": "6×6",
+    "race:sokoban7": "7×7, 1 box"}
+VERDICT_ORDER = ["yes", "in means only", "no", "reversed", "not resolved", "not tested", "not like for like",
+                 "not run yet", "no record yet"]
+
+
+def policy_short(label: str) -> str:
+    """A behaviour policy in a claims-table cell: ``ε-expert 0.5``, ``uniform``, ``detour``, ``tabular 20%``, ``π_SFT``."""
+    kind = policy_kind(label)
+    return {"expert": f"ε-expert {label[4:]}", "uniform": "uniform", "detour": "detour",
+            "tabular": f"tabular {100 * float(label.split('=')[1]):.0f}%" if kind == "tabular" else "",
+            "lm": "π_SFT"}[kind]
+
+
+KIND_SHORT = {"expert": "ε-expert", "uniform": "uniform", "detour": "detour", "tabular": "tabular", "lm": "π_SFT"}
 
 
 def _entry(verdict: str, label: str, link: str) -> tuple[str, str]:
@@ -1760,20 +2077,32 @@ def claim_entries(variants, source: str, checks, audits, races, prefix: str) -> 
     if source in ("audit", "tabular"):
         for a in audits:
             key = f"audit:{a.setting}"
-            if source == "audit" and a.measured:
-                for label, pairs in _variants(variants, set(a.arms)):
-                    ps = [stats.paired(a.accuracy(x), a.accuracy(y)) for x, y in pairs]
-                    out.append(_entry(stats.ordering_verdict(ps), _named(SHORT.get(key, a.setting), label),
-                                      f"{prefix}{a.page}"))
+            short, link = SHORT.get(key, a.setting), f"{prefix}{a.page}"
+            if source == "audit":  # one entry per (setting, behaviour policy), never pooled over policies
+                for p in a.measured_policies:
+                    for label, pairs in _variants(variants, set(a.arms)):
+                        verdict = (stats.ordering_verdict([stats.paired(a.accuracy(x, policy=p), a.accuracy(y, policy=p))
+                                                           for x, y in pairs]) if a.is_resolved(p) else "not resolved")
+                        out.append(_entry(verdict, _named(f"{short}, {policy_short(p)}", label), link))
+                if any(True for _ in _variants(variants[:1], set(a.arms) if a.measured else AUDIT_ARMS)):
+                    out += [_entry("no record yet", f"{short}, {KIND_SHORT[k]}", link) for k in a.missing_kinds]
                 if a.summary["rro"] and variants[0][1] == RRO_CLAIM:  # RRO's pairs against Q^π: rising vs fixed
                     p = stats.paired(a.rro("rising"), a.rro("fixed"))
-                    out.append(_entry(stats.ordering_verdict([p]), _named(SHORT.get(key, a.setting),
-                                                                          "pair accuracy"), f"{prefix}{a.page}"))
-            if source == "tabular" and a.summary["race"]:
-                for label, pairs in _variants(variants, set(a.race_arms)):
-                    ps = [stats.paired(a.race(x), a.race(y)) for x, y in pairs]
-                    out.append(_entry(stats.ordering_verdict(ps), _named(SHORT.get(key, a.setting), label),
-                                      f"{prefix}{a.page}#learning-race"))
+                    out.append(_entry(stats.ordering_verdict([p]), _named(short, "pair accuracy"), link))
+            if source == "tabular":
+                if a.fresh:
+                    for rate, what in (("own", "own rates"), ("common", f"common rate {a.common_rate:g}")):
+                        for label, pairs in _variants(variants, set(a.race_arms)):
+                            ps = [stats.paired(a.race(x, rate=rate), a.race(y, rate=rate)) for x, y in pairs]
+                            out.append(_entry(stats.ordering_verdict(ps), _named(f"{short}, {what}", label),
+                                              f"{link}#learning-race"))
+                elif "race" in a.summary.get("parts", ()) and any(True for _ in _variants(variants[:1], RACE_ARMS)):
+                    out.append(_entry("no record yet", f"{short}, fresh pools, tuned rates", f"{link}#learning-race"))
+                if a.summary.get("race"):
+                    for label, pairs in _variants(variants, set(a.shared_arms)):
+                        ps = [stats.paired(a.race(x, rate="shared"), a.race(y, rate="shared")) for x, y in pairs]
+                        out.append(_entry(stats.ordering_verdict(ps), _named(f"{short}, one shared pool, lr 1", label),
+                                          f"{link}#earlier-race-one-pool-shared-by-every-seed"))
         return out or "–"
     if source == "pool":
         runnable = any(True for _ in _variants(variants, set(LM_RACE_ARMS)))
@@ -1809,28 +2138,50 @@ def claim_entries(variants, source: str, checks, audits, races, prefix: str) -> 
     return out or "–"
 
 
-def claim_cell(entries) -> str:
-    """Entries grouped by verdict: ``**yes**: [6×6](…), [household](…); **no**: …``."""
+PENDING = ("not run yet", "no record yet")
+# the arms an audit setting without records would have: every estimator arm, and in its race GRPO + each curriculum
+AUDIT_ARMS = {a.name for a in audit_arms()}
+RACE_ARMS = {a.name for a in audit_race_arms()}
+
+
+def claim_cell(entries, detail: str | None = None) -> str:
+    """Entries grouped by verdict: ``**yes**: [6×6](…), [household](…); **no**: …``. With ``detail`` (a link to
+    the full table) the cell only counts them, ``**yes** 3 · **no** 1 · 2 not run yet``, for a table read in a
+    minute."""
     if isinstance(entries, str):
         return entries
     groups: dict[str, list[str]] = {}
     for verdict, link in entries:
         groups.setdefault(verdict, []).append(link)
     order = sorted(groups, key=lambda v: VERDICT_ORDER.index(v) if v in VERDICT_ORDER else len(VERDICT_ORDER))
-    return "; ".join(f"**{v}**: {', '.join(groups[v])}" for v in order)
+    if detail is None:
+        return "; ".join(f"**{v}**: {', '.join(groups[v])}" for v in order)
+    done = [f"**{v}** {len(groups[v])}" for v in order if v not in PENDING]
+    pending = sum(len(groups[v]) for v in PENDING if v in groups)
+    return f"[{' · '.join(done + ([f'{pending} not run yet'] if pending else []))}]({detail})"
 
 
-def claims_table(checks, audits, races, prefix: str) -> list[str]:
-    rows = [[claim, *[claim_cell(claim_entries(variants, src, checks, audits, races, prefix)) for src in EVIDENCE]]
-            for claim, variants in CLAIM_ROWS]
+def claims_table(checks, audits, races, prefix: str, compact: bool = False) -> list[str]:
+    """The claims table; ``compact`` (the README): each cell counts its verdicts and links to the full table."""
+    detail = f"{prefix}index.md#by-claim-and-level-of-evidence" if compact else None
+    rows = [[claim, *[claim_cell(claim_entries(variants, src, checks, audits, races, prefix), detail)
+                      for src in EVIDENCE]] for claim, variants in CLAIM_ROWS]
+    how = ("counts the verdicts of the (setting, behaviour policy) entries that measure the claim at that level and "
+           "links to them all" if compact else
+           "gives the claim's verdict at that level of evidence, per setting, each linked to its page")
     return [*table(["claim", *EVIDENCE.values()], rows), "",
-            "Each cell: the claim's verdict at that level of evidence, per setting, each linked to its page. **yes**: "
+            f"Each cell {how}. **yes**: "
             "every claimed pair's seed-by-seed difference separated from zero in the claim's direction; **in means "
             "only**: right sign, not all separated; **reversed**: a pair separated the other way; **no**: otherwise; "
-            "**not run yet**: the benchmark exists, no record; –: no record measures it at that level. Credit vs "
-            "A^π: the "
-            "audit's credit against Monte-Carlo A^π of an ε-expert (RRO: its pairs' accuracy against Q^π); tabular "
-            "race: a tabular policy trained from zero on a task pool; LM on its pool: the tiny LM from π_SFT on a "
+            "**not resolved**: too few steps with |A^π| > 2 SE (under 50) to rank anything; **not run yet** / **no "
+            "record yet**: the benchmark exists, no record; –: no record measures it at that level. Credit vs A^π: "
+            "the audit's credit against Monte-Carlo A^π, one entry per (setting, behaviour policy): the ε-expert "
+            "(distance-greedy: its V^π falls with the distance to success, the shape graph credit computes), the "
+            "uniform policy, the detour expert (competent, its V^π no function of the distance), the race's tabular "
+            f"policy frozen at 20/50/80% success, π_SFT (the LM) ([which to trust when]({prefix}../audit.md#"
+            "what-each-behaviour-policy-can-show)); RRO: its pairs' accuracy against Q^π. Tabular race: a tabular "
+            "policy trained from zero, a fresh pool per seed, each arm at its own rate tuned on other seeds and at the "
+            "common rate (and the earlier race on one shared pool at lr 1); LM on its pool: the tiny LM from π_SFT on a "
             f"fixed pool ([LM race]({prefix}lm-race-demo.md)); LM training curve: area under the learning "
             "checks' on-policy training success; LM on new levels: held-out success after RL (RRO: after DPO). "
             f"Generated by `benchmarks/report.py` from the records; the detailed table: [results]({prefix}index.md); "
@@ -2034,9 +2385,45 @@ def index_page(checks: list[Check], audits: list | None = None, races: list | No
     return "\n".join(lines) + "\n"
 
 
+def audit_readme_lines(audits: list, prefix: str) -> list[str]:
+    """The README's audit verdicts on RewardFlow > GiGPO > GRPO, per setting and behaviour policy, in the words of
+    the generated verdicts (a policy without a record says so)."""
+    out = []
+    for a in audits:
+        if not (a.measured or a.missing_kinds or a.fresh or a.summary.get("race")):
+            continue
+        short, link = SHORT.get(f"audit:{a.setting}", a.setting), f"{prefix}{a.page}"
+        cells = []
+        for p in a.measured_policies:
+            if not all(x in a.arms and y in a.arms for x, y in CREDIT_CLAIM):
+                continue
+            verdict = (stats.ordering_verdict([stats.paired(a.accuracy(x, policy=p), a.accuracy(y, policy=p))
+                                               for x, y in CREDIT_CLAIM]) if a.is_resolved(p) else "not resolved")
+            cells.append(f"{policy_short(p)} **{verdict}**")
+        cells += [f"{KIND_SHORT[k]} **no record yet**" for k in a.missing_kinds]
+        race = []
+        if a.fresh:
+            for rate, what in (("own", "own rates"), ("common", f"common rate {a.common_rate:g}")):
+                if all(x in a.race_arms and y in a.race_arms for x, y in CREDIT_CLAIM):
+                    ps = [stats.paired(a.race(x, rate=rate), a.race(y, rate=rate)) for x, y in CREDIT_CLAIM]
+                    race.append(f"{what} **{stats.ordering_verdict(ps)}**")
+        elif "race" in a.summary.get("parts", ()):
+            race.append("fresh pools, tuned rates **no record yet**")
+        if a.summary.get("race") and all(x in a.shared_arms and y in a.shared_arms for x, y in CREDIT_CLAIM):
+            ps = [stats.paired(a.race(x, rate="shared"), a.race(y, rate="shared")) for x, y in CREDIT_CLAIM]
+            race.append(f"one shared pool, lr 1 **{stats.ordering_verdict(ps)}**")
+        line = f"- [{short}]({link}): closer to A^π, per behaviour policy: " + (", ".join(cells) or "–")
+        if race:
+            line += "; learns faster without an LM (tabular race): " + ", ".join(race)
+        out.append(line + ".")
+    return out + ["", "RewardFlow > GiGPO > GRPO, each pair separated seed by seed (**yes**), in the mean only, or not; "
+                  "**not resolved**: fewer than 50 steps whose A^π is more than 2 standard errors from 0. Generated by "
+                  "`benchmarks/report.py` from the audit's records."]
+
+
 def readme_blocks(checks: list[Check], audits: list | None = None, races: list | None = None) -> dict[str, list[str]]:
-    return {"results": claims_table(checks, audits or [], races or [], "docs/results/"),
-            "performance": performance_table()}
+    return {"results": claims_table(checks, audits or [], races or [], "docs/results/", compact=True),
+            "performance": performance_table(), "audit": audit_readme_lines(audits or [], "docs/results/")}
 
 
 def replace_block(text: str, key: str, body: list[str]) -> str:

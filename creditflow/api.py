@@ -271,14 +271,17 @@ def rro(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.PathL
 def audit(env: EnvLike = "sokoban", *, env_options: dict | None = None, policy=None,
           success_threshold: float | None = None, progress: Callable[[str], None] | None = None,
           model: str | Path | None = None, menu_size: int = 4, overrides: list[str] | None = None,
-          **settings) -> AuditResult:
+          policy_model: str | Path | None = None, **settings) -> AuditResult:
     """The credit audit (docs/audit.md) on ``env``: ``settings`` are :class:`~creditflow.auditing.AuditSettings`
-    fields (``parts``, ``seeds``, ``epsilons``, ``m``, ``race_seeds``, ``estimators``, ...); ``policy`` a
-    behaviour policy object (``act(items, rng)``) instead of the env's expert at each ε. ``model``: a model
-    (or run) dir whose ``menu_size`` sampled actions, plus the expert's, are the choices at free-text states
-    (``creditflow.recipes.audit``); ``overrides`` are config ``key=value`` lines for that model's prompts and
-    sampling. Returns an :class:`~creditflow.auditing.AuditResult`: ``.record`` (every per-seed value),
-    ``.lines()`` (the summary)."""
+    fields (``parts``, ``seeds``, ``policies``, ``epsilons``, ``m``, ``race_seeds``, ``race_lrs``, ``estimators``,
+    ...); ``policy`` a behaviour policy object (``act(items, rng)``), or a list of them, instead of
+    ``settings.policies`` (the built-in ones: ``expert`` at each ε, ``uniform``, ``detour``, ``tabular``).
+    ``policy_model``: a model (or run) dir whose LM is the behaviour policy (``creditflow.recipes.audit.
+    ModelPolicy``, with ``overrides`` on top of its saved settings), beside ``policy`` and beside the built-in
+    policies only where ``policies=`` is given. ``model``: a model (or run) dir whose ``menu_size`` sampled
+    actions, plus the expert's, are the choices at free-text states (``creditflow.recipes.audit``); ``overrides``
+    are config ``key=value`` lines for that model's prompts and sampling. Returns an
+    :class:`~creditflow.auditing.AuditResult`: ``.record`` (every per-seed value), ``.lines()`` (the summary)."""
     fields = set(AuditSettings.__dataclass_fields__)
     unknown = sorted(set(settings) - fields)
     if unknown:
@@ -290,8 +293,11 @@ def audit(env: EnvLike = "sokoban", *, env_options: dict | None = None, policy=N
                             "None (NoneType)")
     _check_env(env)
     env_options = check_mapping(env_options, "env_options", "env options")
-    if policy is not None and not callable(getattr(policy, "act", None)):
-        raise UserTypeError(f"policy must be an object with an act(items, rng) method or None, got {shown(policy)}")
+    for pol in (policy if isinstance(policy, (list, tuple)) else [policy]):
+        if pol is not None and not callable(getattr(pol, "act", None)):
+            raise UserTypeError("policy must be an object with an act(items, rng) method, a list of them, or None, "
+                                f"got {shown(pol)}")
+    check_path(policy_model, "policy_model", "a model or run directory")
     check_callable(progress, "progress", "a function taking one line of text")
     check_path(model, "model", "a model or run directory")
     check_number(success_threshold, "success_threshold", optional=True, type_only=True)
@@ -315,7 +321,14 @@ def audit(env: EnvLike = "sokoban", *, env_options: dict | None = None, policy=N
 
         menu_cfg = build_config(None, [setting("env.name", name), *overrides], base={"env": {"kwargs": env_options}})
         menu = policy_menu(menu_cfg, model, factory, menu_size, log=progress or print)
-    return run_audit(factory, settings=run_settings, policy=policy, success_rule=SuccessRule(threshold),
+    chosen = list(policy) if isinstance(policy, (list, tuple)) else [] if policy is None else [policy]
+    if policy_model is not None:  # the LM as the behaviour policy: the built-in ones too only where asked for
+        from creditflow.auditing.run import policies as built_in
+        from creditflow.recipes.audit import ModelPolicy
+
+        lm = ModelPolicy(policy_model, overrides).bind(cfg, factory)
+        chosen = [*(built_in(run_settings).values() if "policies" in settings else []), *chosen, lm]
+    return run_audit(factory, settings=run_settings, policy=chosen or None, success_rule=SuccessRule(threshold),
                      progress=progress, env_label=name, menu=menu)
 
 

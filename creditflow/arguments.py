@@ -86,7 +86,8 @@ def check_names(value: Any, name: str, choices: Sequence[str] | None = None, wha
     if choices is not None:
         bad = [item for item in items if item not in choices]
         if bad:
-            raise error(f"unknown {what} {bad[0]!r} in {name}; {what}s: {', '.join(choices)}")
+            plural = what[:-1] + "ies" if what.endswith("y") else what + "s"
+            raise error(f"unknown {what} {bad[0]!r} in {name}; {plural}: {', '.join(choices)}")
     return tuple(items)
 
 

@@ -359,7 +359,7 @@ def test_an_audit_argument_of_the_wrong_type_is_a_type_error_naming_it(kwargs, p
 
 
 API_VALUES = [
-    ("parts empty", dict(parts=()), "parts is empty: give at least one part (coverage, accuracy, race, rro)"),
+    ("parts empty", dict(parts=()), "parts is empty: give at least one part (coverage, accuracy, race, rro, bias)"),
     ("estimators empty", dict(estimators=[]), "estimators is empty: give at least one estimator"),
     ("race arms empty", dict(race_arms=()), "race_arms is empty: give at least one race arm"),
     ("epsilons empty", dict(epsilons=[]), "epsilons is empty: give at least one number"),

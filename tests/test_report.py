@@ -286,3 +286,42 @@ def test_a_learning_page_groups_runs_by_the_machine_their_records_keep_and_count
                      "- Machine per run: not recorded for 1 runs (made before run records kept it)."]
     assert report.run_machines_lines(report.Check(spec, {}, runs[1:2], ["grpo"], [1])) == [
         "- Machine per run: not recorded (1 runs, made before run records kept their machine)."]
+
+
+def _audit_seed(seed, resolved, spearman):
+    return {"seed": seed, "success": 0.5, "accuracy": {"steps": 100, "resolved": resolved, "arms": {
+        arm: {"spearman": value + 0.001 * seed} for arm, value in spearman.items()}}}
+
+
+def test_audit_verdicts_are_per_behaviour_policy_with_not_resolved_and_no_record_yet_cells():
+    """Issue 85: one verdict per (setting, behaviour policy), never pooled; a policy with fewer than 50 resolved
+    steps is "not resolved"; a policy the benchmark runs without a record is "no record yet"; the race at each arm's
+    own tuned rate and at the common one, beside the earlier shared-pool race."""
+    good = {"grpo": 0.2, "gigpo": 0.3, "rewardflow": 0.4}
+    summary = {"title": "T", "env": "sokoban", "options": {}, "parts": ["coverage", "accuracy", "race"],
+               "settings": {"race_lr": 1.0, "race_lrs": [0.3, 1.0], "seeds": 6, "tasks": 4, "group_size": 8, "m": 32,
+                            "race_pool": 8, "race_offset": 100000, "race_seeds": 6, "race_groups": 4,
+                            "race_episodes": 64, "race_epochs": 2, "race_tune_seeds": 2, "race_eval_every": 2},
+               "accuracy": {"eps=0.5": [_audit_seed(s, 20, good) for s in range(6)],
+                            "uniform": [_audit_seed(s, 3, good) for s in range(6)]},
+               "race": {}, "rro": {}, "records": "x/",
+               "race_fresh": {arm: [{"seed": s, "lr": lr, "auc": v * lr + 0.01 * s, "final": 0.5,
+                                     "episodes_to_half": None} for lr in (0.3, 1.0) for s in range(6)]
+                              for arm, v in (("grpo", 0.5), ("gigpo", 0.4), ("rewardflow", 0.3))},
+               "race_tuning": {}, "race_rates": {"grpo": 0.3, "gigpo": 1.0, "rewardflow": 1.0}}
+    a = report.Audit("sokoban6", summary)
+    assert a.missing_kinds == ["detour", "tabular", "lm"]
+    credit = report.CLAIM_ROWS[0][1]
+    entries = report.claim_entries(credit, "audit", [], [a], [], "")
+    assert ("yes", "[6×6, ε-expert 0.5](credit-audit-sokoban6.md)") in entries
+    assert ("not resolved", "[6×6, uniform](credit-audit-sokoban6.md)") in entries
+    assert ("no record yet", "[6×6, detour](credit-audit-sokoban6.md)") in entries
+    # own rates: GRPO at 0.3 (AUC 0.15), GiGPO and RewardFlow at 1 (0.4, 0.3): RewardFlow below GiGPO
+    assert a.race("grpo", rate="own") == {s: pytest.approx(0.15 + 0.01 * s) for s in range(6)}
+    race = report.claim_entries(credit, "tabular", [], [a], [], "")
+    assert race[0][0] == "reversed" and "own rates" in race[0][1] and "common rate 1" in race[1][1]
+    page = report.audit_page(a)
+    assert "- uniform (" in page and "**not resolved** (18 steps" in page and "- detour expert (" in page
+    assert "no record yet" in page and "### At each arm's own rate" in page
+    block = "\n".join(report.audit_readme_lines([a], ""))
+    assert "ε-expert 0.5 **yes**" in block and "uniform **not resolved**" in block and "π_SFT **no record yet**" in block

@@ -32,22 +32,40 @@ def q_estimates(sim: Sim, nodes: Sequence[Node], actions: Sequence[str | None], 
     return k / m, np.sqrt(smooth * (1.0 - smooth) / m)
 
 
-def true_advantages(sim: Sim, episodes: Sequence[Episode], m: int, policy, rng: np.random.Generator) -> dict:
-    """Â^π of every step of ``episodes`` (episode after episode), with Q̂, V̂ and the standard error."""
+def true_advantages(sim: Sim, episodes: Sequence[Episode], m: int, policy, rng: np.random.Generator,
+                    rows: Sequence[int] | None = None) -> dict:
+    """Â^π of every step of ``episodes`` (episode after episode; ``rows``: only those steps, in that order), with
+    Q̂, V̂ and the standard error."""
     nodes = [s.node for ep in episodes for s in ep.steps]
     taken = [s.action for ep in episodes for s in ep.steps]
+    if rows is not None:
+        nodes, taken = [nodes[i] for i in rows], [taken[i] for i in rows]
     q, se_q = q_estimates(sim, nodes + nodes, taken + [None] * len(nodes), m, policy, rng)
     n = len(nodes)
     return {"q": q[:n], "v": q[n:], "a": q[:n] - q[n:], "se": np.sqrt(se_q[:n] ** 2 + se_q[n:] ** 2)}
 
 
-def accuracy(cols: Columns, truth: dict, arms: Sequence[Arm]) -> dict:
-    """Per arm: :func:`creditflow.auditing.metrics.all_metrics` of its advantages against ``truth``."""
+def subsample(n: int, size: int | None, rng: np.random.Generator) -> np.ndarray | None:
+    """``size`` of the ``n`` steps drawn without replacement, in step order (None: every step, no draw)."""
+    if size is None or size >= n:
+        return None
+    return np.sort(rng.choice(n, size=int(size), replace=False))
+
+
+def accuracy(cols: Columns, truth: dict, arms: Sequence[Arm], rows: Sequence[int] | None = None) -> dict:
+    """Per arm: :func:`creditflow.auditing.metrics.all_metrics` of its advantages against ``truth``. The
+    advantages are computed on every step of ``cols`` (an estimator sees whole groups); with ``rows`` the metrics
+    compare those steps only (``truth`` holds theirs, a random subsample: :func:`subsample`)."""
     out = {}
+    groups, keys = cols.group_ids, cols.state_keys
+    if rows is not None:
+        groups, keys = [groups[i] for i in rows], [keys[i] for i in rows]
     for arm in arms:
         adv = advantages(arm, cols)
-        out[arm.name] = all_metrics(adv, truth["a"], truth["se"], cols.group_ids, cols.state_keys)
+        if rows is not None:
+            adv = adv[np.asarray(rows)]
+        out[arm.name] = all_metrics(adv, truth["a"], truth["se"], groups, keys)
     res = resolved(truth["a"], truth["se"])
-    return {"steps": cols.n, "resolved": int(res.sum()), "positive": int((res & (truth["a"] > 0)).sum()),
+    return {"steps": cols.n, **({"audited": len(rows)} if rows is not None else {}), "resolved": int(res.sum()), "positive": int((res & (truth["a"] > 0)).sum()),
             "negative": int((res & (truth["a"] < 0)).sum()), "mean_abs_a": float(np.mean(np.abs(truth["a"]))),
             "arms": out}

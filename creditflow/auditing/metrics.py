@@ -128,3 +128,13 @@ def bootstrap_interval(values, reps: int = 2000, seed: int = 0) -> list[float] |
     picks = np.random.default_rng(seed).integers(0, v.size, size=(reps, v.size))
     lo, hi = np.percentile(v[picks].mean(axis=1), [2.5, 97.5])
     return [float(lo), float(hi)]
+
+
+def pearson(x, y) -> float:
+    """Linear correlation of ``x`` and ``y`` (0 when either is constant, nan for fewer than two values)."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if x.size < 2:
+        return float("nan")
+    x, y = x - x.mean(), y - y.mean()
+    denom = np.sqrt((x * x).sum() * (y * y).sum())
+    return float((x * y).sum() / denom) if denom > 0 else 0.0

@@ -1,7 +1,8 @@
 """The learning race without an LM: a tabular softmax trained by each estimator's advantages.
 
-The policy (:class:`~creditflow.auditing.policy.Tabular`) has one logit per (``state_key``, action), all zero at
-the start. Each iteration samples ``groups`` tasks from a fixed pool (``pool``), rolls out ``group_size``
+The policy (:class:`~creditflow.auditing.policy.Tabular`) has one logit per (task, ``state_key``, action), all
+zero at the start. Each iteration samples ``groups`` tasks from the run's pool (``pool``: by default a fresh pool
+per seed, :func:`pool_of`), rolls out ``group_size``
 episodes of each, scores them with the arm's estimator (reward: success at the end) and takes ``epochs``
 full-batch steps on the PPO-clip objective (:func:`~creditflow.auditing.policy.ppo_clip_step`; each step's
 weight 1/G: the mean over a group of each rollout's summed objective). Every ``eval_every`` iterations the
@@ -17,6 +18,15 @@ state s_t0 (restored by snapshot) and its episodes count against the same budget
 
 Seeds pair the arms: seed ``s`` draws the tasks of iteration i from its own stream (the same tasks for
 every arm, replay groups aside) and the actions from another.
+
+A fair race (issue 85): each seed plays its own pool (:func:`pool_of`; the records before it shared one pool
+across seeds), and every arm runs at each learning rate of a grid. The rate an arm is reported at is the one
+with the best mean AUC on *tuning* seeds (:func:`tuning_key`: their own random streams and pools, disjoint from
+every reported seed's), chosen by :func:`best_rates` before the reported seeds are looked at; the reported seeds
+run every rate too, so a page shows each arm at its own rate and at the common one.
+
+:class:`SnapshotTrainer` trains the same policy on an audit seed's tasks until its sampled success there reaches
+a target: the learning behaviour policies of the audit (:class:`~creditflow.auditing.policy.TabularSnapshot`).
 """
 
 from __future__ import annotations
@@ -93,16 +103,45 @@ def evaluate(sim: Sim, policy: Tabular, pool: Sequence[int], rng: np.random.Gene
     return float(np.mean(wins))
 
 
-def race_run(sim: Sim, arm: RaceArm | None, seed: int, settings: RaceSettings,
+TUNE_STREAM = 85_085  # the first word of a tuning seed's random streams (a reported seed's is the seed itself)
+
+
+def tuning_key(i: int) -> tuple[int, int]:
+    """The random-stream key of tuning seed ``i``: never that of a reported seed (whose key is ``(s,)``)."""
+    return (TUNE_STREAM, int(i))
+
+
+def pool_of(offset: int, size: int, index: int) -> list[int]:
+    """The env seeds of pool number ``index``: ``offset + index * size + j`` (j < size). Reported seed s plays
+    pool s; tuning seed i plays pool −(i + 1), below ``offset``, so no tuning pool is a reported seed's."""
+    return [int(offset) + int(index) * int(size) + j for j in range(int(size))]
+
+
+def check_pools(offset: int, size: int, seeds: int, tune_seeds: int, num_tasks: int | None) -> None:
+    """The reported pools (0 .. seeds − 1) and the tuning pools (−1 .. −tune_seeds) hold distinct tasks: env seeds
+    above 0 and, for an env with ``num_tasks`` (seed z plays task z % num_tasks), distinct modulo it; else one
+    :class:`AuditError` line."""
+    if tune_seeds and int(offset) - int(tune_seeds) * int(size) < 0:
+        raise AuditError(f"race_offset {offset} leaves no room below it for {tune_seeds} tuning pools of {size} tasks")
+    if num_tasks:
+        need = (int(seeds) + int(tune_seeds)) * int(size)
+        if need > int(num_tasks):
+            raise AuditError(f"the race needs {need} distinct tasks ({seeds} reported + {tune_seeds} tuning seeds x "
+                             f"a pool of {size}) but the env has {num_tasks}: make race_pool or the seeds smaller")
+
+
+def race_run(sim: Sim, arm: RaceArm | None, seed, settings: RaceSettings,
              advantage_fn: AdvantageFn | None = None) -> dict:
     """One seed of one arm: ``{"curve": [[episodes, success], ...], "auc", "final", "episodes_to_half"}``.
+    ``seed``: an int, or a tuple of ints (a tuning seed's :func:`tuning_key`) that keys the random streams.
     ``advantage_fn(episodes, policy) -> (S,) advantages`` replaces the arm's estimator (tests inject known-good or
     known-bad credit through it)."""
     st = settings
-    tasks_rng = np.random.default_rng([seed, 1])
-    act_rng = np.random.default_rng([seed, 2])
-    eval_rng = np.random.default_rng([seed, 3])
-    cur_rng = np.random.default_rng([seed, 4])
+    key = list(seed) if isinstance(seed, (tuple, list)) else [int(seed)]
+    tasks_rng = np.random.default_rng([*key, 1])
+    act_rng = np.random.default_rng([*key, 2])
+    eval_rng = np.random.default_rng([*key, 3])
+    cur_rng = np.random.default_rng([*key, 4])
     policy = Tabular()
     cfg = CurriculumConfig()
     controller = None
@@ -133,7 +172,7 @@ def race_run(sim: Sim, arm: RaceArm | None, seed: int, settings: RaceSettings,
         i = 0
         for ep in episodes:
             for s in ep.steps:
-                rows[i] = policy.row(s.node.key, s.node.admissible)
+                rows[i] = policy.row((s.node.seed, s.node.key), s.node.admissible)
                 picks[i] = policy.actions[rows[i]].index(s.action)
                 i += 1
         ppo_clip_step(policy, rows, picks, adv, np.full(cols.n, 1.0 / st.group_size), st.lr, st.epochs, st.clip)
@@ -146,6 +185,82 @@ def race_run(sim: Sim, arm: RaceArm | None, seed: int, settings: RaceSettings,
     scores = curve_summary(curve, 0.5)
     return {"curve": curve, "auc": scores["auc"], "final": scores["final"], "episodes_to_half": scores["reached_at"],
             "states": len(policy.rows)}
+
+
+def best_rates(tuning: Mapping[str, Mapping[float, Sequence[float]]]) -> dict[str, float]:
+    """Per arm, the learning rate with the highest mean AUC over its tuning seeds (``arm -> {lr: [auc, ...]}``);
+    a tie goes to the smaller rate. Reported seeds never enter this choice."""
+    out = {}
+    for arm, by_lr in tuning.items():
+        scored = [(float(np.mean(v)), -float(lr), float(lr)) for lr, v in by_lr.items() if len(v)]
+        if scored:
+            out[arm] = max(scored)[2]
+    return out
+
+
+class SnapshotTrainer:
+    """Trains the race's tabular softmax from zero on an audit seed's tasks with ``arm``'s advantages (GRPO by
+    default: outcome-only credit, which shapes the policy by no estimator's state structure), ``lr``, the race's
+    PPO-clip step, ``group_size`` rollouts of every task an iteration; after every iteration the sampled policy
+    plays ``probe`` episodes of each task, and the first time that success reaches a target the policy is copied
+    and frozen there. One training serves every target of a seed (20%, 50% and 80% are three points of one
+    learning curve); it stops at the largest target asked for or after ``max_episodes`` training episodes (the
+    snapshot is then the last policy, recorded as not reached).
+
+    :meth:`snapshot` returns the frozen :class:`~creditflow.auditing.policy.Tabular` and what the record keeps:
+    the training episodes, the probe success at the freeze, and whether the target was reached."""
+
+    def __init__(self, arm: str = "grpo", lr: float = 0.3, group_size: int = 8, probe: int = 16,
+                 max_episodes: int = 6400, targets: Sequence[float] = (0.2, 0.5, 0.8), knobs: Mapping | None = None):
+        self.arm, self.lr, self.group_size, self.probe = arm, float(lr), int(group_size), int(probe)
+        self.max_episodes, self.targets = int(max_episodes), tuple(sorted(float(t) for t in targets))
+        self.knobs = knobs
+        self._done: dict[tuple, dict] = {}
+
+    def snapshot(self, sim: Sim, tasks: Sequence[int], seed: int, target: float) -> tuple[Tabular, dict]:
+        key = (id(sim), tuple(int(t) for t in tasks), int(seed))
+        targets = tuple(sorted(set(self.targets) | {float(target)}))
+        if key not in self._done or float(target) not in self._done[key]:
+            self._done[key] = self._train(sim, list(key[1]), int(seed), targets)
+        return self._done[key][float(target)]
+
+    def _train(self, sim: Sim, tasks: list[int], seed: int, targets: Sequence[float]) -> dict:
+        (arm,) = [a for a in estimator_arms(knobs=self.knobs) if a.name == self.arm] or [None]
+        if arm is None:
+            raise AuditError(f"snapshot trainer: unknown estimator arm {self.arm!r}")
+        act_rng = np.random.default_rng([seed, 21])
+        probe_rng = np.random.default_rng([seed, 22])
+        policy = Tabular()
+        starts = [sim.start(t) for t in tasks]
+        out: dict = {}
+        used = 0
+
+        def probe() -> float:
+            return float(np.mean(sim.run([(n, None) for n in starts for _ in range(self.probe)], policy, probe_rng)))
+
+        success = probe()
+        while True:
+            for t in targets:
+                if t not in out and success >= t:
+                    out[t] = (policy.copy(), {"target": t, "episodes": used, "probe_success": success, "reached": True,
+                                              "trainer": self.arm, "lr": self.lr})
+            if len(out) == len(targets) or used >= self.max_episodes:
+                break
+            episodes = sim.groups(tasks, self.group_size, policy, act_rng)
+            cols = columns(episodes)
+            adv = advantages(arm, cols)
+            rows = np.array([policy.row((s.node.seed, s.node.key), s.node.admissible) for ep in episodes
+                             for s in ep.steps], dtype=np.int64)
+            picks = np.array([policy.actions[r].index(s.action) for r, s in
+                              zip(rows, (s for ep in episodes for s in ep.steps))], dtype=np.int64)
+            ppo_clip_step(policy, rows, picks, adv, np.full(cols.n, 1.0 / self.group_size), self.lr)
+            used += len(episodes)
+            success = probe()
+        for t in targets:
+            if t not in out:
+                out[t] = (policy.copy(), {"target": t, "episodes": used, "probe_success": success, "reached": False,
+                                          "trainer": self.arm, "lr": self.lr})
+        return out
 
 
 def curve_summary(curve: Sequence[Sequence[float]], threshold: float = 0.5) -> dict:

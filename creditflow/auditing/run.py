@@ -1,9 +1,13 @@
-"""``creditflow audit``: the four parts over seeds, one function per (part, seed) so a benchmark can resume.
+"""``creditflow audit``: the parts over seeds, one function per (part, seed) so a benchmark can resume.
 
-- coverage and accuracy (:func:`accuracy_seed`): for audit seed s and behaviour policy π (the expert at ε, or
-  any policy object), ``tasks`` tasks (env seeds ``task_offset + s * tasks + j``) × ``group_size`` rollouts,
-  the coverage shares, then Â^π of every step by ``m`` + ``m`` continuations and every arm's metrics;
-- the race (:func:`race_seed`): one arm, one seed (:mod:`creditflow.auditing.race`);
+- coverage and accuracy (:func:`accuracy_seed`): for audit seed s and behaviour policy π (:func:`policies`: the
+  expert at each ε, the uniform, detour and tabular-snapshot policies, an LM, or any policy object), ``tasks``
+  tasks (env seeds ``task_offset + s * tasks + j``) × ``group_size`` rollouts, the coverage shares, then Â^π of
+  every step (or of ``subsample`` steps drawn at random) by ``m`` + ``m`` continuations and every arm's metrics;
+- bias apart from noise (:func:`bias_seed`): ``bias_groups`` groups of the same tasks, each arm's mean credit per
+  (task, state, action) against A^π and its variance across groups (:mod:`creditflow.auditing.bias`);
+- the race (:func:`race_seed`): one arm, one seed, one learning rate, on the seed's own pool; tuning seeds
+  (:func:`race_tuning_seed`) pick each arm's rate (:mod:`creditflow.auditing.race`);
 - RRO's pairs (:func:`rro_seed`): both samplers at every state of one rollout of each task
   (:mod:`creditflow.auditing.pairs`).
 
@@ -23,18 +27,31 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from creditflow.arguments import check_int, check_mapping, check_names, check_number, check_numbers
-from creditflow.auditing.accuracy import accuracy, true_advantages
+from creditflow.auditing.accuracy import accuracy, subsample, true_advantages
+from creditflow.auditing.bias import bias_noise
 from creditflow.auditing.coverage import coverage, reading
 from creditflow.auditing.errors import AuditError
 from creditflow.auditing.estimators import Arm, arms, check_knobs, columns
 from creditflow.auditing.metrics import bootstrap_interval
 from creditflow.auditing.pairs import rro_pairs
-from creditflow.auditing.policy import EpsilonExpert
-from creditflow.auditing.race import RaceSettings, race_arms, race_run
+from creditflow.auditing.policy import DetourExpert, EpsilonExpert, TabularSnapshot, Uniform
+from creditflow.auditing.race import (
+    RaceSettings,
+    SnapshotTrainer,
+    best_rates,
+    check_pools,
+    pool_of,
+    race_arms,
+    race_run,
+    tuning_key,
+)
 from creditflow.auditing.sim import Sim
+from creditflow.auditing.summary import RESOLVED_MIN, fair_lines, race_common  # noqa: F401 (RESOLVED_MIN: API)
 from creditflow.rollout.trajectory import SuccessRule
 
-PARTS = ("coverage", "accuracy", "race", "rro")
+PARTS = ("coverage", "accuracy", "race", "rro", "bias")
+POLICIES = ("expert", "uniform", "detour", "tabular")  # built-in behaviour policies (an LM: policy_model=DIR)
+RACE_POOLS = ("fresh", "shared")
 METRICS = ("spearman", "sign", "auc", "within_spearman", "within_sign", "within_auc")
 
 
@@ -42,9 +59,17 @@ METRICS = ("spearman", "sign", "auc", "within_spearman", "within_sign", "within_
 class AuditSettings:
     """Everything a run of the audit depends on (recorded with its results)."""
 
-    parts: tuple = PARTS
-    seeds: int = 20  # audit seeds of coverage, accuracy and RRO pairs
+    parts: tuple = ("coverage", "accuracy", "race", "rro")
+    seeds: int = 20  # audit seeds of coverage, accuracy, bias and RRO pairs
+    policies: tuple = ("expert",)  # behaviour policies (POLICIES); a policy object or an LM replaces them
     epsilons: tuple = (0.5, 0.75, 0.9)  # the expert policy's ε values (groups mix outcomes at each)
+    detour_rate: float = 0.5  # the detour expert's share of states that detour
+    detour_epsilon: float = 0.2  # and its uniform share
+    tabular_targets: tuple = (0.2, 0.5, 0.8)  # sampled success at which the tabular policy is frozen
+    tabular_lr: float = 0.3  # the snapshot trainer's learning rate (GRPO's credit, the race's PPO-clip step)
+    subsample: int | None = None  # steps per seed whose A^π is estimated (None: every step)
+    bias_groups: int = 8  # K: independent groups of every task for bias apart from noise
+    bias_m: int | None = None  # Monte-Carlo continuations there (None: m)
     tasks: int = 4  # tasks (groups) per seed
     group_size: int = 8
     m: int = 32  # Monte-Carlo continuations per Q̂ and per V̂
@@ -54,7 +79,10 @@ class AuditSettings:
     race_offset: int = 100_000
     race_groups: int = 4
     race_episodes: int = 1280
-    race_lr: float = 1.0
+    race_lr: float = 1.0  # the common rate every arm is also reported at
+    race_lrs: tuple = (0.1, 0.3, 1.0, 3.0)  # the grid each arm runs at; its best on the tuning seeds is its own
+    race_tune_seeds: int = 10  # tuning seeds (their own pools and streams), used only to pick each arm's rate
+    race_pools: str = "fresh"  # "fresh": seed s plays its own pool; "shared": every seed one pool (before issue 85)
     race_epochs: int = 2
     race_eval_every: int = 2
     rro_m: int = 5
@@ -80,6 +108,18 @@ class AuditSettings:
         for name in ("seeds", "tasks", "race_seeds", "race_pool", "race_groups", "race_episodes", "rro_candidates",
                      "race_eval_every", "race_epochs"):
             checked(name, check_int)
+        checked("bias_groups", check_int, minimum=2, what="(groups of every task: a variance needs two)")
+        checked("race_tune_seeds", check_int, minimum=0)
+        for name in ("subsample", "bias_m"):
+            if getattr(self, name) is not None:
+                checked(name, check_int)
+        for name in ("detour_rate", "detour_epsilon"):
+            checked(name, check_number, 0.0, 1.0)
+        checked("tabular_lr", check_number, positive=True)
+        checked("tabular_targets", check_numbers, 0.0, 1.0)
+        checked("race_lrs", check_numbers)
+        checked("policies", check_names, POLICIES, what="policy")
+        checked("race_pools", _check_choice, RACE_POOLS)
         for name in ("task_offset", "race_offset"):  # the first env seed
             checked(name, check_int, minimum=0)
         checked("group_size", check_int, minimum=2, what="(rollouts per group: estimators compare rollouts)")
@@ -92,25 +132,88 @@ class AuditSettings:
                 setattr(self, name, list(getattr(self, name)))
         if self.knobs is not None:
             self.knobs = check_mapping(self.knobs, "knobs", "arm names to knob values")
+        if not wrong:
+            for name in ("tabular_targets",):
+                bad = [t for t in getattr(self, name) if not 0 < t < 1]
+                if bad:
+                    wrong.append(AuditError(f"{name} must be above 0 and below 1, got {bad[0]!r}"))
+            bad = [r for r in self.race_lrs if not r > 0]
+            if bad:
+                wrong.append(AuditError(f"race_lrs: a learning rate must be a positive number, got {bad[0]!r}"))
         if wrong:
             raise wrong[0]
         check_knobs(self.knobs)
         arms(self.estimators)
         race_arms(self.race_arms)
 
-    def race(self) -> RaceSettings:
-        return RaceSettings(pool=[self.race_offset + j for j in range(self.race_pool)], groups=self.race_groups,
-                            group_size=self.group_size, episodes=self.race_episodes, lr=self.race_lr,
-                            epochs=self.race_epochs, eval_every=self.race_eval_every)
+    def race(self, seed: int = 0, lr: float | None = None, tuning: bool = False) -> RaceSettings:
+        """The race settings of one run: seed ``seed``'s pool (tuning seed ``seed``'s with ``tuning``; the one
+        shared pool with ``race_pools="shared"``) at ``lr`` (default ``race_lr``)."""
+        index = 0 if self.race_pools == "shared" else -(seed + 1) if tuning else seed
+        return RaceSettings(pool=pool_of(self.race_offset, self.race_pool, index), groups=self.race_groups,
+                            group_size=self.group_size, episodes=self.race_episodes,
+                            lr=self.race_lr if lr is None else float(lr), epochs=self.race_epochs,
+                            eval_every=self.race_eval_every)
+
+    @property
+    def tuning(self) -> bool:
+        """Whether the race tunes each arm's rate: a grid of more than one rate and some tuning seeds."""
+        return len(self.race_lrs) > 1 and self.race_tune_seeds > 0
+
+
+def _check_choice(value, name, choices, error=AuditError):
+    if not isinstance(value, str):
+        from creditflow.errors import UserTypeError
+        from creditflow.arguments import shown
+
+        raise UserTypeError(f"{name} must be one of {', '.join(choices)} (str), got {shown(value)}")
+    if value not in choices:
+        raise error(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def policy_label(policy) -> str:
+    """A policy's name in the record: its ``label``, else its ``name``, else its class name."""
+    return str(getattr(policy, "label", None) or getattr(policy, "name", None) or type(policy).__name__)
 
 
 def policies(settings: AuditSettings, policy=None) -> dict[str, Any]:
-    """Behaviour policies by label: the given object, else the expert at each ε."""
+    """Behaviour policies by label: the given object (or each of a list of them), else ``settings.policies``:
+    the expert at each ε, the uniform policy, the detour expert, the tabular snapshots at each target."""
     if policy is not None:
-        if not callable(getattr(policy, "act", None)):
-            raise AuditError(f"policy {policy!r} has no act(items, rng) method")
-        return {getattr(policy, "name", type(policy).__name__): policy}
-    return {f"eps={e:g}": EpsilonExpert(e) for e in settings.epsilons}
+        chosen = list(policy) if isinstance(policy, (list, tuple)) else [policy]
+        out = {}
+        for pol in chosen:
+            if not callable(getattr(pol, "act", None)):
+                raise AuditError(f"policy {pol!r} has no act(items, rng) method")
+            out[policy_label(pol)] = pol
+        return out
+    out: dict[str, Any] = {}
+    for name in settings.policies:
+        if name == "expert":
+            out.update({f"eps={e:g}": EpsilonExpert(e) for e in settings.epsilons})
+        elif name == "uniform":
+            out["uniform"] = Uniform()
+        elif name == "detour":
+            pol = DetourExpert(settings.detour_rate, settings.detour_epsilon)
+            out[pol.label] = pol
+        elif name == "tabular":
+            trainer = SnapshotTrainer(lr=settings.tabular_lr, group_size=settings.group_size,
+                                      targets=settings.tabular_targets, knobs=settings.knobs)
+            for t in settings.tabular_targets:
+                pol = TabularSnapshot(t, trainer)
+                out[pol.label] = pol
+    return out
+
+
+def _tasks(settings: AuditSettings, seed: int) -> list[int]:
+    return [settings.task_offset + seed * settings.tasks + j for j in range(settings.tasks)]
+
+
+def _prepare(sim: Sim, policy, tasks: list[int], seed: int) -> dict | None:
+    """The policy's ``prepare`` hook (a tabular snapshot trains on the seed's tasks; an LM loads): its record."""
+    hook = getattr(policy, "prepare", None)
+    return hook(sim, tasks, seed) if callable(hook) else None
 
 
 def accuracy_seed(sim: Sim, policy, seed: int, settings: AuditSettings, parts: Sequence[str] = ("coverage",
@@ -118,33 +221,83 @@ def accuracy_seed(sim: Sim, policy, seed: int, settings: AuditSettings, parts: S
     """Coverage and accuracy for one audit seed under ``policy``."""
     t0 = time.perf_counter()
     rng = np.random.default_rng([seed, 11])
-    tasks = [settings.task_offset + seed * settings.tasks + j for j in range(settings.tasks)]
+    tasks = _tasks(settings, seed)
+    prepared = _prepare(sim, policy, tasks, seed)
     episodes = sim.groups(tasks, settings.group_size, policy, rng)
     cols = columns(episodes)
     chosen = arms(settings.estimators, settings.knobs)
     out: dict = {"seed": seed, "tasks": tasks, "success": float(np.mean([ep.success for ep in episodes])),
                  "mean_steps": float(np.mean([len(ep.steps) for ep in episodes]))}
+    if prepared:
+        out["policy"] = prepared
     if "coverage" in parts:
         out["coverage"] = coverage(episodes, cols, chosen)
     if "accuracy" in parts:
-        truth = true_advantages(sim, episodes, settings.m, policy, rng)
-        out["accuracy"] = accuracy(cols, truth, chosen)
+        rows = subsample(cols.n, settings.subsample, np.random.default_rng([seed, 13]))
+        truth = true_advantages(sim, episodes, settings.m, policy, rng, rows)
+        out["accuracy"] = accuracy(cols, truth, chosen, rows)
+    used = getattr(policy, "used", None)  # what the seed cost a policy that says (an LM: generate calls, tokens)
+    if prepared is not None and callable(used):
+        out["policy"] = {**prepared, **used()}
     out["seconds"] = time.perf_counter() - t0
     return out
 
 
-def race_seed(sim: Sim, arm_name: str, seed: int, settings: AuditSettings) -> dict:
+def bias_seed(sim: Sim, policy, seed: int, settings: AuditSettings) -> dict:
+    """Bias apart from noise for one audit seed under ``policy`` (:mod:`creditflow.auditing.bias`): the seed's
+    tasks, ``bias_groups`` groups of each, ``bias_m`` (else ``m``) continuations per Monte-Carlo estimate."""
+    t0 = time.perf_counter()
+    tasks = _tasks(settings, seed)
+    prepared = _prepare(sim, policy, tasks, seed)
+    out = bias_noise(sim, policy, tasks, settings.bias_groups, settings.group_size, settings.bias_m or settings.m,
+                     arms(settings.estimators, settings.knobs), np.random.default_rng([seed, 14]))
+    out = {"seed": seed, "tasks": tasks, **out, **({"policy": prepared} if prepared else {})}
+    out["seconds"] = time.perf_counter() - t0
+    return out
+
+
+def race_seed(sim: Sim, arm_name: str, seed: int, settings: AuditSettings, lr: float | None = None) -> dict:
+    """One reported seed of one race arm at ``lr`` (default ``race_lr``), on the seed's own pool."""
     (arm,) = race_arms([arm_name], settings.knobs)
     t0 = time.perf_counter()
-    out = race_run(sim, arm, seed, settings.race())
-    out.update(seed=seed, arm=arm_name, seconds=time.perf_counter() - t0)
+    st = settings.race(seed, lr)
+    out = race_run(sim, arm, seed, st)
+    out.update(seed=seed, arm=arm_name, lr=st.lr, pool=st.pool, seconds=time.perf_counter() - t0)
     return out
+
+
+def race_tuning_seed(sim: Sim, arm_name: str, i: int, settings: AuditSettings, lr: float) -> dict:
+    """Tuning seed ``i`` of one race arm at ``lr``: its own random streams (:func:`~creditflow.auditing.race.
+    tuning_key`) and its own pool, disjoint from every reported seed's; only :func:`race_rates` reads it."""
+    (arm,) = race_arms([arm_name], settings.knobs)
+    t0 = time.perf_counter()
+    st = settings.race(i, lr, tuning=True)
+    out = race_run(sim, arm, tuning_key(i), st)
+    out.update(seed=i, arm=arm_name, lr=st.lr, pool=st.pool, tuning=True, seconds=time.perf_counter() - t0)
+    return out
+
+
+def race_rates(tuning: dict) -> dict[str, float]:
+    """Each arm's own learning rate from its tuning runs (``arm -> [run, ...]``, each with ``lr`` and ``auc``)."""
+    by: dict = {}
+    for arm, runs in tuning.items():
+        for r in runs:
+            by.setdefault(arm, {}).setdefault(float(r["lr"]), []).append(r["auc"])
+    return best_rates(by)
+
+
+def check_race_pools(sim: Sim, settings: AuditSettings) -> None:
+    """The reported seeds' pools and the tuning seeds' hold distinct tasks (one line where they cannot)."""
+    if settings.race_pools == "fresh":
+        check_pools(settings.race_offset, settings.race_pool, settings.race_seeds,
+                    settings.race_tune_seeds if settings.tuning else 0, sim.num_tasks)
 
 
 def rro_seed(sim: Sim, policy, seed: int, settings: AuditSettings) -> dict:
     t0 = time.perf_counter()
     rng = np.random.default_rng([seed, 12])
-    tasks = [settings.task_offset + seed * settings.tasks + j for j in range(settings.tasks)]
+    tasks = _tasks(settings, seed)
+    _prepare(sim, policy, tasks, seed)
     episodes = sim.groups(tasks, 1, policy, rng)
     nodes = [s.node for ep in episodes for s in ep.steps]
     out = rro_pairs(sim, nodes, policy, rng, settings.rro_m, settings.rro_candidates, settings.rro_truth_m)
@@ -163,13 +316,16 @@ class AuditResult:
     env: str
     settings: AuditSettings
     accuracy: dict = field(default_factory=dict)  # policy label -> [per-seed dict]
-    race: dict = field(default_factory=dict)  # arm -> [per-seed dict]
+    race: dict = field(default_factory=dict)  # arm -> [per-(seed, lr) dict]
     rro: dict = field(default_factory=dict)  # policy label -> [per-seed dict]
+    bias: dict = field(default_factory=dict)  # policy label -> [per-seed dict]
+    race_tuning: dict = field(default_factory=dict)  # arm -> [per-(tuning seed, lr) dict]
 
     @property
     def record(self) -> dict:
         return {"env": self.env, "settings": asdict(self.settings), "accuracy": self.accuracy, "race": self.race,
-                "rro": self.rro}
+                "rro": self.rro, "bias": self.bias, "race_tuning": self.race_tuning,
+                "race_rates": race_rates(self.race_tuning)}
 
     def lines(self) -> list[str]:
         return summary_lines(self.record)
@@ -186,6 +342,8 @@ def audit(env_factory: Callable[[], object], *, settings: AuditSettings | None =
     result = AuditResult(env_label or sim.name, settings)
     say = progress or (lambda _: None)
     pols = policies(settings, policy)
+    if "race" in settings.parts:
+        check_race_pools(sim, settings)  # before any work
     want = [p for p in ("coverage", "accuracy") if p in settings.parts]
     if want:
         for label, pol in pols.items():
@@ -193,15 +351,27 @@ def audit(env_factory: Callable[[], object], *, settings: AuditSettings | None =
             for seed in range(settings.seeds):
                 result.accuracy[label].append(accuracy_seed(sim, pol, seed, settings, want))
                 say(f"{'/'.join(want)} {label} seed {seed}")
+    if "bias" in settings.parts:
+        for label, pol in pols.items():
+            result.bias[label] = []
+            for seed in range(settings.seeds):
+                result.bias[label].append(bias_seed(sim, pol, seed, settings))
+                say(f"bias {label} seed {seed}")
     if "race" in settings.parts:
         chosen = (race_arms(settings.race_arms, settings.knobs) if settings.race_arms is not None else
                   [a for a in race_arms(knobs=settings.knobs)
                    if settings.estimators is None or a.arm.name in settings.estimators])
+        lrs = list(dict.fromkeys([*settings.race_lrs, settings.race_lr]))
         for arm in chosen:
+            if settings.tuning:
+                result.race_tuning[arm.name] = [race_tuning_seed(sim, arm.name, i, settings, lr)
+                                                for lr in settings.race_lrs for i in range(settings.race_tune_seeds)]
+                say(f"race {arm.name}: {settings.race_tune_seeds} tuning seeds x {len(settings.race_lrs)} rates")
             result.race[arm.name] = []
-            for seed in range(settings.race_seeds):
-                result.race[arm.name].append(race_seed(sim, arm.name, seed, settings))
-            say(f"race {arm.name}: {settings.race_seeds} seeds")
+            for lr in lrs:
+                for seed in range(settings.race_seeds):
+                    result.race[arm.name].append(race_seed(sim, arm.name, seed, settings, lr))
+            say(f"race {arm.name}: {settings.race_seeds} seeds x {len(lrs)} rates")
     if "rro" in settings.parts:
         for label, pol in pols.items():
             result.rro[label] = [rro_seed(sim, pol, seed, settings) for seed in range(settings.seeds)]
@@ -259,10 +429,11 @@ def summary_lines(record: dict) -> list[str]:
                     out.append(f"    {a} − {b}: " + _diff([x["arms"][a]["spearman"] for x in accs],
                                                        [x["arms"][b]["spearman"] for x in accs]))
     if record["race"]:
-        out.append("race (tabular softmax, greedy success on the task pool):")
-        names = list(record["race"])
+        common = race_common(record)  # every arm at the common rate (its own rate: fair_lines)
+        out.append(f"race (tabular softmax, greedy success on the task pool; lr {record['settings'].get('race_lr', 1):g}):")
+        names = list(common)
         for n in names:
-            runs = record["race"][n]
+            runs = common[n]
             reached = [r["episodes_to_half"] for r in runs if r["episodes_to_half"] is not None]
             out.append(f"  {n} ({len(runs)} seeds): AUC {_mean_ci([r['auc'] for r in runs])}; final "
                        f"{_mean_ci([r['final'] for r in runs])}; reached 50% in {len(reached)} of {len(runs)} seeds"
@@ -270,8 +441,7 @@ def summary_lines(record: dict) -> list[str]:
         if len(names) > 1:
             out.append("  paired differences of AUC, a − b (* : 95% interval excludes 0):")
             for a, b in combinations(names, 2):
-                out.append(f"    {a} − {b}: " + _diff([r["auc"] for r in record["race"][a]],
-                                                   [r["auc"] for r in record["race"][b]]))
+                out.append(f"    {a} − {b}: " + _diff([r["auc"] for r in common[a]], [r["auc"] for r in common[b]]))
     for label, seeds in record["rro"].items():
         out.append(f"RRO pairs vs Monte-Carlo Q^π ({label}, {len(seeds)} seeds):")
         for s in ("rising", "fixed"):
@@ -283,4 +453,4 @@ def summary_lines(record: dict) -> list[str]:
                                                         [x["fixed"]["accuracy"] for x in seeds])
                    + "; correct per sample " + _diff([x["rising"]["correct_per_sample"] for x in seeds],
                                                     [x["fixed"]["correct_per_sample"] for x in seeds]))
-    return out
+    return out + fair_lines(record)

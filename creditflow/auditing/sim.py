@@ -28,7 +28,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from creditflow.auditing.errors import AuditError
-from creditflow.envs.base import ReplayMismatch, has_snapshot, replay
+from creditflow.envs.base import INVALID_ACTION_PREFIX, ReplayMismatch, has_snapshot, replay
 from creditflow.envs.checked import CheckedEnv
 from creditflow.policy.prompts import env_name
 from creditflow.rollout.trajectory import SuccessRule
@@ -101,8 +101,9 @@ class Sim:
         probe = env_factory()
         self.name = env_name(probe)
         self.snapshots = has_snapshot(probe)
+        self.num_tasks = getattr(probe, "num_tasks", None)  # seed z plays task z % num_tasks, where an env says so
         self._pool: dict[int, list] = {}
-        self._starts: dict[int, Node] = {}
+        self._starts: dict[tuple, Node] = {}
         self.env_steps = 0
 
     # -- envs -----------------------------------------------------------------------------------------------
@@ -117,22 +118,26 @@ class Sim:
     def _give(self, seed: int, env) -> None:
         self._pool.setdefault(seed, []).append(env)
 
-    def start(self, seed: int) -> Node:
-        """The start state of task ``seed``."""
-        if seed not in self._starts:
+    def start(self, seed: int, free: bool = False) -> Node:
+        """The start state of task ``seed`` (``free``: for a policy that writes free text, :meth:`offer`)."""
+        key = (seed, bool(free))
+        if key not in self._starts:
             env = self._take(seed)
             obs, info = env.reset(seed=seed)
-            self._starts[seed] = self._node(env, seed, (), obs, info)
+            self._starts[key] = self._node(env, seed, (), obs, info, free=free)
             self._give(seed, env)
-        return self._starts[seed]
+        return self._starts[key]
 
     def offer(self, seed: int, actions: Sequence[str], observations: Sequence[str], obs: str, info: dict,
-              env) -> tuple[str, ...]:
+              env, free: bool = False) -> tuple[str, ...]:
         """The actions a policy chooses among in this state: the env's ``admissible_actions``, else the menu's
-        candidates for (seed, ``state_key``)."""
+        candidates for (seed, ``state_key``); ``()`` at a free-text state for a policy that writes free text
+        (``free``: an LM), which writes its own action there."""
         adm = info.get("admissible_actions")
         if adm:
             return tuple(adm)
+        if free:
+            return ()
         key = (seed, str(info.get("state_key", "")))
         if key not in self._menus:
             if self.menu is None:
@@ -144,8 +149,9 @@ class Sim:
             self._menus[key] = cands
         return self._menus[key]
 
-    def _node(self, env, seed: int, actions: tuple, obs: str, info: dict, observations: tuple = ()) -> Node:
-        adm = self.offer(seed, actions, observations, obs, info, env)
+    def _node(self, env, seed: int, actions: tuple, obs: str, info: dict, observations: tuple = (),
+              free: bool = False) -> Node:
+        adm = self.offer(seed, actions, observations, obs, info, env, free)
         return Node(seed, actions, env.snapshot() if self.snapshots else None, str(info.get("state_key", "")),
                     obs, adm, tuple(observations))
 
@@ -179,6 +185,9 @@ class Sim:
         return out
 
     def _run_chunk(self, jobs, policy, rng, record: bool) -> list:
+        free = bool(getattr(policy, "free_text", False))
+        invalid = bool(getattr(policy, "invalid_actions", False))
+        history = bool(getattr(policy, "history", False))
         slots = []
         for node, first in jobs:
             env = self._take(node.seed)
@@ -186,23 +195,27 @@ class Sim:
             slots.append(_Slot(env, node.seed, obs, info, list(node.actions), list(node.observations), first, node))
         active = slots
         while active:
-            offers = {id(s): self.offer(s.seed, s.actions, s.observations, s.observation, s.info, s.env)
+            offers = {id(s): self.offer(s.seed, s.actions, s.observations, s.observation, s.info, s.env, free)
                       for s in active}
             need = [s for s in active if s.first is None]
-            chosen = iter(policy.act([(s.seed, str(s.info.get("state_key", "")), offers[id(s)], s.env)
-                                      for s in need], rng) if need else [])
+            chosen = iter([])
+            if need:
+                items = [(s.seed, str(s.info.get("state_key", "")), offers[id(s)], s.env) for s in need]
+                chosen = iter(policy.act(items, rng, contexts=[(tuple(s.actions), tuple(s.observations),
+                                                                s.observation, s.info) for s in need])
+                              if history else policy.act(items, rng))
             for s in active:
                 action = s.first if s.first is not None else next(chosen)
                 s.first = None
                 adm = offers[id(s)]
-                if not isinstance(action, str) or action not in adm:
+                if not _allowed(action, adm, free, invalid):
                     raise AuditError(f"policy {getattr(policy, 'name', policy)!r} took no admissible action in a "
                                      f"state of seed {s.seed} (got {action!r}); a policy must pick one of the "
                                      "env's admissible_actions")
                 node = None
                 if record:
                     node = s.start if not s.steps else self._node(s.env, s.seed, tuple(s.actions), s.observation,
-                                                                  s.info, tuple(s.observations))
+                                                                  s.info, tuple(s.observations), free)
                 obs, _, terminated, truncated, info = s.env.step(action)
                 self.env_steps += 1
                 s.actions.append(action)
@@ -225,7 +238,8 @@ class Sim:
                starts: Sequence[Node] | None = None, prefix: str = "") -> list[Episode]:
         """``group_size`` recorded episodes of every task in ``seeds`` (from ``starts[i]``, default its start),
         group ``f"{prefix}{i}"`` for the i-th task."""
-        nodes = list(starts) if starts is not None else [self.start(s) for s in seeds]
+        free = bool(getattr(policy, "free_text", False))
+        nodes = list(starts) if starts is not None else [self.start(s, free) for s in seeds]
         jobs = [(node, None) for node in nodes for _ in range(group_size)]
         episodes = self.run(jobs, policy, rng, record=True)
         for k, ep in enumerate(episodes):
@@ -235,9 +249,25 @@ class Sim:
     def draw(self, nodes: Sequence[Node], policy, rng: np.random.Generator, n: int) -> list[list[str]]:
         """``n`` actions drawn from π at each node (the env brought to the node, for a policy that plans)."""
         out = []
+        history = bool(getattr(policy, "history", False))
         for node in nodes:
             env = self._take(node.seed)
-            self._bring(env, node)
-            out.append(policy.act([(node.seed, node.key, node.admissible, env)] * n, rng))
+            obs, info = self._bring(env, node)
+            items = [(node.seed, node.key, node.admissible, env)] * n
+            out.append(policy.act(items, rng, contexts=[(node.actions, node.observations, obs, info)] * n)
+                       if history else policy.act(items, rng))
             self._give(node.seed, env)
         return out
+
+
+def _allowed(action, offered: tuple, free: bool, invalid: bool) -> bool:
+    """Whether a policy may take ``action`` where ``offered`` are the state's actions: one of them; or, for a
+    policy that may act invalidly (an LM through the rollout engine), ``INVALID_ACTION_PREFIX + text``, which the
+    env treats as a no-op; or any text at a free-text state (nothing offered) for a policy that writes free text."""
+    if not isinstance(action, str):
+        return False
+    if action in offered:
+        return True
+    if invalid and action.startswith(INVALID_ACTION_PREFIX):
+        return True
+    return free and not offered

@@ -109,7 +109,8 @@ def audit_command(
                                                   show_default=False),
     env: str = typer.Option("sokoban", "--env", help=ENV_HELP),
     parts: str = typer.Option("coverage,accuracy,race,rro", "--parts",
-                              help="Comma-separated parts: coverage, accuracy, race, rro."),
+                              help="Comma-separated parts: coverage, accuracy, race, rro, bias (bias apart from "
+                                   "noise: --bias-groups groups of the same tasks)."),
     seeds: int = typer.Option(20, "--seeds", help="Seeds of coverage, accuracy and RRO pairs (0 .. N-1)."),
     epsilon: str = typer.Option("0.5,0.75,0.9", "--epsilon",
                                 help="Behaviour policies: the env's expert mixed with uniform admissible actions at "
@@ -131,6 +132,25 @@ def audit_command(
     menu_size: int = typer.Option(4, "--menu-size", help="Actions sampled from --model at each free-text state."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write every per-seed value here (JSON, written atomically; "
                                                           "its folder is made)."),
+    policy: Optional[str] = typer.Option(
+        None, "--policy", help="Behaviour policies, comma-separated: expert (the env's expert at each --epsilon; the "
+                               "default), uniform, detour (the expert with a detour at --detour-rate of the states), "
+                               "tabular (the race's tabular policy frozen at each --tabular-success)."),
+    policy_model: Optional[Path] = typer.Option(
+        None, "--policy-model", help="A model (or run) dir: its LM is the behaviour policy (every action of the groups "
+                                     "and of the Monte-Carlo continuations sampled from it; alone unless --policy is "
+                                     "given too)."),
+    detour_rate: float = typer.Option(0.5, "--detour-rate", help="The detour expert's share of states that detour."),
+    detour_epsilon: float = typer.Option(0.2, "--detour-epsilon", help="The detour expert's uniform share."),
+    tabular_success: str = typer.Option("0.2,0.5,0.8", "--tabular-success",
+                                        help="Sampled success at which each tabular snapshot is frozen."),
+    subsample: Optional[int] = typer.Option(None, "--subsample", help="Steps per seed whose A^π is estimated, drawn "
+                                                                      "at random (default: every step)."),
+    bias_groups: int = typer.Option(8, "--bias-groups", help="Groups of every task in the bias part (K >= 2)."),
+    race_lrs: str = typer.Option("0.1,0.3,1,3", "--race-lrs", help="The race's learning-rate grid: each arm runs at "
+                                                                   "every rate, its own best picked on tuning seeds."),
+    race_tune_seeds: int = typer.Option(10, "--race-tune-seeds", help="Tuning seeds per arm and rate (their pools "
+                                                                      "apart from the reported seeds')."),
 ) -> None:
     """Measure every estimator's credit against the true advantage A^π (Monte Carlo from restored states) and
     race them with a tabular softmax policy: coverage, advantage accuracy, the learning race and RRO's pairs
@@ -139,11 +159,15 @@ def audit_command(
     if out is not None:
         check_output_file(out, "--out")  # before any work: a file path whose nearest existing folder is writable
     arms = csv(estimators, "--estimators") if estimators is not None else None
+    chosen = {"policies": tuple(csv(policy, "--policy"))} if policy is not None else {}
     result = api.audit(cfg.env.name, env_options=cfg.env.kwargs, success_threshold=success_threshold,
                        parts=tuple(csv(parts, "--parts")), seeds=seeds, epsilons=tuple(csv(epsilon, "--epsilon", float)),
                        tasks=tasks, group_size=group_size, m=m, race_seeds=race_seeds, race_episodes=race_episodes,
                        race_pool=race_pool, estimators=arms, model=model, menu_size=menu_size,
-                       progress=lambda line: typer.echo(line, err=True))
+                       policy_model=policy_model, detour_rate=detour_rate, detour_epsilon=detour_epsilon,
+                       tabular_targets=tuple(csv(tabular_success, "--tabular-success", float)), subsample=subsample,
+                       bias_groups=bias_groups, race_lrs=tuple(csv(race_lrs, "--race-lrs", float)),
+                       race_tune_seeds=race_tune_seeds, **chosen, progress=lambda line: typer.echo(line, err=True))
     for line in result.lines():
         typer.echo(line)
     if out is not None:  # atomically (its folder made), and kept in a temporary file when it cannot be written

@@ -183,6 +183,28 @@ class RolloutEngine:
         spec = TaskSpec(task_id, state.seed, group_id, start=state, meta=dict(meta or {}))
         return self.rollout([spec], n, sampling=sampling, max_turns=max_turns)
 
+    def act(self, states: list[tuple[str, str, list[tuple[str, str]], list[str] | None]],
+            sampling: SamplingParams | None = None) -> list[ParsedAction]:
+        """One turn for many states at once, with no env work: each state ``(task, observation, history,
+        admissible_actions)`` (``history`` the (observation, action) pairs before it, oldest first, as an episode's
+        prompt window shows them) gets its prompt, all are generated in one batched call at ``sampling`` (default
+        the engine's) and parsed as :meth:`rollout` parses them. The credit audit's LM behaviour policy acts
+        through this (``creditflow.recipes.audit.ModelPolicy``); the window layout only (a conversation's prompt
+        holds the sampled tokens of every earlier turn, which a state does not keep)."""
+        if self.prompts.conversation:
+            raise ValueError("RolloutEngine.act builds window prompts; the conversation layout needs the episode's "
+                             "own token history (rollout.history=window)")
+        if not states:
+            return []
+        prompt_ids = [self.encode(self.prompts.messages(task, obs, list(history), adm))
+                      for task, obs, history, adm in states]
+        g0 = time.perf_counter()
+        outs = self.backend.generate(prompt_ids, sampling or self.sampling)
+        self.stats.generate_seconds += time.perf_counter() - g0
+        self.stats.generate_calls += 1
+        self.stats.generated_tokens += sum(len(o.token_ids) for o in outs)
+        return [parse_action(out.text, adm) for (_, _, _, adm), out in zip(states, outs)]
+
     def rollout(self, specs: list[TaskSpec], group_size: int = 1, sampling: SamplingParams | None = None,
                 on_turn: Callable[[int, int], None] | None = None,
                 max_turns: int | None = None) -> list[Trajectory]:

@@ -109,7 +109,7 @@ def test_rankdata_averages_ties():
 def _true_advantage(n, steps):
     def fn(episodes, policy: Tabular):
         def p_right(pos):
-            r = policy.row(str(pos), ["left", "right"])
+            r = policy.row((0, str(pos)), ["left", "right"])  # rows are keyed by (task seed, state_key)
             return float(policy.table_probs(np.array([r]))[0, policy.actions[r].index("right")])
 
         q, v = exact_q(n, steps, p_right)
