@@ -122,10 +122,13 @@ def audit_command(
                               "behaviour policy chooses among MENU_SIZE actions sampled from it plus the expert's."),
     menu_size: int = typer.Option(4, "--menu-size", help="Actions sampled from --model at each free-text state."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write every per-seed value here (JSON)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Print every arm's metrics and every paired "
+                                 "difference, not only each part's reading and verdict."),
 ) -> None:
     """Measure every estimator's credit against the true advantage A^π (Monte Carlo from restored states) and
     race them with a tabular softmax policy: coverage, advantage accuracy, the learning race and RRO's pairs
-    (docs/audit.md). Prints means over seeds [95% bootstrap] and paired differences."""
+    (docs/audit.md). Prints a line or two per part and a one-line verdict (the arms closest to A^π, ahead of those
+    separated from them over the seeds); --verbose adds means over seeds [95% bootstrap] and paired differences."""
     cfg = build_config(None, config_overrides({"env.name": env}, options, prefix="env.kwargs."))
     if out is not None:
         check_output_file(out, "--out")
@@ -134,7 +137,7 @@ def audit_command(
                        tasks=tasks, group_size=group_size, m=m, race_seeds=race_seeds, race_episodes=race_episodes,
                        race_pool=race_pool, estimators=csv(estimators, "--estimators") if estimators else None,
                        model=model, menu_size=menu_size, progress=lambda line: typer.echo(line, err=True))
-    for line in result.lines():
+    for line in result.lines(verbose=verbose):
         typer.echo(line)
     if out is not None:
         write_out(out, lambda: out.write_text(json.dumps(result.record, indent=1) + "\n", encoding="utf-8"))
