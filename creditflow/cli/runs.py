@@ -55,10 +55,14 @@ def sft_command(
     tools: bool = typer.Option(False, "--tools", help="Tool-calling demonstrations and a model whose chat template "
                                "renders and parses tool calls, for TRL's environment_factory (sft.tools=true; an env "
                                "whose actions are tool calls, e.g. trl:module:Class)."),
+    no_eval: bool = typer.Option(False, "--no-eval", help="Skip the held-out evaluation of π_SFT when SFT ends "
+                                 "(sft.evaluate=false); by default its success on the rl.eval_episodes validation "
+                                 "tasks train starts from is printed."),
 ) -> None:
     """Supervised fine-tuning on the env's expert trajectories (loss on response tokens only; policy.lora=true: a LoRA
     adapter, merged into the saved model)."""
-    flags = {"env.name": env, "sft.tools": True if tools else None}  # no --tools: the config's sft.tools stays
+    flags = {"env.name": env, "sft.tools": True if tools else None,  # no --tools: the config's sft.tools stays
+             "sft.evaluate": False if no_eval else None}
     api.sft(config, model=model, out=out, overrides=config_overrides(flags, overrides))
 
 
