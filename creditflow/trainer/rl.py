@@ -93,14 +93,18 @@ def policy_update(model, optimizer, rows: list[Row], rl: RLConfig, fwd: Forward,
     batch: the update equals the one-process update on all rows (up to float summation order).
 
     ``skip``: no term of the loss has a gradient (every advantage 0, no entropy bonus, and no KL term or a
-    policy still equal to its reference): no forward or backward pass runs; the optimizer steps on zero
-    gradients, as it would have, and the mini-batch order is drawn as before, so the steps after are unchanged.
+    policy still equal to its reference): no forward or backward pass runs, and the mini-batch order is drawn as
+    before. Where AdamW has moments (an earlier step had signal) it steps on zero gradients, as it would have:
+    they still move the weights. Where it has none yet and there is no weight decay, nothing would move, and no
+    optimizer step is taken (AdamW's step count then starts at the first step with signal).
     """
     device = next(model.parameters()).device
     stats = {"loss": [], "pg_loss": [], "kl": [], "entropy": [], "clip_frac": [], "ratio": [], "grad_norm": []}
     parts = min(rl.minibatches, all_max(len(rows), world))  # the same on every process; no empty part overall
     if parts == 0:
         return {}
+    # a skipped update before AdamW holds any state, without weight decay, moves nothing: no optimizer step either
+    idle = skip and not optimizer.state and all(g.get("weight_decay", 0) == 0 for g in optimizer.param_groups)
     model.train()
     for _ in range(rl.ppo_epochs):
         order = rng.permutation(len(rows))
@@ -141,6 +145,11 @@ def policy_update(model, optimizer, rows: list[Row], rl: RLConfig, fwd: Forward,
                 loss.backward()
                 for k, v in {"loss": loss.detach(), **pg_stats, **kl_stats, **ent_stats}.items():
                     acc[k] += float(v)
+            if skip and idle:  # nothing moves: no moments yet, no weight decay (the same on every process)
+                for k in acc:
+                    stats[k].append(0.0)
+                stats["grad_norm"].append(0.0)
+                continue
             if not work:  # all-zero gradient, but AdamW's moments still move the weights, as unskipped
                 for p in model.parameters():
                     if p.requires_grad:

@@ -100,8 +100,8 @@ def test_a_step_with_signal_runs_its_update(tmp_path, tiny_model_dir, monkeypatc
 
 @pytest.mark.parametrize("kl", [0.0, 0.05])
 def test_a_skipped_update_has_the_gradient_of_the_full_one(tiny_model_dir, kl):
-    """Zero advantages: without a KL term the skipped update leaves the weights as the full forward/backward does
-    (AdamW steps on zero gradients in both); with it, at the reference, the full pass finds only float noise."""
+    """Zero advantages on a fresh optimizer: without a KL term the skipped update leaves the weights as the full
+    forward/backward does; with it, at the reference, the full pass finds only float noise."""
     results = []
     for skip in (False, True):
         model, tok = load_policy(tiny_model_dir, "cpu")
@@ -113,11 +113,11 @@ def test_a_skipped_update_has_the_gradient_of_the_full_one(tiny_model_dir, kl):
         cfg = build_config(None, [f"rl.kl_coef={kl}", "rl.lr=1e-2"])
         fwd = Forward.from_config(cfg, tok.pad_token_id)
         fill_ref_logprobs(model, rows, fwd)  # the reference: the policy itself, as at a fresh start
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)  # the trainer's default
         stats = policy_update(model, opt, rows, cfg.rl, fwd, np.random.default_rng(0), skip=skip)
-        results.append((stats["train/grad_norm"], [p.detach().clone() for p in model.parameters()]))
-    (norm_full, full), (norm_skipped, skipped) = results
-    assert norm_skipped == 0
+        results.append((stats["train/grad_norm"], [p.detach().clone() for p in model.parameters()], dict(opt.state)))
+    (norm_full, full, _), (norm_skipped, skipped, state) = results
+    assert norm_skipped == 0 and not state  # before any step with signal AdamW has no moments: no step is taken
     if kl == 0:  # no term has a gradient: the same weights, bit for bit
         assert norm_full == 0 and all(torch.equal(a, b) for a, b in zip(full, skipped))
     else:  # the KL term at its reference: a gradient of float noise only (which AdamW would scale up to lr)
@@ -280,3 +280,26 @@ def test_a_run_reports_to_wandb_offline(tmp_path, tiny_model_dir, monkeypatch):
     run_train(config_for_resume(out, ["rl.steps=2"]), resume=True, log=lambda *_: None)
     assert json.loads((out / TRACKERS_FILE).read_text())["wandb"] == run_id  # the same wandb run continues
     assert len(glob.glob(str(out / "wandb" / f"offline-run-*-{run_id}"))) == 2
+
+
+def test_a_skipped_update_after_a_step_with_signal_still_steps_adamw(tiny_model_dir):
+    """AdamW's moments from a step with signal still move the weights on a skipped step, as the full pass would."""
+    results = []
+    for skip in (False, True):
+        model, tok = load_policy(tiny_model_dir, "cpu")
+        trajs = window_rollout(model, tok)
+        rows = rows_from(trajs, "window")
+        cfg = build_config(None, ["rl.kl_coef=0", "rl.lr=1e-2"])
+        fwd = Forward.from_config(cfg, tok.pad_token_id)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)  # the trainer's default
+        policy_update(model, opt, rows, cfg.rl, fwd, np.random.default_rng(0))  # a step with signal
+        for row in rows:
+            for s in row.samples:
+                s.advantage = 0.0
+        before = [p.detach().clone() for p in model.parameters()]
+        policy_update(model, opt, rows, cfg.rl, fwd, np.random.default_rng(1), skip=skip)
+        moved = any(not torch.equal(a, p) for a, p in zip(before, model.parameters()))
+        results.append((moved, [p.detach().clone() for p in model.parameters()]))
+    (moved_full, full), (moved_skipped, skipped) = results
+    assert moved_full and moved_skipped and all(torch.equal(a, b) for a, b in zip(full, skipped))
+
