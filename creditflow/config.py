@@ -446,7 +446,7 @@ class RROConfig(_Section):
 class CheckpointConfig(_Section):
     """What ``creditflow train`` keeps of its checkpoints (``rl.save_every`` says when one is written). A
     checkpoint holds the policy, the loop state (RNG states, curriculum buffer) and, where ``--resume`` needs it,
-    AdamW's state (``optimizer.pt``: twice the trained weights, 1.1 of SmolLM2-135M's 1.6 GB). The size of the
+    AdamW's state (``optimizer.pt``: twice the size of the trained weights). The size of the
     first checkpoint is printed once."""
 
     keep_last: Optional[int] = Field(2, ge=1)
