@@ -137,7 +137,9 @@ def demo_command(
     env: Optional[str] = typer.Option(None, "--env", help=ENV_HELP + " Default sokoban."),
     out: Optional[str] = typer.Option(None, "--out", help="Run directory (default runs/demo)."),
     quick: bool = typer.Option(False, "--quick",
-                               help="Tiny-budget smoke run: 3-5 minutes on 2 CPU cores (measured), with progress bars."),
+                               help="Smoke run of every stage at a tiny budget (2 RL steps, 4 held-out tasks): its numbers "
+                                    "are noise. About 2.5 CPU-minutes (measured: benchmarks/results/demo_quick.json), so a "
+                                    "few minutes on 2 cores, longer on a busy machine."),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML overriding the demo defaults."),
 ) -> None:
     """The main job: build the tiny policy, SFT on expert demos, RewardFlow RL, evaluate, write a report."""

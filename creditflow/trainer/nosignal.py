@@ -57,8 +57,9 @@ def hint(m: dict) -> str:
                 "(creditflow eval --out trajs.jsonl)")
     success = m.get("train/success_rate")
     if success == 0:
-        return ("the tasks are too hard for this policy: start from π_SFT, make the tasks easier (env.kwargs), use "
-                "larger groups (rollout.group_size) or replay its rare successes (--curriculum crps)")
+        return ("the tasks are too hard for this policy: fine-tune it further first (creditflow sft), make the tasks "
+                "easier (env.kwargs), use larger groups (rollout.group_size) or replay its rare successes "
+                "(--curriculum crps)")
     if success == 1:
         return "the tasks are too easy for this policy: make them harder (env.kwargs)"
     return ("the estimator gave every step the same value: groups whose rollouts all scored alike give GRPO/RLOO "
