@@ -97,15 +97,21 @@ def unmixed_cause(cov: dict) -> str | None:
     if cov["mixed_groups"] >= 0.5:
         return None
     none, every = cov.get("no_success_groups"), cov.get("all_success_groups")
-    if none is None or every is None:  # a record from before these were kept: the pooled success tells
+    bound = ""
+    if none is None or every is None:  # a record from before these were kept: bounds from the success rate
         success = cov.get("success")
-        none, every = (1.0, 0.0) if success == 0 else (0.0, 1.0) if success == 1 else (0.0, 0.0)
+        if success is None:
+            return None
+        mixed = cov["mixed_groups"]  # a mixed group holds at most its share of the successes, at least none
+        none, every, bound = max(0.0, 1 - success - mixed), max(0.0, success - mixed), "at least "
     if none >= 0.5:
-        return (f"no rollout succeeded in {100 * none:.0f}% of groups: the policy is too weak for these tasks; lower "
-                "ε (more expert actions), make the tasks easier or the groups larger")
+        bound = "" if none >= 1 else bound
+        return (f"no rollout succeeded in {bound}{int(100 * none)}% of groups: the policy is too weak for these "
+                "tasks; lower ε (more expert actions), make the tasks easier or the groups larger")
     if every >= 0.5:
-        return (f"every rollout succeeded in {100 * every:.0f}% of groups: the tasks are too easy for the policy; "
-                "raise ε or make the tasks harder")
+        bound = "" if every >= 1 else bound
+        return (f"every rollout succeeded in {bound}{int(100 * every)}% of groups: the tasks are too easy for the "
+                "policy; raise ε or make the tasks harder")
     return None
 
 
@@ -131,15 +137,17 @@ def reading(cov: dict, threshold: float = 0.9) -> str:
                          f"{100 * shared:.0f}% of steps share a state with another rollout): give state_key a coarser "
                          "function")
         else:
+            path = cov.get("path_to_success")
             parts.append(f"{' and '.join(flat)} give the trajectory-level value on {_steps(share)} although "
-                         f"{100 * shared:.0f}% of steps share a state: the shared states lie off the successful paths "
-                         f"({100 * cov.get('path_to_success', float('nan')):.0f}% of steps have a path to success)")
-    elif stepwise:
+                         f"{100 * shared:.0f}% of steps share a state" + (
+                             f" ({100 * path:.0f}% have a path to success)" if path is not None else "")
+                         + ": their step-level part does little in this env")
+    if not flat and stepwise:
         lo, hi = min(stepwise.values()), max(stepwise.values())
         parts.append(f"step-level credit acts here: {', '.join(sorted(stepwise))} differ from the trajectory-level "
                      f"value on {100 * (1 - hi):.0f}-{100 * (1 - lo):.0f}% of steps "
                      f"({100 * shared:.0f}% of steps share a state)")
-    else:
+    if not stepwise:
         parts.append("no registered estimator reads state_key: every step gets its trajectory's value")
     if mixed < 0.5 and cause is None:
         parts.append(f"only {100 * mixed:.0f}% of groups mix success and failure, so outcome-only credit is 0 in "

@@ -355,7 +355,7 @@ def short_lines(record: dict) -> list[str]:
                        f"{_mean_ci([s['success'] for s in seeds])}; steps sharing a state "
                        f"{_mean_ci([c['shared'] for c in covs])}; mixed groups "
                        f"{_mean_ci([c['mixed_groups'] for c in covs])}")
-            out.append("  reading: " + reading(_pooled(seeds)))
+            out.append("  reading: " + reading(pooled_coverage(seeds)))
         if seeds and "accuracy" in seeds[0]:
             out.append(f"accuracy ({label}, {len(seeds)} seeds, {sum(s['accuracy']['steps'] for s in seeds)} steps): "
                        + accuracy_verdict(seeds))
@@ -372,7 +372,7 @@ def short_lines(record: dict) -> list[str]:
     return out
 
 
-def _pooled(seeds: list[dict]) -> dict:
+def pooled_coverage(seeds: list[dict]) -> dict:
     """The coverage of one policy's seeds pooled (means), as :func:`~creditflow.auditing.coverage.reading` reads it."""
     covs = [s["coverage"] for s in seeds]
     names = list(covs[0]["at_trajectory_level"])
@@ -402,7 +402,7 @@ def detail_lines(record: dict) -> list[str]:
             names = list(covs[0]["at_trajectory_level"])
             out.append("  at the trajectory-level value: " + "; ".join(
                 f"{n} {_mean_ci([c['at_trajectory_level'][n] for c in covs])}" for n in names))
-            out.append("  reading: " + reading(_pooled(seeds)))
+            out.append("  reading: " + reading(pooled_coverage(seeds)))
         if seeds and "accuracy" in seeds[0]:
             accs = [s["accuracy"] for s in seeds]
             names = list(accs[0]["arms"])
