@@ -4,6 +4,7 @@ printed, resume from any folder, bounded checkpoints, experiment tracking."""
 import glob
 import json
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -272,10 +273,14 @@ def test_a_run_reports_to_wandb_offline(tmp_path, tiny_model_dir, monkeypatch):
     run_train(cfg, log=lambda *_: None)
     run_id = json.loads((out / TRACKERS_FILE).read_text())["wandb"]
     (record,) = glob.glob(str(out / "wandb" / f"offline-run-*-{run_id}" / f"run-{run_id}.wandb"))
-    data = open(record, "rb").read()
     names = {k for r in read_metrics(out / "metrics.jsonl") for k, v in r.items()
              if isinstance(v, float | int) and k != "step"}
     assert "train/update_skipped" in names and "eval/success_rate" in names
+    for _ in range(120):  # wandb's core process may still be writing the last rows when finish() returns (load)
+        data = open(record, "rb").read()
+        if all(name.encode() in data for name in names):
+            break
+        time.sleep(0.5)
     assert all(name.encode() in data for name in names), sorted(n for n in names if n.encode() not in data)
     run_train(config_for_resume(out, ["rl.steps=2"]), resume=True, log=lambda *_: None)
     assert json.loads((out / TRACKERS_FILE).read_text())["wandb"] == run_id  # the same wandb run continues
