@@ -358,11 +358,12 @@ def _changes(cfg: RunConfig, step: int) -> str:
     return f"; from step {record.from_step}: {shown} (recorded in config.yaml)"
 
 
-def _run_paths(run: Path, cfg: RunConfig) -> RunConfig:
+def _run_paths(run: Path, cfg: RunConfig, strict: bool = True) -> RunConfig:
     """The run's config with ``policy.model`` where it is from here: a run directory keeps it absolute (since
     0.3); an earlier run's relative path was relative to the directory the run was started in, which its
     ``out_dir`` tells when that was relative too (``runs/rf`` started in ``byo/`` is ``byo/runs/rf``). A path that
-    exists nowhere is a one-line UserError naming the file it came from."""
+    exists nowhere is a one-line UserError naming the file it came from (``strict``; not when an override replaces
+    it)."""
     model = cfg.policy.model
     if not model:
         return cfg
@@ -371,7 +372,7 @@ def _run_paths(run: Path, cfg: RunConfig) -> RunConfig:
     if not path.is_absolute() and started is not None and (started / path).exists():
         cfg.policy.model = str(started / path)
         return cfg
-    if path.exists():  # absolute, or relative to here (a run whose start is unknown)
+    if path.exists() or not strict:  # absolute, or relative to here (a run whose start is unknown); or replaced
         return cfg
     where = "" if path.is_absolute() else f" (a relative path there is read from the directory the run was " \
                                              f"started in{f', {started}' if started is not None else ''})"
@@ -401,10 +402,11 @@ def config_for_resume(run_dir: str | Path, overrides: list[str]) -> RunConfig:
         raise UserError(f"--resume {str(run)!r} is a file; give the run directory")
     if not (run / "config.yaml").exists():
         raise UserError(f"--resume {str(run)!r}: no config.yaml there (not a creditflow run directory)")
-    saved = _run_paths(run, build_config(run / "config.yaml"))
+    named = {str.partition(item, "=")[0].strip() for item in overrides}
+    moved = "policy.model" in named  # the user's own value is read from here, as any path on the command line
+    saved = _run_paths(run, build_config(run / "config.yaml"), strict=not moved)
     cfg = build_config(run / "config.yaml", overrides)
-    named = {item.partition("=")[0].strip() for item in overrides}
-    if "policy.model" not in named:  # the user's own value is read from here, as any path on the command line
+    if not moved:
         cfg.policy.model = saved.policy.model
     given = [item.partition("=")[2] for item in overrides if item.partition("=")[0].strip() == "out_dir"]
     if given and Path(given[-1]).resolve() != run.resolve():

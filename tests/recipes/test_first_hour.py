@@ -205,6 +205,9 @@ def test_resume_works_from_another_folder(tmp_path, tiny_model_dir, monkeypatch,
     assert str(info.value) == (f"--resume 'byo/runs/rf': policy.model 'models/gone' in byo/runs/rf/config.yaml does "
                                f"not exist (a relative path there is read from the directory the run was started "
                                f"in, {tmp_path}); give policy.model=PATH, where that model is now")
+    cfg = config_for_resume("byo/runs/rf", ["rl.steps=4", "policy.model=byo/models/start"])  # as the line says
+    assert cfg.policy.model == "byo/models/start" and cfg.resumes[-1].changed["policy.model"] == [
+        "models/gone", "byo/models/start"]
 
 
 # --------------------------------------------------------------------------------------------------
