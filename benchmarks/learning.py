@@ -283,7 +283,15 @@ def _effective(key: dict) -> dict:
     """``key`` without the settings that cannot change the run: the device (hardware, like the CPU model:
     a run's machine is in its results' notes), how often checkpoints are saved (``rl.save_every``), the tiny
     default's build settings when the run starts from a given model (``policy.model``); precision names are
-    made canonical (``fp32`` = ``float32``)."""
+    made canonical (``fp32`` = ``float32``), what is kept of checkpoints and where metrics are tracked
+    (``checkpoint``, ``logging``, and ``tensorboard``, their switch before ``logging.report_to``); the local paths
+    are compared absolute (a run directory's ``config.yaml`` keeps them so, a record as they were given, from the
+    repository root)."""
+    key = {k: v for k, v in key.items() if k not in ("checkpoint", "logging", "tensorboard")}
+    for section, name in (("policy", "model"), ("rro", "data_dir")):
+        inner = key.get(section)
+        if isinstance(inner, dict) and isinstance(inner.get(name), str) and inner[name]:
+            key = {**key, section: {**inner, name: os.path.abspath(inner[name])}}
     if isinstance(key.get("rl"), dict) and "save_every" in key["rl"]:
         key = {**key, "rl": {k: v for k, v in key["rl"].items() if k != "save_every"}}
     dpo = (key.get("rro") or {}).get("dpo")

@@ -1412,6 +1412,7 @@ def audit_page(a: Audit) -> str:
 def _audit_coverage(a: Audit) -> list[str]:
     """The coverage section: how much of each policy's batches a state-keyed estimator can use."""
     from creditflow.auditing.coverage import reading
+    from creditflow.auditing.run import pooled_coverage
 
     s = a.summary
     lines = ["## Coverage", ""]
@@ -1428,13 +1429,8 @@ def _audit_coverage(a: Audit) -> list[str]:
                                for n in _ordered(cov[0]["at_trajectory_level"]))])
     lines += table(["policy", "success", "steps sharing a state", "mixed groups", "steps with a path to success",
                     "steps at the trajectory-level value (mean)"], rows) + [""]
-    for label in labels:
-        cov = [x["coverage"] for x in s["accuracy"][label]]
-        names = list(cov[0]["at_trajectory_level"])
-        pooled = {"shared": sum(c["shared"] for c in cov) / len(cov),
-                  "mixed_groups": sum(c["mixed_groups"] for c in cov) / len(cov), "reads_state": cov[0]["reads_state"],
-                  "at_trajectory_level": {n: sum(c["at_trajectory_level"][n] for c in cov) / len(cov) for n in names}}
-        lines.append(f"- Reading ({policy_text(label)}): {reading(pooled)}")
+    for label in labels:  # the reading `creditflow audit` prints, from the same pooled coverage
+        lines.append(f"- Reading ({policy_text(label)}): {reading(pooled_coverage(s['accuracy'][label]))}")
     snaps = [p for p in labels if policy_kind(p) == "tabular"]
     for label in snaps:
         info = [x["policy"] for x in s["accuracy"][label] if isinstance(x.get("policy"), dict)]

@@ -106,6 +106,7 @@ def publish_dir(tmp: str | os.PathLike, target: str | os.PathLike) -> None:
     renamed aside (``.<name>.old``) first and removed after, so a kill in between leaves no ``target``
     (never a mixed one). Ctrl-C and SIGTERM wait until both renames are done."""
     tmp, target = Path(tmp), Path(target)
+    readable_files(tmp)
     sync_tree(tmp)
     old = target.with_name(f".{target.name}.old")
     shutil.rmtree(old, ignore_errors=True)
@@ -130,6 +131,19 @@ def clear_temporaries(directory: str | os.PathLike) -> list[Path]:
                 p.unlink(missing_ok=True)
             removed.append(p)
     return removed
+
+
+def readable_files(root: str | os.PathLike) -> None:
+    """Give the files under ``root`` that a writer made private (0600, as ``tempfile.mkstemp`` makes them: the
+    safetensors file of transformers' ``save_pretrained``) the mode any new file gets (``0666 & ~umask``), as the
+    other files of a model directory have."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            path = os.path.join(dirpath, name)
+            if not os.path.islink(path) and os.stat(path).st_mode & 0o777 == 0o600:
+                os.chmod(path, 0o666 & ~umask)
 
 
 def sync_tree(root: str | os.PathLike) -> None:

@@ -13,6 +13,7 @@ process rank.
 
 from __future__ import annotations
 
+import os
 import re
 import typing
 from pathlib import Path
@@ -23,7 +24,7 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationI
                       model_validator)
 
 from creditflow.atomic import write_atomic
-from creditflow.errors import UserError
+from creditflow.errors import UserError, did_you_mean
 
 
 SEED_MAX = 2**31 - 1
@@ -309,6 +310,10 @@ class SFTConfig(_Section):
     (docs/environments.md, "The tiny policy on webshop")."""
     seed_offset: int = Field(500_000, ge=0, le=SEED_MAX)
     """Demonstrations use seeds ``seed_offset + i`` (disjoint from RL and eval seeds)."""
+    evaluate: bool = True
+    """``creditflow sft``: when SFT ends, evaluate π_SFT on the ``rl.eval_episodes`` validation tasks that ``train``
+    evaluates at step 0, print its held-out success and add it to ``sft_metrics.json`` (``--no-eval``: false).
+    Not with ``tools`` (creditflow's own prompts are not the tool-calling chats it learns)."""
     tools: bool = False
     """``creditflow sft --tools``: train tool-calling chats (each expert action a tool call, its result a tool
     message) and save a model whose chat template renders and parses tool calls, for TRL's
@@ -454,6 +459,65 @@ class RROConfig(_Section):
     """DPO training (RRO §3.4, §4.3)."""
 
 
+class CheckpointConfig(_Section):
+    """What ``creditflow train`` keeps of its checkpoints (``rl.save_every`` says when one is written). A
+    checkpoint holds the policy, the loop state (RNG states, curriculum buffer) and, where ``--resume`` needs it,
+    AdamW's state (``optimizer.pt``: twice the size of the trained weights). The size of the
+    first checkpoint is printed once."""
+
+    keep_last: Optional[int] = Field(2, ge=1)
+    """The newest checkpoints kept; each new one removes those beyond it. ``--resume`` continues from the newest
+    (the one before it when the newest is damaged); ``eval``/``export`` take any. None: keep every checkpoint."""
+    optimizer: Literal["newest", "all"] = "newest"
+    """Where AdamW's state is kept: ``newest``, the checkpoint ``--resume`` continues from (a new checkpoint
+    removes it from the one before, which keeps its weights and loop state: a resume from it, when the newest is
+    damaged, says so and starts AdamW's moments afresh), or ``all``, in every kept checkpoint (such a resume is
+    exact too)."""
+
+
+TRACKERS = ("tensorboard", "wandb", "trackio")
+"""The ``logging.report_to`` names (TRL's and transformers' names for the same libraries)."""
+
+
+class LoggingConfig(_Section):
+    """Where ``creditflow train`` sends its metrics besides ``metrics.jsonl`` (the same names, one row per step
+    and the step-0 evaluation). docs/metrics.md "Experiment tracking"."""
+
+    report_to: list[Literal["tensorboard", "wandb", "trackio"]] = Field(default_factory=lambda: ["tensorboard"])
+    """Trackers, as TRL's ``report_to`` names them: ``tensorboard`` (event files in ``out_dir/tb``), ``wandb``
+    (Weights & Biases: ``pip install wandb``, files in ``out_dir/wandb``; ``WANDB_MODE=offline`` keeps them
+    local), ``trackio`` (``pip install trackio``; a local database in ``TRACKIO_DIR``, default
+    ``~/.cache/huggingface/trackio``). ``none`` or ``[]``: JSONL only. A comma-separated string works too."""
+    project: str = Field("creditflow", min_length=1)
+    """The wandb / trackio project."""
+    run_name: Optional[str] = None
+    """The wandb / trackio run name; None: the run directory's name. A resumed run continues the same run."""
+
+    @field_validator("report_to", mode="before")
+    @classmethod
+    def _names(cls, value: Any) -> Any:
+        return tracker_names(value)
+
+
+def tracker_names(value: Any) -> Any:
+    """``logging.report_to`` as a list: a comma-separated string split, ``none`` (or null) the empty list, an
+    unknown name a ValueError with the closest known one."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if isinstance(value, list):
+        if value == ["none"]:
+            return []
+        for name in value:
+            if isinstance(name, str) and name not in TRACKERS:
+                raise ValueError(f"unknown tracker {name!r}{did_you_mean(name, TRACKERS)}; give some of "
+                                 f"{', '.join(TRACKERS)}, or none")
+        if len(set(map(str, value))) != len(value):
+            raise ValueError("names a tracker twice")
+    return value
+
+
 class ResumeRecord(_Section):
     """What one ``creditflow train --resume`` changed (written by creditflow, not a setting)."""
 
@@ -478,11 +542,34 @@ class RunConfig(_Section):
     """Start-state curriculum (CRPS / ExpReplay / none) for ``creditflow train``."""
     rro: RROConfig = Field(default_factory=RROConfig)
     """RRO preference collection and DPO (``creditflow rro ...``)."""
-    tensorboard: bool = True
-    """Also write TensorBoard event files."""
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    """What ``creditflow train`` keeps of its checkpoints."""
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    """Experiment tracking: TensorBoard, Weights & Biases, trackio."""
     resumes: list[ResumeRecord] = Field(default_factory=list)
     """Written by ``train --resume``: the settings each resume changed and the step they took effect
     (``config.yaml`` always holds the settings in force now)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _tensorboard_switch(cls, data: Any) -> Any:
+        """``tensorboard: true/false``, the switch before ``logging.report_to`` (config files and run directories
+        of earlier releases hold it): adds or removes ``tensorboard`` there."""
+        if not isinstance(data, dict) or "tensorboard" not in data:
+            return data
+        data = dict(data)
+        switch = data.pop("tensorboard")
+        if not isinstance(switch, bool):
+            raise ValueError(f"tensorboard: expects true or false (got {switch!r}); the setting is "
+                             "logging.report_to now")
+        logging = data.get("logging") or {}
+        if isinstance(logging, dict):  # else the section's own error follows
+            names = tracker_names(logging.get("report_to", ["tensorboard"]))
+            names = [n for n in names if n != "tensorboard"] if isinstance(names, list) else names
+            if isinstance(names, list):
+                names = (["tensorboard"] + names) if switch else names
+            data["logging"] = {**logging, "report_to": names}
+        return data
 
 
 class Setting(str):
@@ -681,7 +768,8 @@ def validate_config(data: dict, where: str = "config") -> RunConfig:
         loc = ".".join(str(x) for x in err["loc"])
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
-            msg = "unknown option"
+            msg = "unknown option" + did_you_mean(err["loc"][-1], _section_fields(err["loc"][:-1]),
+                                                  prefix=".".join(str(x) for x in (*err["loc"][:-1], "")))
         elif err["type"] == "value_error":  # a validator's own message, without pydantic's prefix
             msg = str(err["ctx"]["error"])
         elif err["type"] in ("model_type", "model_attributes_type", "dict_type"):  # a list where a section goes
@@ -689,7 +777,20 @@ def validate_config(data: dict, where: str = "config") -> RunConfig:
                 "must be a mapping of key: value"
         got = err.get("input")
         shown = "" if err["type"] == "extra_forbidden" or isinstance(got, dict) else f" (got {got!r})"
-        raise UserError(f"{where}: {loc}: {msg}{shown}") from None
+        raise UserError(f"{where}: {loc + ': ' if loc else ''}{msg}{shown}") from None
+
+
+def _section_fields(loc: tuple) -> list[str]:
+    """The setting names of the config section at ``loc`` (``("rl",)``), for "did you mean"; none for a free-form
+    mapping (``env.kwargs``) or a list."""
+    model: Any = RunConfig
+    for part in loc:
+        field = model.model_fields.get(part) if isinstance(part, str) else None
+        inner = getattr(field, "annotation", None)
+        if not (isinstance(inner, type) and issubclass(inner, BaseModel)):
+            return []
+        model = inner
+    return [name for name in model.model_fields if name != "resumes"]
 
 
 def given_settings(cfg: BaseModel) -> dict:
@@ -708,9 +809,20 @@ def given_settings(cfg: BaseModel) -> dict:
     return out
 
 
+PATH_SETTINGS = ("policy.model", "rro.data_dir")
+"""The settings that name a local path, which a run directory's ``config.yaml`` keeps absolute."""
+
+
 def dump_config(cfg: RunConfig, path: str | Path) -> None:
-    """Write ``cfg`` as YAML (``resumes`` only once a resume changed something)."""
+    """Write ``cfg`` as YAML (``resumes`` only once a resume changed something), the local paths of
+    :data:`PATH_SETTINGS` made absolute: a run directory's config reads the same from any working directory
+    (``train --resume``)."""
     data = cfg.model_dump(exclude={"resumes"} if not cfg.resumes else None)
+    for key in PATH_SETTINGS:
+        section, _, name = key.partition(".")
+        value = data[section][name]
+        if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
+            data[section][name] = os.path.abspath(Path(value).expanduser())
     write_atomic(path, yaml.safe_dump(data, sort_keys=False))
 
 

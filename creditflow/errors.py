@@ -3,6 +3,8 @@ with exit code 2, an :class:`Interrupted` run (what was saved, how to continue) 
 
 from __future__ import annotations
 
+import difflib
+
 
 class UserError(ValueError):
     """Bad input from the user: unknown name, bad option, malformed file, missing path. A ``ValueError``, so a
@@ -34,3 +36,10 @@ class Interrupted(Exception):
 
 
 RERUN = "<the same command>"  # Interrupted.resume: running the command again continues (RRO collection)
+
+
+def did_you_mean(word: str, choices, prefix: str = "") -> str:
+    """`` (did you mean 'x'?)`` for the choice closest to ``word`` (difflib's ratio above 0.6; ``prefix`` goes in
+    front of it), else ``""``: what a one-line error adds after an unknown name."""
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1)
+    return f" (did you mean {prefix + close[0]!r}?)" if close else ""

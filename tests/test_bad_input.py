@@ -446,13 +446,16 @@ from creditflow.atomic import CRASH_AT  # noqa: E402
 from creditflow.policy.model import build_tiny_policy, tiny_model_built  # noqa: E402
 from creditflow.trainer.metrics import read_metrics  # noqa: E402
 
+# checkpoint.optimizer=all: both checkpoints keep AdamW's state, so a resume that falls back to step 1 is exact
+# (the default keeps it in the newest only: tests/recipes/test_first_hour.py)
 RUN2 = ["rl.steps=2", "rl.save_every=1", "rollout.tasks_per_step=1", "rollout.group_size=2", "rollout.max_steps=3",
-        "rl.eval_episodes=1", "rl.eval_every=0", "generation.max_new_tokens=6", "tensorboard=false"]
+        "rl.eval_episodes=1", "rl.eval_every=0", "generation.max_new_tokens=6", "tensorboard=false",
+        "checkpoint.optimizer=all"]
 
 
 @pytest.fixture(scope="module")
 def two_checkpoints(tmp_path_factory, tiny_model_dir):
-    """A finished 2-step run with checkpoints at steps 1 and 2."""
+    """A finished 2-step run with checkpoints at steps 1 and 2, each with its optimizer state."""
     out = tmp_path_factory.mktemp("crashed") / "run"
     with pytest.raises(SystemExit) as exc:
         main(["train", "--model", str(tiny_model_dir), "--out", str(out), *RUN2])

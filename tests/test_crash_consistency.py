@@ -105,6 +105,23 @@ def _killed_at(point, work):
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == -signal.SIGKILL
 
 
+def test_a_published_directory_has_no_private_files(tmp_path):
+    """transformers' save_pretrained writes model.safetensors through mkstemp (mode 0600): a published model
+    directory (export, checkpoint, π_SFT) gives it the mode its other files have (issue 90)."""
+    umask = os.umask(0o022)
+    try:
+        with atomic_dir(tmp_path / "model") as tmp:
+            (tmp / "model.safetensors").write_bytes(b"w")
+            os.chmod(tmp / "model.safetensors", 0o600)
+            (tmp / "config.json").write_text("{}")
+            (tmp / "secret").write_text("kept")
+            os.chmod(tmp / "secret", 0o640)  # a mode someone chose stays
+    finally:
+        os.umask(umask)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "model").iterdir()}
+    assert modes == {"model.safetensors": 0o644, "config.json": 0o644, "secret": 0o640}
+
+
 def test_a_directory_appears_whole_or_not_at_all(tmp_path):
     target = tmp_path / "model"
     with atomic_dir(target) as tmp:

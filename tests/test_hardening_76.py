@@ -41,7 +41,7 @@ WRONG_SHAPES = {
     "a hash that is a number": lambda m: m["files"]["config.json"].update(sha256=5),
     "facts a list": lambda m: m["files"].update({"config.json": [2, "ab"]}),
     "a file outside the checkpoint": lambda m: m["files"].update({"../x": m["files"]["config.json"]}),
-    "no optimizer state listed": lambda m: m["files"].pop("optimizer.pt"),
+    "no loop state listed": lambda m: m["files"].pop("trainer_state.pt"),
     "another format": lambda m: m.update(format="creditflow-checkpoint/9"),
     "an unknown key": lambda m: m.update(extra=1),
     "the top level a list": lambda m: m.clear(),
@@ -63,6 +63,21 @@ def test_a_manifest_of_the_wrong_shape_is_damage_and_resume_takes_the_previous_c
     assert found.path.name == "step_000001" and found.step == 1
     assert "step_000002: manifest.json is unreadable or not a checkpoint manifest" in found.note()
     assert checkpoint_step(newest) == 2  # the step is then read from trainer_state.pt
+
+
+def test_a_manifest_without_optimizer_state_is_a_weights_only_checkpoint_resume_falls_back_to(tmp_path):
+    """checkpoint.optimizer=newest: the checkpoints before the newest list no optimizer.pt (issue 90). That is no
+    damage: a resume falls back to such a one when the newest is damaged, and says that AdamW starts afresh."""
+    from creditflow.trainer.checkpoint import drop_optimizer_state, has_optimizer_state
+
+    older = _checkpoint(tmp_path, 1)
+    newest = _checkpoint(tmp_path, 2)
+    assert drop_optimizer_state(older) and not (older / "optimizer.pt").exists()
+    assert checkpoint_problem(older) is None and not has_optimizer_state(older) and has_optimizer_state(newest)
+    assert not drop_optimizer_state(older)  # nothing left to drop
+    (newest / "config.json").write_text("{ }")
+    found = resume_checkpoint(tmp_path)
+    assert found.path == older and "AdamW's moments start afresh" in found.note()
 
 
 # --------------------------------------------------------------------------------------------------

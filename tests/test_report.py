@@ -227,7 +227,11 @@ def test_readme_results_are_one_short_row_per_claim_and_one_column_per_level_of_
         assert (report.ROOT / target).is_file(), target
     pool_cell = rows[1].split(" | ")[1 + list(report.EVIDENCE).index("pool")]
     if not list(report.RESULTS.glob("lm_race_demo_runs/*.json")):  # no LM race record yet: the cell says so
-        assert pool_cell.startswith("**not run yet**: [6×6](docs/results/lm-race-demo.md)")
+        assert pool_cell == "[2 not run yet](docs/results/index.md#by-claim-and-level-of-evidence)"
+    for row in rows[1:]:  # a cell counts its verdicts; the full lists are in docs/results/index.md
+        assert all(len(cell) < 200 for cell in row.split(" | ")[1:]), row
+    index = (report.DOCS / "index.md").read_text(encoding="utf-8")
+    assert "## By claim and level of evidence" in index and "**not run yet**: [6×6](lm-race-demo.md)" in index
 
 
 def test_claims_cells_group_settings_by_verdict_and_name_what_does_not_measure_a_claim(tmp_path, monkeypatch):
@@ -246,6 +250,8 @@ def test_claims_cells_group_settings_by_verdict_and_name_what_does_not_measure_a
     assert report.claim_entries(crps, "pool", [check], [], races, "") == "–"
     assert report.claim_cell([("no", "[b](b.md)"), ("yes", "[a](a.md)"), ("no", "[c](c.md)")]) == (
         "**yes**: [a](a.md); **no**: [b](b.md), [c](c.md)")
+    assert report.claim_cell([("no", "[b](b.md)"), ("yes", "[a](a.md)"), ("no record yet", "[c](c.md)"),
+                              ("no", "[d](d.md)")], "i.md#x") == "[**yes** 1 · **no** 2 · 1 not run yet](i.md#x)"
 
 
 def test_prediction_table_takes_each_column_from_its_own_level_and_says_no_record(tmp_path, monkeypatch):

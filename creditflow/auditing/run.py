@@ -13,8 +13,9 @@
 
 :func:`audit` runs the parts asked for and returns an :class:`AuditResult`: the per-seed values (its
 ``record``), and :meth:`AuditResult.lines`, the summary the command prints (means over seeds with 95% bootstrap
-intervals, paired differences between arms seed by seed). Nothing here names an estimator: arms come from the
-registry.
+intervals, paired differences between arms seed by seed), short by default and ending with a one-line verdict
+(:func:`verdict_line`: the arms closest to A^π, ahead of those a paired difference separates from the best).
+Nothing here names an estimator: arms come from the registry.
 """
 
 from __future__ import annotations
@@ -327,8 +328,14 @@ class AuditResult:
                 "rro": self.rro, "bias": self.bias, "race_tuning": self.race_tuning,
                 "race_rates": race_rates(self.race_tuning)}
 
-    def lines(self) -> list[str]:
-        return summary_lines(self.record)
+    def lines(self, verbose: bool = False) -> list[str]:
+        """The summary: short (a line or two per part, then the verdict), or with ``verbose`` every arm's metrics
+        and every paired difference before the verdict."""
+        return summary_lines(self.record, verbose=verbose)
+
+    def verdict(self) -> str:
+        """The summary's last line: which arm's credit came out closest to A^π (and which learned fastest)."""
+        return verdict_line(self.record)
 
 
 def audit(env_factory: Callable[[], object], *, settings: AuditSettings | None = None, policy=None,
@@ -396,8 +403,173 @@ def _diff(a: list, b: list) -> str:
     return f"{np.mean(d):+.3f}" + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "") + sep
 
 
-def summary_lines(record: dict) -> list[str]:
-    """What ``creditflow audit`` prints: per part, means over seeds [95% bootstrap] and paired differences."""
+# --------------------------------------------------------------------------------------------------
+# the verdict: which arms lead, and which are behind them by a separated paired difference
+# --------------------------------------------------------------------------------------------------
+
+NO_LEARNING = 0.02  # a race whose every arm's mean AUC is at most this learned nothing
+SOLVED = 0.9  # ... and one whose greedy policy solved this share of the pool before any training is too easy
+
+
+@dataclass
+class Ranking:
+    """Arms by their mean over seeds: ``leaders``, the best and those whose paired difference with it is not
+    separated from 0; ``behind``, those it is separated from (95% bootstrap interval above 0); ``seeds``."""
+
+    leaders: list[tuple[str, float]]
+    behind: list[tuple[str, float]]
+    seeds: int
+
+
+def rank(values: dict[str, list]) -> Ranking | None:
+    """The :class:`Ranking` of per-seed ``values`` by arm (paired by seed; NaNs dropped); None without a value."""
+    means = {n: float(np.mean(v)) for n, v in ((n, [x for x in vs if x is not None and x == x])
+                                                  for n, vs in values.items()) if v}
+    if not means:
+        return None
+    order = sorted(means, key=lambda n: -means[n])
+    best = order[0]
+    leaders, behind = [(best, means[best])], []
+    for n in order[1:]:
+        d = [a - b for a, b in zip(values[best], values[n]) if a is not None and b is not None and a == a and b == b]
+        ci = bootstrap_interval(d)
+        (behind if ci is not None and ci[0] > 0 else leaders).append((n, means[n]))
+    return Ranking(leaders, behind, max(len(v) for v in values.values()))
+
+
+def _names(items: list[str], most: int = 5) -> str:
+    items = items if len(items) <= most else [*items[: most - 1], f"{len(items) - most + 1} more"]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def ranking_phrase(r: Ranking, metric: str) -> str:
+    """"rewardflow (Spearman 0.44) and graphgpo (0.42), ahead of gigpo and grpo, separated over 20 seeds"."""
+    (best, top), *tied = r.leaders
+    lead = _names([f"{best} ({metric} {top:.2f})", *(f"{n} ({v:.2f})" for n, v in tied)], most=4)
+    if r.seeds < 2:
+        return f"{lead} in means of 1 seed, which separates nothing (give 5 seeds or more)"
+    if not r.behind:
+        return f"{lead}, no arm separated from another over {r.seeds} seeds (more seeds, or the arms are alike here)"
+    return f"{lead}, ahead of {_names([n for n, _ in r.behind])}, separated over {r.seeds} seeds"
+
+
+def _spearman(seeds: list[dict]) -> dict[str, list]:
+    names = list(seeds[0]["accuracy"]["arms"])
+    return {n: [s["accuracy"]["arms"][n]["spearman"] for s in seeds] for n in names}
+
+
+def _outcome_note(seeds: list[dict]) -> str | None:
+    """The accuracy part has nothing to rank where the policy never (or always) succeeded."""
+    success = float(np.mean([s["success"] for s in seeds]))
+    if success == 0:
+        return "no rollout succeeded, so no arm's credit can be compared with A^π: lower ε or make the tasks easier"
+    if success == 1:
+        return "every rollout succeeded, so no arm's credit can be compared with A^π: raise ε or make the tasks harder"
+    return None
+
+
+def accuracy_verdict(seeds: list[dict]) -> str:
+    """One policy's accuracy part in a phrase: the arms whose credit is closest to A^π (Spearman)."""
+    note = _outcome_note(seeds)
+    if note is not None:
+        return note
+    r = rank(_spearman(seeds))
+    return "nothing measured" if r is None else "closest to A^π: " + ranking_phrase(r, "Spearman")
+
+
+def race_verdict(race: dict, episodes: int | None = None, short: bool = False) -> str:
+    """The race in a phrase: the arms that learned fastest (area under the greedy success curve), or that no arm
+    learned, or that the pool was solved before training (``short``: without the advice)."""
+    means = {n: float(np.mean([r["auc"] for r in runs])) for n, runs in race.items() if runs}
+    if means and max(means.values()) <= NO_LEARNING:
+        budget = f" in {episodes} episodes" if episodes else ""
+        return f"no arm learned (AUC ≤ {NO_LEARNING} for every arm{budget})" + ("" if short else (
+            ": the pool is too hard for a tabular policy from scratch; give the race more episodes (--race-episodes) "
+            "or easier tasks, and read the accuracy part"))
+    start = [r["curve"][0][1] for runs in race.values() for r in runs if r.get("curve")]
+    if start and float(np.mean(start)) >= SOLVED:
+        return (f"the untrained greedy policy already solves {100 * float(np.mean(start)):.0f}% of the pool, so the "
+                "race cannot separate the arms" + ("" if short else ": use harder tasks, and read the accuracy part"))
+    r = rank({n: [x["auc"] for x in runs] for n, runs in race.items()})
+    return "nothing measured" if r is None else "learned fastest: " + ranking_phrase(r, "AUC")
+
+
+def verdict_line(record: dict) -> str:
+    """The audit in one line: per behaviour policy, the arms closest to A^π (never pooled over policies: each
+    policy's A^π is a different target), then the race's verdict at the common rate."""
+    parts = []
+    for label, seeds in record["accuracy"].items():
+        if not (seeds and "accuracy" in seeds[0]):
+            continue
+        note = _outcome_note(seeds)
+        r = rank(_spearman(seeds)) if note is None else None
+        if note is not None:
+            parts.append(f"{label}: {note}")
+        elif r is not None:
+            parts.append(f"{label}: closest to A^π: " + ranking_phrase(r, "Spearman"))
+    if record["race"]:
+        episodes = (record.get("settings") or {}).get("race_episodes")
+        parts.append("race: " + race_verdict(race_common(record), episodes, short=True))
+    if not parts:
+        return "verdict: nothing to rank (the coverage part alone says what the estimators can see; run accuracy)"
+    return "verdict: " + "; ".join(parts)
+
+
+def summary_lines(record: dict, verbose: bool = False) -> list[str]:
+    """What ``creditflow audit`` prints: a line or two per part and policy, then the one-line verdict; with
+    ``verbose``, every arm's means over seeds [95% bootstrap] and every paired difference first."""
+    out = detail_lines(record) if verbose else [*short_lines(record), *fair_lines(record, verbose=False)]
+    if not verbose:
+        out.append("details: --verbose (every arm's metrics and paired differences), --out FILE (every per-seed value)")
+    return [*out, verdict_line(record)]
+
+
+def short_lines(record: dict) -> list[str]:
+    """The default summary: per policy its coverage, its reading and its accuracy verdict; the race's verdict;
+    per policy RRO's rising − fixed."""
+    out = []
+    for label, seeds in record["accuracy"].items():
+        if seeds and "coverage" in seeds[0]:
+            covs = [s["coverage"] for s in seeds]
+            out.append(f"coverage ({label}, {len(seeds)} seeds of {covs[0]['groups']} groups): success "
+                       f"{_mean_ci([s['success'] for s in seeds])}; steps sharing a state "
+                       f"{_mean_ci([c['shared'] for c in covs])}; mixed groups "
+                       f"{_mean_ci([c['mixed_groups'] for c in covs])}")
+            out.append("  reading: " + reading(pooled_coverage(seeds)))
+        if seeds and "accuracy" in seeds[0]:
+            out.append(f"accuracy ({label}, {len(seeds)} seeds, {sum(s['accuracy']['steps'] for s in seeds)} steps): "
+                       + accuracy_verdict(seeds))
+    if record["race"]:
+        out.append(f"race ({len(record['race'])} arms, tabular softmax, common rate): "
+                   + race_verdict(race_common(record), (record.get("settings") or {}).get("race_episodes")))
+    for label, seeds in record["rro"].items():
+        out.append(f"RRO pairs ({label}, {len(seeds)} seeds): rising accuracy "
+                   f"{_mean_ci([x['rising']['accuracy'] for x in seeds])} at "
+                   f"{np.mean([x['rising']['samples_per_step'] for x in seeds]):.1f} samples/step, fixed "
+                   f"{_mean_ci([x['fixed']['accuracy'] for x in seeds])} at "
+                   f"{np.mean([x['fixed']['samples_per_step'] for x in seeds]):.1f}; rising − fixed accuracy "
+                   + _diff([x["rising"]["accuracy"] for x in seeds], [x["fixed"]["accuracy"] for x in seeds]))
+    return out
+
+
+def pooled_coverage(seeds: list[dict]) -> dict:
+    """The coverage of one policy's seeds pooled (means), as :func:`~creditflow.auditing.coverage.reading` reads it."""
+    covs = [s["coverage"] for s in seeds]
+    names = list(covs[0]["at_trajectory_level"])
+    pooled = {"shared": float(np.mean([c["shared"] for c in covs])),
+              "mixed_groups": float(np.mean([c["mixed_groups"] for c in covs])),
+              "path_to_success": float(np.mean([c["path_to_success"] for c in covs])),
+              "success": float(np.mean([s["success"] for s in seeds])),
+              "reads_state": covs[0]["reads_state"],
+              "at_trajectory_level": {n: float(np.mean([c["at_trajectory_level"][n] for c in covs])) for n in names}}
+    for key in ("no_success_groups", "all_success_groups"):  # records of earlier releases lack them
+        if all(key in c for c in covs):
+            pooled[key] = float(np.mean([c[key] for c in covs]))
+    return pooled
+
+
+def detail_lines(record: dict) -> list[str]:
+    """``--verbose``: per part, means over seeds [95% bootstrap] and paired differences."""
     out = []
     for label, seeds in record["accuracy"].items():
         if seeds and "coverage" in seeds[0]:
@@ -410,12 +582,7 @@ def summary_lines(record: dict) -> list[str]:
             names = list(covs[0]["at_trajectory_level"])
             out.append("  at the trajectory-level value: " + "; ".join(
                 f"{n} {_mean_ci([c['at_trajectory_level'][n] for c in covs])}" for n in names))
-            pooled = {"shared": float(np.mean([c["shared"] for c in covs])),
-                      "mixed_groups": float(np.mean([c["mixed_groups"] for c in covs])),
-                      "reads_state": covs[0]["reads_state"],
-                      "at_trajectory_level": {n: float(np.mean([c["at_trajectory_level"][n] for c in covs]))
-                                              for n in names}}
-            out.append("  reading: " + reading(pooled))
+            out.append("  reading: " + reading(pooled_coverage(seeds)))
         if seeds and "accuracy" in seeds[0]:
             accs = [s["accuracy"] for s in seeds]
             names = list(accs[0]["arms"])
@@ -428,6 +595,7 @@ def summary_lines(record: dict) -> list[str]:
                 for a, b in combinations(names, 2):
                     out.append(f"    {a} − {b}: " + _diff([x["arms"][a]["spearman"] for x in accs],
                                                        [x["arms"][b]["spearman"] for x in accs]))
+            out.append(f"  {label}: " + accuracy_verdict(seeds))
     if record["race"]:
         common = race_common(record)  # every arm at the common rate (its own rate: fair_lines)
         out.append(f"race (tabular softmax, greedy success on the task pool; lr {record['settings'].get('race_lr', 1):g}):")
@@ -442,6 +610,7 @@ def summary_lines(record: dict) -> list[str]:
             out.append("  paired differences of AUC, a − b (* : 95% interval excludes 0):")
             for a, b in combinations(names, 2):
                 out.append(f"    {a} − {b}: " + _diff([r["auc"] for r in common[a]], [r["auc"] for r in common[b]]))
+        out.append("  race: " + race_verdict(common, (record.get("settings") or {}).get("race_episodes")))
     for label, seeds in record["rro"].items():
         out.append(f"RRO pairs vs Monte-Carlo Q^π ({label}, {len(seeds)} seeds):")
         for s in ("rising", "fixed"):

@@ -161,12 +161,30 @@ def policy_lines(label: str, seeds: list) -> list[str]:
             f"{len(info)} seeds"]
 
 
-def fair_lines(record: dict) -> list[str]:
-    """The issue-85 lines: the race at own rates, bias apart from noise, the per-policy verdicts."""
-    out = own_rate_lines(record) + bias_lines(record)
+def fair_lines(record: dict, verbose: bool = True) -> list[str]:
+    """The issue-85 lines: the race at own rates, bias apart from noise, the per-policy verdicts; short (not
+    ``verbose``): one line for the race at own rates and one per bias policy, the arms in order of their means."""
+    if verbose:
+        out = own_rate_lines(record) + bias_lines(record)
+    else:
+        out = []
+        own = race_own(record)
+        if own:
+            means = sorted(((float(np.mean([r["auc"] for r in runs])) if runs else float("nan"), arm, rate)
+                            for arm, (rate, runs) in own.items()), key=lambda t: -t[0] if t[0] == t[0] else 1e9)
+            out.append(own_rate_lines(record)[0].rstrip(":") + ", mean AUC: "
+                       + ", ".join(f"{arm} {m:.3f} (lr {rate:g})" for m, arm, rate in means))
+        for label, seeds in (record.get("bias") or {}).items():
+            if seeds:
+                names = list(seeds[0]["arms"])
+                pear = {n: float(np.nanmean([s["arms"][n]["pearson"] for s in seeds])) for n in names}
+                out.append(f"bias apart from noise ({label}, {len(seeds)} seeds): E[credit] vs A^π Pearson, highest "
+                           "first: " + ", ".join(f"{n} {pear[n]:.3f}" for n in sorted(names, key=lambda n: -pear[n]
+                                                                                   if pear[n] == pear[n] else 1e9)))
     env = record.get("env", "env")
     for label, seeds in record["accuracy"].items():
         if seeds and "accuracy" in seeds[0]:
-            out.append(accuracy_verdict(env, label, seeds))
+            if verbose:  # the short output has each policy's accuracy line already (run.short_lines)
+                out.append(accuracy_verdict(env, label, seeds))
             out += policy_lines(label, seeds)
     return out

@@ -132,6 +132,8 @@ def audit_command(
     menu_size: int = typer.Option(4, "--menu-size", help="Actions sampled from --model at each free-text state."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write every per-seed value here (JSON, written atomically; "
                                                           "its folder is made)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Print every arm's metrics and every paired "
+                                 "difference, not only each part's reading and verdict."),
     policy: Optional[str] = typer.Option(
         None, "--policy", help="Behaviour policies, comma-separated: expert (the env's expert at each --epsilon; the "
                                "default), uniform, detour (the expert with a detour at --detour-rate of the states), "
@@ -154,7 +156,8 @@ def audit_command(
 ) -> None:
     """Measure every estimator's credit against the true advantage A^π (Monte Carlo from restored states) and
     race them with a tabular softmax policy: coverage, advantage accuracy, the learning race and RRO's pairs
-    (docs/audit.md). Prints means over seeds [95% bootstrap] and paired differences."""
+    (docs/audit.md). Prints a line or two per part and a one-line verdict (the arms closest to A^π, ahead of those
+    separated from them over the seeds); --verbose adds means over seeds [95% bootstrap] and paired differences."""
     cfg = build_config(None, config_overrides({"env.name": env}, options, prefix="env.kwargs."))
     if out is not None:
         check_output_file(out, "--out")  # before any work: a file path whose nearest existing folder is writable
@@ -168,7 +171,7 @@ def audit_command(
                        tabular_targets=tuple(csv(tabular_success, "--tabular-success", float)), subsample=subsample,
                        bias_groups=bias_groups, race_lrs=tuple(csv(race_lrs, "--race-lrs", float)),
                        race_tune_seeds=race_tune_seeds, **chosen, progress=lambda line: typer.echo(line, err=True))
-    for line in result.lines():
+    for line in result.lines(verbose=verbose):
         typer.echo(line)
     if out is not None:  # atomically (its folder made), and kept in a temporary file when it cannot be written
         text = json.dumps(result.record, indent=1) + "\n"

@@ -55,10 +55,14 @@ def sft_command(
     tools: bool = typer.Option(False, "--tools", help="Tool-calling demonstrations and a model whose chat template "
                                "renders and parses tool calls, for TRL's environment_factory (sft.tools=true; an env "
                                "whose actions are tool calls, e.g. trl:module:Class)."),
+    no_eval: bool = typer.Option(False, "--no-eval", help="Skip the held-out evaluation of π_SFT when SFT ends "
+                                 "(sft.evaluate=false); by default its success on the rl.eval_episodes validation "
+                                 "tasks train starts from is printed."),
 ) -> None:
     """Supervised fine-tuning on the env's expert trajectories (loss on response tokens only; policy.lora=true: a LoRA
     adapter, merged into the saved model)."""
-    flags = {"env.name": env, "sft.tools": True if tools else None}  # no --tools: the config's sft.tools stays
+    flags = {"env.name": env, "sft.tools": True if tools else None,  # no --tools: the config's sft.tools stays
+             "sft.evaluate": False if no_eval else None}
     api.sft(config, model=model, out=out, overrides=config_overrides(flags, overrides))
 
 
@@ -133,7 +137,9 @@ def demo_command(
     env: Optional[str] = typer.Option(None, "--env", help=ENV_HELP + " Default sokoban."),
     out: Optional[str] = typer.Option(None, "--out", help="Run directory (default runs/demo)."),
     quick: bool = typer.Option(False, "--quick",
-                               help="Tiny-budget smoke run: 3-5 minutes on 2 CPU cores (measured), with progress bars."),
+                               help="Smoke run of every stage at a tiny budget (2 RL steps, 4 held-out tasks): its numbers "
+                                    "are noise. About 2.5 CPU-minutes (measured: benchmarks/results/demo_quick.json), so a "
+                                    "few minutes on 2 cores, longer on a busy machine."),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML overriding the demo defaults."),
 ) -> None:
     """The main job: build the tiny policy, SFT on expert demos, RewardFlow RL, evaluate, write a report."""

@@ -51,6 +51,7 @@ from creditflow.envs.base import (
     replay,
 )
 from creditflow.envs.loading import import_target_module
+from creditflow.errors import did_you_mean
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -189,8 +190,9 @@ def _resolve(name: str) -> _Resolved:
     module, sep, attr = name.partition(":")
     if sep and module and attr:
         return _Resolved(name, name, "")
-    raise EnvError(f"unknown env {name!r}; available: {', '.join(env_names())} (or module:Class, "
-                   f"an importable env class)")
+    names = env_names()
+    raise EnvError(f"unknown env {name!r}{did_you_mean(name, names)}; available: {', '.join(names)} (or "
+                   f"module:Class, an importable env class)")
 
 
 def _label(res: _Resolved) -> str:

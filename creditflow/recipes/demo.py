@@ -62,7 +62,10 @@ def run_demo(overrides: list[str], env: str | None = None, out_dir: str | None =
     t0 = time.perf_counter()
     out, trainer, _ = run_train(cfg)
     minutes = (time.perf_counter() - t0) / 60
+    note = (f"A --quick smoke run: {cfg.rl.steps} RL steps of {cfg.rollout.tasks_per_step} x "
+            f"{cfg.rollout.group_size} rollouts, evaluated on {cfg.rl.eval_episodes} tasks. It checks that every stage "
+            "runs; its numbers are noise, not a result (the full demo: creditflow demo)") if quick else None
     report = write_report(out, title=f"creditflow demo: {cfg.rl.algo} on {cfg.env.name}",
                           extra={"env": cfg.env.name, "algo": cfg.rl.algo, "steps": cfg.rl.steps,
-                                 "wall time (min)": f"{minutes:.1f}"})
+                                 "wall time (min)": f"{minutes:.1f}"}, note=note)
     return report

@@ -8,6 +8,7 @@ expert demonstrations, in ``out_dir/sft_model``.
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 from typing import Callable
@@ -24,7 +25,10 @@ from creditflow.recipes.checks import check_run
 from creditflow.recipes.progress import RunProgress, rank_progress
 from creditflow.recipes.rundir import new_run_dir, start_world
 from creditflow.rollout.expert import expert_corpus, expert_tool_conversations, expert_trajectories
-from creditflow.rollout.factory import success_rule
+from creditflow.policy.backends.factory import sampling_params
+from creditflow.rollout.evaluate import evaluate, rollout_metrics
+from creditflow.rollout.factory import make_engine, success_rule
+from creditflow.rollout.seeding import seed_everything, split_seeds
 from creditflow.trainer import distributed
 from creditflow.trainer.distributed import World
 from creditflow.trainer.sft import (check_max_length, demo_examples, prompt_lengths, run_sft, tool_calling_tokenizer,
@@ -134,13 +138,41 @@ def sft(cfg: RunConfig, progress: RunProgress | None = None) -> tuple[Path, dict
     progress = rank_progress(progress or RunProgress(), world)
     with new_run_dir(cfg, world) as out:
         try:
-            _, _, metrics = SFTRecipe(cfg, train_factory, progress.log, progress, world).setup(out).run()
+            model, tok, metrics = SFTRecipe(cfg, train_factory, progress.log, progress, world).setup(out).run()
         except KeyboardInterrupt:
             raise Interrupted(f"during SFT; nothing saved yet ({out / 'sft_model'} is written when SFT ends)"
                               + kept_tiny(out)) from None
-    progress.log(f"SFT done: loss {metrics['sft/train_loss']:.4f} over {metrics['sft/steps']} steps -> "
-                 f"{out / 'sft_model'}")
-    return out / "sft_model", metrics
+    target = out / "sft_model"
+    done = f"SFT done: loss {metrics['sft/train_loss']:.4f} over {metrics['sft/steps']} steps -> {target}"
+    if not cfg.sft.evaluate or cfg.sft.tools:
+        progress.log(done + ("" if cfg.sft.tools else " (not evaluated: sft.evaluate=false)"))
+        return target, metrics
+    progress.log(done)
+    try:  # after the run directory is complete: a failure here keeps π_SFT
+        held_out = evaluate_in_memory(cfg, model, tok, world, progress)
+    except KeyboardInterrupt:
+        raise Interrupted(f"while evaluating π_SFT; π_SFT is saved in {target} (creditflow eval --model "
+                          f"{shlex.quote(str(target))} evaluates it)") from None
+    metrics = {**metrics, **held_out}
+    if world.main:
+        write_atomic(out / "sft_metrics.json", json.dumps(metrics, indent=2))
+    progress.log(f"π_SFT: held-out success {held_out['eval/success_rate']:.3f} on {held_out['eval/episodes']} "
+                 f"validation tasks of {cfg.env.name} ({100 * held_out['eval/invalid_frac']:.0f}% of its actions "
+                 f"invalid; creditflow train --model {shlex.quote(str(target))} starts RL from it)")
+    return target, metrics
+
+
+def evaluate_in_memory(cfg: RunConfig, model, tok, world: World = World(), progress: RunProgress | None = None) -> dict:
+    """``eval/*`` of ``model`` on the ``rl.eval_episodes`` validation tasks ``train`` evaluates at step 0 (greedy by
+    default), each process a share of them under N processes."""
+    factory = env_factory(cfg, "test")
+    seeds = split_seeds(cfg.env, "validation", cfg.rl.eval_episodes, cfg.rl.eval_episodes)
+    seed_everything(cfg.seed + world.rank)
+    model.eval()
+    engine = make_engine(cfg, model, tok, factory, progress=progress, watch="eval π_SFT")
+    _, trajs = evaluate(engine, distributed.shard(seeds, world), sampling_params(cfg, tok, evaluation=True),
+                        cfg.env.name)
+    return rollout_metrics(distributed.gather_trajectories(trajs, world), "eval")
 
 
 def kept_tiny(out: Path) -> str:

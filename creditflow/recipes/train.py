@@ -16,6 +16,7 @@ Launched as N processes (``accelerate launch``, ``torchrun``), ``train`` and ``s
 from __future__ import annotations
 
 import contextlib
+import os
 import shlex
 from pathlib import Path
 from typing import Callable, Iterator
@@ -36,9 +37,10 @@ from creditflow.recipes.sft import SFTRecipe
 from creditflow.rollout.factory import make_engine
 from creditflow.rollout.seeding import seed_everything
 from creditflow.trainer import distributed
-from creditflow.trainer.checkpoint import (Found, checkpoint_root, checkpoint_world_size, load_trainer_state,
-                                           newest_checkpoint, resume_checkpoint)
-from creditflow.trainer.metrics import MetricsLogger, NullLogger, read_metrics
+from creditflow.trainer import nosignal
+from creditflow.trainer.checkpoint import (Found, checkpoint_root, checkpoint_size, checkpoint_world_size,
+                                           human_bytes, load_trainer_state, newest_checkpoint, resume_checkpoint)
+from creditflow.trainer.metrics import MetricsLogger, NullLogger, check_trackers, read_metrics
 from creditflow.trainer.rl import RLTrainer
 
 
@@ -86,6 +88,7 @@ class TrainRecipe:
         self.cfg = cfg
         check_backend(cfg, trains=True)
         check_data_parallel(cfg)
+        check_trackers(cfg.logging.report_to)
         self.train_factory = env_factory(cfg, "train")
         self.eval_factory = env_factory(cfg, "test")
         if not self.resume and not cfg.policy.model:
@@ -145,7 +148,8 @@ class TrainRecipe:
             self.log(note)
         model, tok, ref_model, model_path = _resumed_policy(cfg, ckpt, _reference_dir(cfg, self.out))
         self.trainer = self._trainer(model, tok, model_path, ref_model, resume_step=self.found.step)
-        load_trainer_state(self.trainer, ckpt)
+        if not load_trainer_state(self.trainer, ckpt) and not note:
+            self.log(f"note: {ckpt.name} keeps no optimizer state: AdamW's moments start afresh")
         if self.world.main:
             dump_config(cfg, self.out / "config.yaml")  # the settings in force now, with what this resume changed
         self.log(f"resumed from {ckpt} at step {self.trainer.step}{_changes(cfg, self.trainer.step)}")
@@ -190,8 +194,10 @@ class TrainRecipe:
                                    watch="  rollout")
         eval_engine = make_engine(cfg, model, tok, self.eval_factory, backend=backend, progress=progress,
                                   watch="  eval")
-        # rank 0 writes metrics.jsonl and TensorBoard (resume_step: drop rows logged after it, -1: all)
-        logger = MetricsLogger(self.out, cfg.tensorboard, resume_step=resume_step) if self.world.main else NullLogger()
+        # rank 0 writes metrics.jsonl and the trackers of logging.report_to (resume_step: drop rows logged after it, -1: all)
+        logger = MetricsLogger(self.out, cfg.logging.report_to, resume_step=resume_step, project=cfg.logging.project,
+                               run_name=cfg.logging.run_name, config=cfg.model_dump(mode="json")) \
+            if self.world.main else NullLogger()
         return RLTrainer(cfg, model, tok, train_engine, eval_engine, self.out, logger, hooks=hooks,
                          ref_model=ref_model, eval_sampling=sampling_params(cfg, tok, evaluation=True),
                          world=self.world)
@@ -283,17 +289,64 @@ def _fit_steps(cfg: RunConfig, trainer: RLTrainer, progress: RunProgress, log: C
     log(f"RL: {rl.algo} on {cfg.env.name}, steps {trainer.step + 1}..{rl.steps} ({cfg.rollout.tasks_per_step} tasks x "
         f"{cfg.rollout.group_size} rollouts each); held-out eval on {rl.eval_episodes} tasks"
         + (f" every {rl.eval_every} steps" if rl.eval_every else " at the end"))
+    if trainer.step > 0:  # a resume: where the run started, from its step-0 row
+        first = next((row for row in read_metrics(trainer.out_dir / "metrics.jsonl") if row.get("step") == 0), None)
+        if first is not None and "eval/success_rate" in first:
+            log(_start_line(first, rl, cfg.env.name, resumed=True))
+    said: list = [None]  # the no-signal reasons last said (a warning line each time they change)
     with progress.bar(f"{rl.algo} on {cfg.env.name}", rl.steps, completed=trainer.step, unit="steps") as update:
         def on_step(step: int, m: dict) -> None:
+            if step == 0:  # π_start's held-out evaluation, before step 1
+                log(_start_line(m, rl, cfg.env.name))
+                return
             info = f"succ {m.get('train/success_rate', 0):.2f}"
             if "eval/success_rate" in m:
                 info += f" | eval {m['eval/success_rate']:.2f}"
+            empty = nosignal.short(m)
+            if empty:
+                info += f" | {empty}"
             update(step, info)
+            reasons = nosignal.reasons(m)
+            if reasons != said[0]:
+                said[0] = reasons
+                line = nosignal.warning(step, m)
+                if line:
+                    log(line)
             if not progress.live:
                 log(f"step {step}/{rl.steps}: {info} ({m.get('time/step_s', 0):.1f} s, {update.eta()})")
 
         trainer.progress = on_step
+        trainer.on_checkpoint = _size_once(cfg, log)
         return trainer.fit()
+
+
+def _start_line(m: dict, rl, env: str, resumed: bool = False) -> str:
+    """π_start's held-out success (the step-0 row): what RL is measured against."""
+    line = (f"{'the run started from' if resumed else 'π_start (the policy RL starts from)'}: held-out success "
+            f"{m['eval/success_rate']:.3f} on {m.get('eval/episodes', rl.eval_episodes)} validation tasks of {env}")
+    if "test/success_rate" in m:
+        line += f", {m['test/success_rate']:.3f} on {m.get('test/episodes', rl.test_episodes)} test tasks"
+    if m.get("eval/invalid_frac"):
+        line += f" ({100 * m['eval/invalid_frac']:.0f}% of its actions invalid)"
+    return line + (" (metrics.jsonl, step 0)" if resumed else "")
+
+
+def _size_once(cfg: RunConfig, log: Callable[[str], None]) -> Callable[[Path], None]:
+    """Says the size of the run's first checkpoint (once), and what ``checkpoint`` keeps of them."""
+    done = []
+
+    def said(path: Path) -> None:
+        if done:
+            return
+        done.append(path)
+        total, opt = checkpoint_size(path)
+        ck = cfg.checkpoint
+        kept = f"the newest {ck.keep_last} kept" if ck.keep_last is not None else "every one kept"
+        where = "in the newest only" if ck.optimizer == "newest" else "in each"
+        log(f"checkpoint {path.name}: {human_bytes(total)}" + (f" ({human_bytes(opt)} of it optimizer state, kept "
+            f"{where}: checkpoint.optimizer)" if opt else "") + f"; {kept} (checkpoint.keep_last)")
+
+    return said
 
 
 def _changes(cfg: RunConfig, step: int) -> str:
@@ -303,6 +356,38 @@ def _changes(cfg: RunConfig, step: int) -> str:
     record = cfg.resumes[-1]
     shown = ", ".join(f"{key} {old!r} -> {new!r}" for key, (old, new) in record.changed.items())
     return f"; from step {record.from_step}: {shown} (recorded in config.yaml)"
+
+
+def _run_paths(run: Path, cfg: RunConfig, strict: bool = True) -> RunConfig:
+    """The run's config with ``policy.model`` where it is from here: a run directory keeps it absolute (since
+    0.3); an earlier run's relative path was relative to the directory the run was started in, which its
+    ``out_dir`` tells when that was relative too (``runs/rf`` started in ``byo/`` is ``byo/runs/rf``). A path that
+    exists nowhere is a one-line UserError naming the file it came from (``strict``; not when an override replaces
+    it)."""
+    model = cfg.policy.model
+    if not model:
+        return cfg
+    path = Path(model).expanduser()
+    started = _started_in(run, cfg.out_dir)
+    if not path.is_absolute() and started is not None and (started / path).exists():
+        cfg.policy.model = str(started / path)
+        return cfg
+    if path.exists() or not strict:  # absolute, or relative to here (a run whose start is unknown); or replaced
+        return cfg
+    where = "" if path.is_absolute() else f" (a relative path there is read from the directory the run was " \
+                                             f"started in{f', {started}' if started is not None else ''})"
+    raise UserError(f"--resume {str(run)!r}: policy.model {model!r} in {run / 'config.yaml'} does not exist"
+                    f"{where}; give policy.model=PATH, where that model is now")
+
+
+def _started_in(run: Path, out_dir: str) -> Path | None:
+    """The directory a run was started in, when its recorded ``out_dir`` is a relative path that ``run`` ends
+    with (None otherwise)."""
+    recorded = Path(out_dir)
+    here = Path(os.path.abspath(run))
+    if recorded.is_absolute() or not recorded.parts or here.parts[-len(recorded.parts):] != recorded.parts:
+        return None
+    return Path(*here.parts[: len(here.parts) - len(recorded.parts)])
 
 
 def config_for_resume(run_dir: str | Path, overrides: list[str]) -> RunConfig:
@@ -317,8 +402,12 @@ def config_for_resume(run_dir: str | Path, overrides: list[str]) -> RunConfig:
         raise UserError(f"--resume {str(run)!r} is a file; give the run directory")
     if not (run / "config.yaml").exists():
         raise UserError(f"--resume {str(run)!r}: no config.yaml there (not a creditflow run directory)")
-    saved = build_config(run / "config.yaml")
+    named = {str.partition(item, "=")[0].strip() for item in overrides}
+    moved = "policy.model" in named  # the user's own value is read from here, as any path on the command line
+    saved = _run_paths(run, build_config(run / "config.yaml"), strict=not moved)
     cfg = build_config(run / "config.yaml", overrides)
+    if not moved:
+        cfg.policy.model = saved.policy.model
     given = [item.partition("=")[2] for item in overrides if item.partition("=")[0].strip() == "out_dir"]
     if given and Path(given[-1]).resolve() != run.resolve():
         raise UserError(f"--out {given[-1]!r} conflicts with --resume {str(run)!r}: a resumed run stays in its "

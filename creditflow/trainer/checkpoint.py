@@ -13,6 +13,12 @@ and the previous one is used. Checkpoints from before manifests existed are chec
 file must load (``trainer_state.pt``, ``optimizer.pt``, the JSON files) and each safetensors file must be
 as long as its header says.
 
+``checkpoint.keep_last`` checkpoints are kept (default 2; each new one removes the older ones), and with
+``checkpoint.optimizer=newest`` (the default) only the newest holds ``optimizer.pt``: once a new checkpoint is
+published, the one before loses it (its manifest is rewritten first, then the file goes, so a kill in between
+leaves an extra file, not damage). Such a weights-only checkpoint is what ``eval`` and ``export`` take, and a
+resume that falls back to it (the newest damaged) starts AdamW's moments afresh and says so.
+
 A LoRA policy (``policy.lora``) saves as PEFT does: ``adapter_model.safetensors`` and
 ``adapter_config.json``, whose ``base_model_name_or_path`` is the absolute path of the base model (π_SFT),
 never changed by training; ``optimizer.pt`` then holds the adapter's parameters' state only. ``--resume``
@@ -61,9 +67,8 @@ class Manifest(BaseModel):
     @field_validator("files")
     @classmethod
     def _every_checkpoint_file(cls, files: dict) -> dict:
-        missing = [name for name in ("trainer_state.pt", "optimizer.pt") if name not in files]
-        if missing:
-            raise ValueError(f"lists no {', '.join(missing)}")
+        if "trainer_state.pt" not in files:  # optimizer.pt: only in the checkpoints that keep it
+            raise ValueError("lists no trainer_state.pt")
         for name in files:
             if not name or Path(name).is_absolute() or ".." in Path(name).parts or name == MANIFEST:
                 raise ValueError(f"names {name!r}, which is not a file of the checkpoint")
@@ -83,10 +88,15 @@ def checkpoint_root(out_dir: str | Path) -> Path:
     return Path(out_dir) / "checkpoints"
 
 
-def save_checkpoint(trainer, keep: int = 2) -> Path:
+def save_checkpoint(trainer, keep: int | None = None, optimizer: str | None = None) -> Path:
     """Write the trainer's checkpoint; every process calls it (``trainer.world``), rank 0 writes. The
-    metrics logged so far are flushed to disk first, so a checkpoint never outlives its metric rows."""
+    metrics logged so far are flushed to disk first, so a checkpoint never outlives its metric rows. ``keep``
+    (the newest kept; None: every one) and ``optimizer`` (``newest`` or ``all``: which keep ``optimizer.pt``)
+    default to the run's ``checkpoint`` settings."""
     world = trainer.world
+    settings = trainer.cfg.checkpoint
+    keep = settings.keep_last if keep is None else keep
+    optimizer = optimizer or settings.optimizer
     state = trainer.state_dict()  # under N processes a collective: it gathers every process's RNG states
     root = checkpoint_root(trainer.out_dir)
     name = f"step_{trainer.step:06d}"
@@ -119,13 +129,57 @@ def save_checkpoint(trainer, keep: int = 2) -> Path:
     crash_point("checkpoint.published")
     write_atomic(root / "latest", name)
     crash_point("checkpoint.latest")
-    for _, old in _step_dirs(root)[:-keep]:
+    older = [path for _, path in _step_dirs(root) if path != final]
+    for old in older[: max(0, len(older) - (keep - 1))] if keep is not None else []:
         gone = old.with_name(f".{old.name}.old")  # renamed first: a kill mid-removal leaves no step_* part
         old.rename(gone)
         crash_point("checkpoint.pruned")
         shutil.rmtree(gone)
+    if optimizer == "newest":
+        for old in (path for _, path in _step_dirs(root) if path != final):
+            drop_optimizer_state(old)
     barrier(world)
     return final
+
+
+def drop_optimizer_state(path: Path) -> bool:
+    """Remove ``optimizer.pt`` from the checkpoint ``path`` (a newer one holds the state ``--resume`` needs): its
+    manifest is rewritten without it first, so a kill in between leaves an unlisted file, never damage. Nothing
+    happens to a checkpoint without a manifest (from before manifests) or without the file; True when removed."""
+    manifest = read_manifest(path)
+    if manifest is None or "optimizer.pt" not in manifest.files:
+        return False
+    files = {name: facts.model_dump() for name, facts in manifest.files.items() if name != "optimizer.pt"}
+    data = {"format": MANIFEST_FORMAT, "step": manifest.step, "files": files}
+    write_atomic(path / MANIFEST, json.dumps(data, indent=1) + "\n")
+    crash_point("checkpoint.optimizer_dropped")
+    (path / "optimizer.pt").unlink(missing_ok=True)
+    return True
+
+
+def has_optimizer_state(path: str | Path) -> bool:
+    """Whether the checkpoint ``path`` holds AdamW's state: listed in its manifest (or, for a checkpoint from
+    before manifests, there)."""
+    manifest = read_manifest(Path(path))
+    if manifest is None:
+        return (Path(path) / "optimizer.pt").is_file()
+    return "optimizer.pt" in manifest.files
+
+
+def checkpoint_size(path: str | Path) -> tuple[int, int]:
+    """``(bytes of the checkpoint directory, bytes of its optimizer.pt)``."""
+    files = [f for f in Path(path).rglob("*") if f.is_file()]
+    total = sum(f.stat().st_size for f in files)
+    opt = Path(path) / "optimizer.pt"
+    return total, (opt.stat().st_size if opt.is_file() else 0)
+
+
+def human_bytes(n: int) -> str:
+    """``1.6 GB``, ``310 MB``, ``12 kB`` (powers of 1000, as ``du --si`` and file managers show them)."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.{1 if n < 10 * size else 0}f} {unit}"
+    return f"{n} B"
 
 
 # -- manifest and verification ------------------------------------------------------------------------
@@ -174,8 +228,11 @@ def checkpoint_problem(path: str | Path) -> str | None:
 
 
 def _legacy_problem(p: Path) -> str | None:
-    """A checkpoint without a manifest: the files a checkpoint needs, each read once."""
+    """A checkpoint without a manifest: the files a checkpoint needs, each read once (``optimizer.pt`` where it
+    is: a checkpoint whose manifest is lost may be one that kept no optimizer state)."""
     for name in ("trainer_state.pt", "optimizer.pt"):
+        if name == "optimizer.pt" and not (p / name).exists():
+            continue
         if not (p / name).is_file():
             return f"{name} is missing"
         try:
@@ -222,11 +279,15 @@ class Found:
     skipped: list[tuple[Path, str]] = field(default_factory=list)
 
     def note(self) -> str | None:
-        """One line on the skipped checkpoints (None when the newest was intact)."""
+        """One line on the skipped checkpoints (None when the newest was intact), and on a fallback that holds no
+        optimizer state."""
         if not self.skipped:
             return None
         damaged = "; ".join(f"{p.name}: {why}" for p, why in self.skipped)
-        return f"note: checkpoint damaged ({damaged}); resuming from {self.path.name}, the newest intact one"
+        fresh = "" if has_optimizer_state(self.path) else (
+            " (it keeps no optimizer state, checkpoint.optimizer=newest: AdamW's moments start afresh, so the "
+            "steps after it are not those of an uninterrupted run)")
+        return f"note: checkpoint damaged ({damaged}); resuming from {self.path.name}, the newest intact one{fresh}"
 
 
 def _step_dirs(root: Path) -> list[tuple[int, Path]]:
@@ -315,9 +376,12 @@ def _loop_state(path: Path) -> dict[str, int]:
         raise UserError(f"checkpoint {str(path)!r} is unreadable ({type(exc).__name__}: {first})") from None
 
 
-def load_trainer_state(trainer, path: Path) -> None:
+def load_trainer_state(trainer, path: Path) -> bool:
     """Optimizer and loop state of ``path``, whatever device wrote it: tensors are read onto the CPU and the
     optimizer moves its state onto each parameter's device, so a run saved on a GPU continues on a CPU (and
-    the other way round)."""
-    trainer.optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu", weights_only=False))
+    the other way round). False when the checkpoint keeps no optimizer state (AdamW starts afresh)."""
+    kept = has_optimizer_state(path)
+    if kept:
+        trainer.optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu", weights_only=False))
     trainer.load_state_dict(torch.load(path / "trainer_state.pt", map_location="cpu", weights_only=False))
+    return kept

@@ -77,7 +77,8 @@ def rollout_mismatch(model, rows: list[Row], fwd: Forward, tis_cap: float | None
 
 
 def policy_update(model, optimizer, rows: list[Row], rl: RLConfig, fwd: Forward, rng: np.random.Generator,
-                  world: World = World(), clock: Callable[[str], ContextManager] | None = None) -> dict:
+                  world: World = World(), skip: bool = False,
+                  clock: Callable[[str], ContextManager] | None = None) -> dict:
     """PPO epochs x mini-batches over ``rows``, one optimizer step per mini-batch; returns mean stats
     (none when there is no row). ``rl``: the objective's settings; ``fwd``: how the policy runs on rows.
 
@@ -95,6 +96,12 @@ def policy_update(model, optimizer, rows: list[Row], rl: RLConfig, fwd: Forward,
     ``clock(phase)``, if given, is entered around each phase of the work: ``pack`` (micro-batches packed and
     collated), ``forward`` (logits at the trained positions, log-probs, entropy), ``loss``, ``backward``,
     ``step`` (gradient sum over processes, clipping, the optimizer); benchmarks/step_cost.py times them.
+
+    ``skip``: no term of the loss has a gradient (every advantage 0, no entropy bonus, and no KL term or a
+    policy still equal to its reference): no forward or backward pass runs, and the mini-batch order is drawn as
+    before. Where AdamW has moments (an earlier step had signal) it steps on zero gradients, as it would have:
+    they still move the weights. Where it has none yet and there is no weight decay, nothing would move, and no
+    optimizer step is taken (AdamW's step count then starts at the first step with signal).
     """
     phase = clock or _untimed
     device = next(model.parameters()).device
@@ -102,6 +109,8 @@ def policy_update(model, optimizer, rows: list[Row], rl: RLConfig, fwd: Forward,
     parts = min(rl.minibatches, all_max(len(rows), world))  # the same on every process; no empty part overall
     if parts == 0:
         return {}
+    # a skipped update before AdamW holds any state, without weight decay, moves nothing: no optimizer step either
+    idle = skip and not optimizer.state and all(g.get("weight_decay", 0) == 0 for g in optimizer.param_groups)
     model.train()
     for _ in range(rl.ppo_epochs):
         order = rng.permutation(len(rows))
@@ -112,7 +121,9 @@ def policy_update(model, optimizer, rows: list[Row], rl: RLConfig, fwd: Forward,
             # gradient (-min(r*0, clip(r)*0) = 0): skip the forward/backward of a row whose decisions all
             # have zero advantage. The normalisers below still count them, so the update is identical; only
             # the logged ratio/entropy/clip stats cover fewer rows.
-            if rl.kl_coef == 0 and rl.entropy_coef == 0:
+            if skip:
+                work = []
+            elif rl.kl_coef == 0 and rl.entropy_coef == 0:
                 work = [row for row in mini if any(s.advantage != 0.0 for s in row.samples)]
             else:
                 work = mini
@@ -148,6 +159,11 @@ def policy_update(model, optimizer, rows: list[Row], rl: RLConfig, fwd: Forward,
                     loss.backward()
                 for k, v in {"loss": loss.detach(), **pg_stats, **kl_stats, **ent_stats}.items():
                     acc[k] += float(v)
+            if skip and idle:  # nothing moves: no moments yet, no weight decay (the same on every process)
+                for k in acc:
+                    stats[k].append(0.0)
+                stats["grad_norm"].append(0.0)
+                continue
             with phase("step"):
                 if not work:  # all-zero gradient, but AdamW's moments still move the weights, as unskipped
                     for p in model.parameters():
@@ -230,6 +246,10 @@ class RLTrainer:
         self.update_rng = np.random.default_rng(cfg.seed + 1)
         self.step = 0
         self.env_steps = 0
+        # the policy equals its KL reference (a fresh start: the reference is a copy of it, or a LoRA policy's
+        # fresh adapter, which adds 0): the KL term has no gradient until an update moves the weights
+        self.at_reference = ref_model is None
+        self.on_checkpoint: Callable[[Path], None] | None = None  # the recipe's: says the first one's size
         self.eval_seeds = split_seeds(cfg.env, "validation", cfg.rl.eval_episodes, cfg.rl.eval_episodes)
         self.test_seeds = split_seeds(cfg.env, "test", cfg.rl.test_episodes, cfg.rl.eval_episodes,
                                       eval_engine.env_factory)
@@ -276,22 +296,37 @@ class RLTrainer:
         with clock("credit_ms", scale=1000):  # per-step advantages, in place; groups are whole on each process
             credit_metrics = self.estimator(trajs, self.credit_knobs)
         rows = rows_from(trajs, cfg.rollout.history)
+        skip = self.no_gradient(rows)  # no signal and no other loss term: no reference or backward pass
         with clock("mismatch_s"):  # old log-probs: the trainer's, for the rollout/trainer gap and TIS
             mismatch = rollout_mismatch(self.model, rows, self.forward, cfg.rl.tis_cap) if (
                 rows and self.trainer_logprobs) else {}
         with clock("ref_s"):  # reference log-probs for the KL term
-            if cfg.rl.kl_coef > 0:
+            if cfg.rl.kl_coef > 0 and not skip:
                 with self.reference() as ref:
                     fill_ref_logprobs(ref, rows, self.forward)
         with clock("update_s"):
-            update = policy_update(self.model, self.optimizer, rows, cfg.rl, self.forward, self.update_rng, self.world)
+            update = policy_update(self.model, self.optimizer, rows, cfg.rl, self.forward, self.update_rng, self.world,
+                                   skip=skip)
             if update:  # sync: a vLLM engine gets the new weights
                 self.train_engine.backend.sync_weights(self.model)
+        if update and (not skip or cfg.rl.weight_decay > 0):  # the weights moved off the reference
+            self.at_reference = False
         metrics.update(update)
+        metrics["train/update_skipped"] = float(skip)
         self.step, self.env_steps = step, self.env_steps + sum(len(t) for t in seen)
         metrics.update({"step": step, "env_steps": self.env_steps, "dist/world_size": self.world.size})
         metrics.update(self.step_metrics(len(trajs), rows, credit_metrics, mismatch, clock.total("step_s")))
         return metrics
+
+    def no_gradient(self, rows: list[Row]) -> bool:
+        """The step carries no signal and no other term of the loss has a gradient, so its update needs no
+        forward or backward pass: every decision's advantage is 0 on every process, there is no entropy bonus,
+        and the KL term is off or the policy is still its reference (its gradient is 0 there)."""
+        rl = self.cfg.rl
+        if rl.entropy_coef > 0 or (rl.kl_coef > 0 and not self.at_reference):
+            return False
+        nonzero = sum(1 for s in decisions(rows) if s.advantage != 0.0)
+        return all_max(nonzero, self.world) == 0
 
     def step_metrics(self, n_trajs: int, rows: list[Row], credit_metrics: dict, mismatch: dict,
                      times: dict) -> dict:
@@ -319,6 +354,8 @@ class RLTrainer:
                 first.update(self.run_eval("test"))
             first.update({"step": 0, "env_steps": 0, "dist/world_size": self.world.size})
             self.logger.log(first)
+            if self.progress:  # the policy RL starts from, before step 1
+                self.progress(0, first)
         while self.step < cfg.steps:
             metrics = self.train_step()
             if (cfg.eval_every and self.step % cfg.eval_every == 0) or self.step == cfg.steps:
@@ -330,7 +367,9 @@ class RLTrainer:
             if self.progress:
                 self.progress(self.step, metrics)
             if (cfg.save_every and self.step % cfg.save_every == 0) or self.step == cfg.steps:
-                save_checkpoint(self)
+                path = save_checkpoint(self)
+                if self.on_checkpoint is not None and self.world.main:
+                    self.on_checkpoint(path)
         return last
 
     def state_dict(self) -> dict:
@@ -340,7 +379,7 @@ class RLTrainer:
         rng = rng_state(self.task_rng, self.update_rng)
         hooks = self.hooks.state_dict()
         state = {"step": self.step, "env_steps": self.env_steps, "rng": rng, "hooks": hooks,
-                 "world_size": self.world.size}
+                 "world_size": self.world.size, "at_reference": self.at_reference}
         if self.world.distributed:
             state["rng"] = gather(rng, self.world)
             state["hooks_digests"] = gather(state_digest(hooks), self.world)
@@ -356,6 +395,9 @@ class RLTrainer:
             raise ValueError(f"the checkpoint was written by {saved} process(es), this run has {self.world.size}")
         self.step = state["step"]
         self.env_steps = state["env_steps"]
+        # a policy no update has moved yet (every step so far without signal) is still its reference; checkpoints
+        # from before this was saved: moved
+        self.at_reference = bool(state.get("at_reference", False))
         rng = state["rng"][self.world.rank] if isinstance(state["rng"], list) else state["rng"]
         set_rng_state(rng, self.task_rng, self.update_rng)
         self.hooks.load_state_dict(state.get("hooks", {}))

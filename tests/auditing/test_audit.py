@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -304,7 +305,97 @@ def test_webshop_audit_with_a_model_menu(tiny_model_dir):
                               parts=("coverage", "accuracy"), seeds=1, tasks=1, group_size=2, m=2, epsilons=(0.5,))
     (seed,) = result.record["accuracy"]["eps=0.5"]
     assert seed["coverage"]["groups"] == 1 and seed["accuracy"]["steps"] > 0
-    assert any(line.startswith("accuracy vs Monte-Carlo") for line in result.lines())
+    assert any(line.startswith("accuracy vs Monte-Carlo") for line in result.lines(verbose=True))
+    assert any(line.startswith("accuracy (eps=0.5, 1 seeds") for line in result.lines())
+
+
+# --------------------------------------------------------------------------------------------------
+# the output: short, a reading that names the cause, and a one-line verdict (issue 90)
+# --------------------------------------------------------------------------------------------------
+
+from creditflow.auditing.coverage import reading  # noqa: E402
+from creditflow.auditing.run import Ranking, rank, race_verdict, ranking_phrase, verdict_line  # noqa: E402
+
+EXAMPLE_ENV = Path(__file__).resolve().parents[2] / "examples" / "my_first_env"
+
+
+def test_the_own_env_audit_is_short_and_ends_with_a_one_line_verdict(tmp_path):
+    """The example plug-in env through the command: a line or two per part and policy, then the verdict naming the
+    arm closest to A^π; --verbose adds every arm's metrics and paired differences, the same verdict last."""
+    import os
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(EXAMPLE_ENV), *sys.path])}
+    args = [sys.executable, "-m", "creditflow", "audit", "--env", "my_first_env:ReachEnv", "--seeds", "5",
+            "--epsilon", "0.5,1", "--race-seeds", "3", "--race-episodes", "64", "-M", "8",
+            "--estimators", "grpo,gigpo,rewardflow,graphgpo", "--out", str(tmp_path / "audit.json")]
+    short = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)
+    assert short.returncode == 0, short.stderr
+    lines = short.stdout.strip().splitlines()
+    assert len(lines) <= 14, short.stdout  # coverage + reading + accuracy per policy, 2 race lines, RRO, the verdict
+    verdict = lines[-1]
+    record = json.loads((tmp_path / "audit.json").read_text())
+    assert verdict == verdict_line(record)
+    for p in ("eps=0.5", "eps=1"):  # one verdict per behaviour policy, never pooled over policies
+        best = max(["grpo", "gigpo", "rewardflow", "graphgpo"], key=lambda n: np.mean(
+            [record["accuracy"][p][i]["accuracy"]["arms"][n]["spearman"] for i in range(5)]))
+        assert f"{p}: closest to A^π: {best} (Spearman " in verdict
+    assert sum(line.startswith("accuracy (eps=") for line in lines) == 2 and "race: " in verdict
+    verbose = subprocess.run([*args, "--verbose"], capture_output=True, text=True, env=env, timeout=600)
+    assert verbose.returncode == 0 and verbose.stdout.strip().splitlines()[-1] == verdict
+    assert "paired differences of spearman" in verbose.stdout and len(verbose.stdout.splitlines()) > 3 * len(lines)
+
+
+def _coverage(**over):
+    cov = {"shared": 0.91, "mixed_groups": 0.0, "no_success_groups": 1.0, "all_success_groups": 0.0,
+           "path_to_success": 0.0, "reads_state": {"grpo": False, "rewardflow": True, "gigpo": True},
+           "at_trajectory_level": {"grpo": 1.0, "rewardflow": 1.0, "gigpo": 1.0}}
+    return {**cov, **over}
+
+
+def test_the_reading_names_the_real_cause_when_groups_do_not_mix():
+    """No group succeeded while 91% of steps share a state: the cause is the policy or the task, not state_key; and
+    "every step", never "100% of steps or more"."""
+    text = reading(_coverage())
+    assert text.startswith("no rollout succeeded in 100% of groups: the policy is too weak for these tasks; lower ε")
+    assert "state_key" not in text and "on every step (91% of steps share a state)" in text
+    assert "or more" not in text
+    text = reading(_coverage(no_success_groups=0.0, all_success_groups=1.0))
+    assert "every rollout succeeded in 100% of groups: the tasks are too easy" in text and "raise ε" in text
+    text = reading(_coverage(mixed_groups=0.8, no_success_groups=0.1, shared=0.05,
+                             at_trajectory_level={"grpo": 1.0, "rewardflow": 0.97, "gigpo": 0.99}))
+    assert "on at least 97% of steps here (only 5% of steps share a state" in text and "coarser function" in text
+    old = _coverage(success=0.0)  # a record of an earlier release: no outcome shares, the pooled success tells
+    del old["no_success_groups"], old["all_success_groups"]
+    assert reading(old).startswith("no rollout succeeded in 100% of groups")
+
+
+def test_the_verdict_ranks_by_paired_differences():
+    values = {"rewardflow": [0.44, 0.46, 0.42, 0.45, 0.43], "graphgpo": [0.45, 0.40, 0.43, 0.41, 0.42],
+              "gigpo": [0.20, 0.22, 0.18, 0.21, 0.19], "grpo": [0.10, 0.12, 0.09, 0.11, 0.10]}
+    r = rank(values)
+    assert [n for n, _ in r.leaders] == ["rewardflow", "graphgpo"] and [n for n, _ in r.behind] == ["gigpo", "grpo"]
+    assert ranking_phrase(r, "Spearman") == ("rewardflow (Spearman 0.44) and graphgpo (0.42), ahead of gigpo and "
+                                              "grpo, separated over 5 seeds")
+    assert "separates nothing" in ranking_phrase(Ranking([("grpo", 0.1)], [], 1), "Spearman")
+    assert "no arm separated" in ranking_phrase(rank({"a": [0.1, 0.3], "b": [0.3, 0.1]}), "AUC")
+
+
+def test_the_race_says_when_no_arm_learned_or_the_pool_is_solved_before_training():
+    flat = {"curve": [[0, 0.0], [32, 0.0]], "auc": 0.0}
+    assert race_verdict({"grpo": [flat] * 3, "rewardflow": [{**flat, "auc": 0.02}] * 3}, 1280).startswith(
+        "no arm learned (AUC ≤ 0.02 for every arm in 1280 episodes)")
+    solved = {"curve": [[0, 1.0], [32, 1.0]], "auc": 1.0}
+    assert "already solves 100% of the pool" in race_verdict({"grpo": [solved] * 3, "gigpo": [solved] * 3})
+    seeds = [{**flat, "seed": i} for i in range(3)]  # records name each run's seed (the race pairs them by it)
+    record = {"accuracy": {}, "rro": {}, "settings": {"race_episodes": 64}, "race": {"grpo": seeds, "gigpo": seeds}}
+    assert verdict_line(record) == "verdict: race: no arm learned (AUC ≤ 0.02 for every arm in 64 episodes)"
+
+
+def test_no_success_anywhere_is_the_verdict_not_a_ranking():
+    seed = {"success": 0.0, "accuracy": {"steps": 10, "arms": {"grpo": {"spearman": 0.0},
+                                                               "rewardflow": {"spearman": 0.01}}}}
+    record = {"accuracy": {"eps=0.9": [seed] * 3}, "race": {}, "rro": {}}
+    assert verdict_line(record).startswith("verdict: eps=0.9: no rollout succeeded, so no arm's credit can be compared")
 
 
 def test_a_race_curve_reports_its_area_after_the_start_its_end_and_when_it_first_reached_the_threshold():

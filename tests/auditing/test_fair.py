@@ -139,7 +139,8 @@ def test_the_audit_runs_every_built_in_policy_and_records_where_each_snapshot_fr
     (snap,) = result.record["accuracy"]["tabular=0.5"]
     assert snap["policy"]["target"] == 0.5 and "probe_success" in snap["policy"]
     text = "\n".join(result.lines())
-    assert "behaviour policy tabular=0.5" in text and "frozen after" in text
+    assert "accuracy (tabular=0.5, 1 seeds" in text and "tabular=0.5: frozen after" in text
+    assert "behaviour policy tabular=0.5" in "\n".join(result.lines(verbose=True))  # its verdict line
 
 
 # --------------------------------------------------------------------------------------------------

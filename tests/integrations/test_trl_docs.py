@@ -54,7 +54,7 @@ def test_the_offline_example_of_docs_trl_runs_as_written(tmp_path):
     (_, env_code), (_, command), (_, train_code) = blocks
     (tmp_path / "walk_env.py").write_text(env_code)
 
-    command = cut(command.strip(), {"sft.demos=64": "sft.demos=8", "sft.epochs=20": "sft.epochs=1"})
+    command = cut(command.strip(), {"sft.demos=64": "sft.demos=8", "sft.epochs=3": "sft.epochs=1"})
     argv = shlex.split(command)
     assert argv[:2] == ["creditflow", "sft"] and "--tools" in argv
     run([sys.executable, "-m", "creditflow", *argv[1:]], tmp_path)
@@ -62,8 +62,8 @@ def test_the_offline_example_of_docs_trl_runs_as_written(tmp_path):
     tok = AutoTokenizer.from_pretrained(str(model))  # the saved model carries its template and parser
     assert supports_tool_calling(tok) and "tool_calls" in tok.response_template["fields"]
 
-    train_code = cut(train_code, {"max_steps=50": "max_steps=1", "per_device_train_batch_size=8":
-                                  "per_device_train_batch_size=2", "num_generations=4": "num_generations=2"})
+    train_code = cut(train_code, {"max_steps=150": "max_steps=1", "per_device_train_batch_size=16":
+                                  "per_device_train_batch_size=2", "num_generations=8": "num_generations=2"})
     train_code += "\nimport json\nprint('LOG', json.dumps(trainer.state.log_history))\n"
     (tmp_path / "train_walk.py").write_text(train_code)
     out = run([sys.executable, "train_walk.py"], tmp_path).stdout

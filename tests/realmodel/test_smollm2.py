@@ -185,8 +185,10 @@ def test_sft_rewardflow_lora_export_eval_and_rro_with_smollm2(tmp_path, smollm2_
     (merged), eval of the export and an RRO collection from π_SFT: the same commands as the tiny policy's, on the
     converted directory."""
     sft = creditflow.sft(["sft.demos=4", "sft.epochs=1", "sft.batch_size=2", "sft.max_length=768", "sft.lr=1e-5",
-                          "tensorboard=false", "policy.device=cpu"], model=smollm2_dir, out=tmp_path / "sft")
+                          "tensorboard=false", "policy.device=cpu", "rl.eval_episodes=1", "rollout.max_steps=2",
+                          "generation.max_new_tokens=8"], model=smollm2_dir, out=tmp_path / "sft")
     sft_model = sft.run_dir / "sft_model"
+    assert sft.metrics["eval/episodes"] == 1  # π_SFT's held-out success, evaluated when SFT ends
     assert (sft_model / "config.json").is_file() and (sft_model / "creditflow_inference.json").is_file()
     _, tok_sft = load_policy(sft_model, "cpu")
     assert tok_sft.chat_template == load_policy(smollm2_dir, "cpu")[1].chat_template  # the template travels
@@ -220,3 +222,28 @@ def test_sft_rewardflow_lora_export_eval_and_rro_with_smollm2(tmp_path, smollm2_
     assert code == 0, err
     totals = json.loads((tmp_path / "rro" / "preferences" / "summary.json").read_text())["totals"]
     assert totals["tasks"] == 1 and totals["steps"] >= 1 and totals["samples"] >= totals["steps"]
+
+
+@pytest.mark.slow
+def test_a_smollm2_step_with_no_valid_action_warns_and_skips_its_backward_pass(tmp_path, smollm2_dir, monkeypatch,
+                                                                              capsys):
+    """Issue 90: zero-shot SmolLM2 with one token per turn never writes an action, so every group is all-fail and
+    every GRPO advantage 0. The step says so, with the likely cause, and runs no forward or backward pass for its
+    update (nor for the KL reference: the policy is still its reference)."""
+    from creditflow.trainer.forward import Forward
+
+    calls = []
+    real = Forward.trained_logits
+    monkeypatch.setattr(Forward, "trained_logits", lambda *a, **k: calls.append(1) or real(*a, **k))
+    code, err = run_main(["train", "--model", str(smollm2_dir), "--out", str(tmp_path / "empty"), "rl.algo=grpo",
+                          "rollout.tasks_per_step=1", "rollout.group_size=2", "rollout.max_steps=2",
+                          "generation.max_new_tokens=1", "rl.eval_episodes=1", "rl.steps=1", "rl.save_every=0",
+                          "logging.report_to=none", "policy.device=cpu"], capsys)
+    assert code == 0, err
+    row = [json.loads(line) for line in (tmp_path / "empty" / "metrics.jsonl").read_text().splitlines()][1]
+    assert row["train/invalid_frac"] == 1.0 and row["train/update_skipped"] == 1.0 and row["train/grad_norm"] == 0
+    assert not calls
+    warning = [line for line in err.splitlines() if line.startswith("warning: step 1")]
+    assert warning and "carries no learning signal (every advantage 0, no rollout succeeded, 100% invalid actions); " \
+                       "its forward and backward pass were skipped" in warning[0]
+    assert "Likely cause: the policy's responses are mostly not actions the env takes" in warning[0]
