@@ -321,7 +321,7 @@ def _config_key(cfg) -> dict:
     policy = key.get("policy")
     if isinstance(policy, dict) and policy.get("dtype") == "auto" and policy.get("autocast", "none") == "none":
         from creditflow.errors import UserError
-        from creditflow.policy.model import resolve_device, resolve_dtype
+        from creditflow.policy.load import resolve_device, resolve_dtype
 
         try:
             policy["dtype"] = str(resolve_dtype("auto", resolve_device(policy.get("device", "auto")))).removeprefix("torch.")

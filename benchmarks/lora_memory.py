@@ -40,7 +40,7 @@ from benchmarks.runner import child_env, module_command
 from creditflow.config import build_config
 from creditflow.policy import lora
 from creditflow.policy.backends.base import SamplingParams
-from creditflow.policy.model import build_tiny_policy
+from creditflow.policy.tiny import build_tiny_policy
 from creditflow.envs.configured import env_factory
 from creditflow.policy.factory import prompt_builder, tiny_vocab_size
 from creditflow.rollout.expert import expert_corpus

@@ -43,7 +43,7 @@ from benchmarks.machine import cpu_label, machine_info
 from creditflow.config import build_config
 from creditflow.curriculum.hooks import build_hooks
 from creditflow.errors import UserError
-from creditflow.policy.model import load_policy
+from creditflow.policy.load import load_policy
 from creditflow.envs.configured import env_factory
 from creditflow.rollout.factory import make_engine
 from creditflow.recipes.eval import evaluate_saved_policy

@@ -59,7 +59,7 @@ from benchmarks.machine import cpu_label, machine_info
 from creditflow import api
 from creditflow.config import build_config
 from creditflow.curriculum.hooks import build_hooks
-from creditflow.policy.model import CPU_FLOAT32_SDPA, load_policy
+from creditflow.policy.load import CPU_FLOAT32_SDPA, load_policy
 from creditflow.envs.configured import env_factory
 from creditflow.rollout.factory import make_engine
 # the setting the issue names and the committed tables measured (the demo now runs RewardFlow on 8 x 8)

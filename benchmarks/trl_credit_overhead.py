@@ -47,7 +47,7 @@ def tiny_policy(out: Path) -> Path:
     if (out / "config.json").exists():
         return out
     from creditflow.config import RunConfig
-    from creditflow.policy.model import build_tiny_policy
+    from creditflow.policy.tiny import build_tiny_policy
     from creditflow.envs.configured import env_factory
     from creditflow.policy.factory import prompt_builder
     from creditflow.rollout.expert import expert_corpus

@@ -41,15 +41,7 @@ from creditflow.auditing import audit as run_audit
 from creditflow.config import RunConfig, build_config, given_settings, setting
 from creditflow.envs.configured import env_factory
 from creditflow.errors import Interrupted, UserError, UserTypeError
-from creditflow.recipes.demo import run_demo
-from creditflow.recipes.eval import evaluate_saved_policy
-from creditflow.recipes.export import export_gguf as run_export_gguf
-from creditflow.recipes.export import export_policy
-from creditflow.recipes.rro import run_collect, run_dpo_training, run_rro
-from creditflow.recipes.sft import sft as run_sft
-from creditflow.recipes.train import config_for_resume, run_train
 from creditflow.rollout.trajectory import SuccessRule, Trajectory
-from creditflow.trainer.checkpoint import checkpoint_root
 
 ConfigLike = Union[RunConfig, dict, list, tuple, str, os.PathLike, None]
 """A :class:`RunConfig`, a dict of its sections, ``["key=value", ...]``, a YAML path, or None (the defaults)."""

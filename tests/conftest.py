@@ -20,7 +20,7 @@ def one_torch_thread():
 def _tiny_policy(tmp_path_factory, name: str, num_attention_heads: int):
     """A very small Qwen2 policy built the way the CLI builds the default (tokenizer trained locally)."""
     from creditflow.config import RunConfig
-    from creditflow.policy.model import build_tiny_policy
+    from creditflow.policy.tiny import build_tiny_policy
     from creditflow.envs.configured import env_factory
     from creditflow.policy.factory import prompt_builder
     from creditflow.rollout.expert import expert_corpus

@@ -443,7 +443,7 @@ def test_zero_one_numbers_are_booleans_and_results_stay_finite():
 import signal  # noqa: E402
 
 from creditflow.atomic import CRASH_AT  # noqa: E402
-from creditflow.policy.model import build_tiny_policy, tiny_model_built  # noqa: E402
+from creditflow.policy.tiny import build_tiny_policy, tiny_model_built  # noqa: E402
 from creditflow.trainer.metrics import read_metrics  # noqa: E402
 
 # checkpoint.optimizer=all: both checkpoints keep AdamW's state, so a resume that falls back to step 1 is exact

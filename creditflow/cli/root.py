@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from creditflow.trainer import distributed
+from creditflow import world
 
 app = typer.Typer(
     add_completion=False,
@@ -26,7 +26,7 @@ DATA_PARALLEL = {"train", "sft", "rro train"}
 
 def refuse_copies(command: Optional[str]) -> None:
     if command is not None and command not in DATA_PARALLEL and command != "rro":  # rro: its subcommand decides
-        distributed.refuse_copies(command)
+        world.refuse_copies(command)
 
 
 @app.callback()

@@ -14,7 +14,7 @@ from creditflow.cli.options import (BACKEND, BASE_URL, ENV_HELP, MODEL_NAME, OVE
                                     config_overrides)
 from creditflow.cli.root import app, refuse_copies
 from creditflow.config import build_config
-from creditflow.trainer import distributed
+from creditflow import world
 
 rro_app = typer.Typer(no_args_is_help=True, help="RRO: MC process rewards, reward-rising sampling, DPO.")
 app.add_typer(rro_app, name="rro")
@@ -83,7 +83,7 @@ def rro_train_command(
     merged into the saved model)."""
     flags = {"env.name": env, "policy.model": model, "out_dir": out, "rro.data_dir": data}
     result = api.dpo(config, overrides=config_overrides(flags, overrides))
-    if distributed.current().main:
+    if world.current().main:
         metrics = result.metrics
         typer.echo(f"DPO: {metrics['dpo/pairs']} pairs, {metrics['dpo/steps']} steps, loss "
                    f"{metrics['dpo/train_loss']:.4f} -> {result.model}")

@@ -18,7 +18,7 @@ from creditflow.configdoc import commented_yaml
 from creditflow.errors import UserError
 from creditflow.rollout.trajectory import write_jsonl
 from creditflow.spill import write_results
-from creditflow.trainer import distributed
+from creditflow import world
 
 
 @app.command("train", context_settings={"allow_extra_args": False})
@@ -39,7 +39,7 @@ def train_command(
                         "(give changes as key=value; they are recorded there)")
     result = api.train(config, model=model, out=out, algo=algo, curriculum=curriculum,
                        overrides=config_overrides({"env.name": env}, overrides), resume=resume)
-    if distributed.current().main:
+    if world.current().main:
         last = result.metrics
         typer.echo(f"done: step {last.get('step', 0)}, eval success {last.get('eval/success_rate', float('nan')):.3f} "
                    f"-> {result.run_dir}")

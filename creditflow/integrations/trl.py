@@ -59,7 +59,7 @@ from creditflow.curriculum.diagnostics import group_diagnostics
 from creditflow.envs.adapters.trl_env import CREDITFLOW_READS, outcome_of
 from creditflow.errors import UserError
 from creditflow.integrations.rows import advantages, columns
-from creditflow.policy.model import DEPRECATIONS_OF_OTHERS
+from creditflow.policy.load import DEPRECATIONS_OF_OTHERS
 
 MIN_TRL = "1.16.0"  # the GRPOTrainer whose methods CreditGRPOTrainer extends (docs/trl.md)
 if Version(trl.__version__) < Version(MIN_TRL):

@@ -10,7 +10,7 @@ from typing import Iterable
 
 from creditflow.config import RunConfig
 from creditflow.policy import inference
-from creditflow.policy.model import build_tiny_policy
+from creditflow.policy.tiny import build_tiny_policy
 from creditflow.policy.prompts import PromptBuilder, environment_description
 
 TINY_CORPUS_SEEDS = range(900_000, 900_400)

@@ -36,7 +36,7 @@ from creditflow.envs.base import has_snapshot
 from creditflow.errors import UserError
 from creditflow.policy.backends.factory import make_backend
 from creditflow.policy.factory import with_model_settings
-from creditflow.policy.model import load_policy
+from creditflow.policy.load import load_policy
 from creditflow.policy.validate import check_model_dir
 from creditflow.recipes.checks import check_run
 from creditflow.rollout.engine import env_action, shown_action

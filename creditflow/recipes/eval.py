@@ -9,7 +9,7 @@ from creditflow.config import RunConfig
 from creditflow.envs.configured import env_factory
 from creditflow.policy.backends.factory import check_backend, close_backend, make_backend, sampling_params
 from creditflow.policy.factory import with_model_settings
-from creditflow.policy.model import load_policy, load_tokenizer
+from creditflow.policy.load import load_policy, load_tokenizer
 from creditflow.recipes.checks import check_run
 from creditflow.recipes.progress import RunProgress
 from creditflow.rollout.evaluate import evaluate

@@ -17,7 +17,8 @@ from creditflow.atomic import atomic_dir
 from creditflow.config import PolicyConfig
 from creditflow.errors import UserError
 from creditflow.policy import gguf, inference
-from creditflow.policy.model import check_model_dir, load_policy
+from creditflow.policy.load import load_policy
+from creditflow.policy.validate import check_model_dir
 from creditflow.trainer.checkpoint import policy_in
 
 

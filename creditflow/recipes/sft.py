@@ -1,7 +1,7 @@
 """The ``sft`` stage: π_SFT, the policy (``policy.model``, or the tiny default built here) fine-tuned on the env's
 expert demonstrations, in ``out_dir/sft_model``.
 
-:func:`sft` is the stage as a run of its own (``creditflow sft``, ``creditflow.sft``); ``train`` (without
+:func:`run_sft` is the stage as a run of its own (``creditflow sft``, ``creditflow.sft``); ``train`` (without
 ``--model``) and ``rro`` run the same :class:`SFTRecipe` inside their own run directory.
 """
 
@@ -19,7 +19,8 @@ from creditflow.envs.configured import env_factory, env_label, require_expert
 from creditflow.errors import Interrupted, UserError
 from creditflow.policy import inference
 from creditflow.policy.factory import TINY_CORPUS_SEEDS, build_tiny_default, prompt_builder
-from creditflow.policy.model import load_policy, tiny_model_built
+from creditflow.policy.load import load_policy
+from creditflow.policy.tiny import tiny_model_built
 from creditflow.policy.tools import TOOL_MARKUP
 from creditflow.recipes.checks import check_run
 from creditflow.recipes.progress import RunProgress, rank_progress
@@ -31,25 +32,24 @@ from creditflow.rollout.factory import make_engine, success_rule
 from creditflow.rollout.seeding import seed_everything, split_seeds
 from creditflow.trainer import distributed
 from creditflow.trainer.distributed import World
-from creditflow.trainer.sft import (check_max_length, demo_examples, prompt_lengths, run_sft, tool_calling_tokenizer,
-                                    tool_corpus, tool_examples)
+from creditflow.trainer.sft import (check_max_length, demo_examples, prompt_lengths, tool_calling_tokenizer,
+                                    tool_corpus, tool_examples, train_sft)
 
 
 class SFTRecipe:
-    """π_SFT in torchtune's shape. Construction takes a checked env factory (:func:`sft` checks the config
-    first; ``train`` and ``rro`` pass their own); :meth:`setup` collects the demonstrations and makes the policy
+    """π_SFT in torchtune's shape. Construction takes a checked env factory (:func:`run_sft` checks the config
+    first; ``train`` and ``rro`` pass their own) and the run directory ``out``; :meth:`setup` collects the demonstrations and makes the policy
     and its examples; :meth:`run` fine-tunes and publishes ``out/sft_model``. Under N processes TRL trains data
     parallel (each process a share of every batch) and rank 0 saves."""
 
-    def __init__(self, cfg: RunConfig, train_factory, log: Callable[[str], None],
+    def __init__(self, cfg: RunConfig, train_factory, out: Path, log: Callable[[str], None],
                  progress: RunProgress | None = None, world: World = World()):
-        self.cfg, self.factory, self.log, self.world = cfg, train_factory, log, world
+        self.cfg, self.factory, self.out, self.log, self.world = cfg, train_factory, out, log, world
         self.progress = progress or RunProgress()
 
-    def setup(self, out: Path) -> SFTRecipe:
+    def setup(self) -> SFTRecipe:
         """The demonstrations (the env's faults before any work), the policy and the examples, length-checked."""
-        cfg = self.cfg
-        self.out = out
+        cfg, out = self.cfg, self.out
         notes: list[str] = []  # said once the demonstrations pass the length check (else the error is the one line)
         env = self.factory()
         seeds = [cfg.sft.seed_offset + i for i in range(cfg.sft.demos)]
@@ -89,9 +89,9 @@ class SFTRecipe:
         tmp = temporary_dir(target) if world.main else target.with_name(f".{target.name}.tmp")
         try:
             with self.progress.bar("SFT", None, unit="steps") as update:
-                metrics = run_sft(self.model, self.tokenizer, self.examples, out, cfg.sft, seed=cfg.seed,
-                                  lora=cfg.policy.lora, save_to=tmp, autocast=cfg.policy.autocast,
-                                  progress=lambda step, total, info: update(step, info, total=total))
+                metrics = train_sft(self.model, self.tokenizer, self.examples, out, cfg.sft, seed=cfg.seed,
+                                    lora=cfg.policy.lora, save_to=tmp, autocast=cfg.policy.autocast,
+                                    progress=lambda step, total, info: update(step, info, total=total))
         except BaseException:
             if world.main:
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -127,7 +127,7 @@ def load_or_build_policy(cfg: RunConfig, out: Path, factory, log: Callable[[str]
     return load_policy(tiny_dir, cfg.policy.device, cfg.policy.weights_dtype)
 
 
-def sft(cfg: RunConfig, progress: RunProgress | None = None) -> tuple[Path, dict]:
+def run_sft(cfg: RunConfig, progress: RunProgress | None = None) -> tuple[Path, dict]:
     """SFT of ``cfg`` as a run of its own (``creditflow sft``): π_SFT in ``out_dir/sft_model``; its path and the
     SFT metrics. Everything is checked before any work."""
     check_run(cfg, tools=True)
@@ -138,7 +138,7 @@ def sft(cfg: RunConfig, progress: RunProgress | None = None) -> tuple[Path, dict
     progress = rank_progress(progress or RunProgress(), world)
     with new_run_dir(cfg, world) as out:
         try:
-            model, tok, metrics = SFTRecipe(cfg, train_factory, progress.log, progress, world).setup(out).run()
+            model, tok, metrics = SFTRecipe(cfg, train_factory, out, progress.log, progress, world).setup().run()
         except KeyboardInterrupt:
             raise Interrupted(f"during SFT; nothing saved yet ({out / 'sft_model'} is written when SFT ends)"
                               + kept_tiny(out)) from None

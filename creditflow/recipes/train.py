@@ -29,7 +29,9 @@ from creditflow.errors import Interrupted, UserError, noted
 from creditflow.policy import lora
 from creditflow.policy.backends.factory import check_backend, close_backend, make_backend, sampling_params
 from creditflow.policy.factory import with_model_settings
-from creditflow.policy.model import is_adapter_dir, load_policy, tiny_model_built
+from creditflow.policy.load import load_policy
+from creditflow.policy.tiny import tiny_model_built
+from creditflow.policy.validate import is_adapter_dir
 from creditflow.recipes.checks import check_data_parallel, check_run
 from creditflow.recipes.progress import RunProgress, rank_progress
 from creditflow.recipes.rundir import new_run_dir, start_world
@@ -177,7 +179,7 @@ class TrainRecipe:
             self.log(f"reusing π_SFT in {sft}")
             model, tok = load_policy(sft, cfg.policy.device, cfg.policy.weights_dtype)
         else:
-            model, tok, _ = SFTRecipe(cfg, self.train_factory, self.log, self.progress, self.world).setup(out).run()
+            model, tok, _ = SFTRecipe(cfg, self.train_factory, out, self.log, self.progress, self.world).setup().run()
         seed_everything(cfg.seed + self.world.rank)
         return model, tok, sft
 

@@ -26,7 +26,7 @@ from creditflow.trainer.distributed import current, sharded_launch
 from creditflow.trainer.trl_runner import run_trl
 
 
-def run_dpo(model, tokenizer, pairs: list[dict], out_dir: str | Path, cfg: RRODPOConfig, *, seed: int = 0,
+def train_dpo(model, tokenizer, pairs: list[dict], out_dir: str | Path, cfg: RRODPOConfig, *, seed: int = 0,
             lora: LoRAConfig | None = None, ref_model=None, log: Callable[[dict], None] | None = None,
             progress: Callable[[int, int, str], None] | None = None, save_to: str | Path | None = None,
             autocast: str = "none"):

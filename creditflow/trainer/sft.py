@@ -106,7 +106,7 @@ def check_max_length(lengths: list[int], max_length: int) -> int:
     return dropped
 
 
-def run_sft(model, tokenizer, examples: list[dict], out_dir: str | Path, cfg: SFTConfig, *, seed: int = 0,
+def train_sft(model, tokenizer, examples: list[dict], out_dir: str | Path, cfg: SFTConfig, *, seed: int = 0,
             lora: LoRAConfig | None = None, log: Callable[[dict], None] | None = None,
             progress: Callable[[int, int, str], None] | None = None, save_to: str | Path | None = None,
             autocast: str = "none") -> dict:

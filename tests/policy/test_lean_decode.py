@@ -12,7 +12,7 @@ from creditflow.policy.backends.base import SamplingParams
 from creditflow.policy.backends.factory import hf_backend
 from creditflow.policy.backends.hf import HFBackend
 from creditflow.policy.backends.lean import LeanCache, LeanDecoder, unsupported
-from creditflow.policy.model import load_policy
+from creditflow.policy.load import load_policy
 from creditflow.policy.prompts import ChatTemplate, PromptBuilder
 
 

@@ -22,7 +22,7 @@ from creditflow.policy import lora  # noqa: E402
 from creditflow.policy.backends.base import SamplingParams  # noqa: E402
 from creditflow.policy.backends.hf import HFBackend  # noqa: E402
 from creditflow.policy.backends.vllm import VLLMBackend  # noqa: E402
-from creditflow.policy.model import load_policy  # noqa: E402
+from creditflow.policy.load import load_policy  # noqa: E402
 from creditflow.trainer.mismatch import logprob_gap  # noqa: E402
 from creditflow.trainer.forward import Forward  # noqa: E402
 from creditflow.trainer.rl import policy_update  # noqa: E402

@@ -16,7 +16,7 @@ from creditflow.cli import main
 from creditflow.config import build_config
 from creditflow.policy import gguf as gguf_module
 from creditflow.policy.gguf import RECORD
-from creditflow.policy.model import load_policy
+from creditflow.policy.load import load_policy
 from creditflow.policy.prompts import Turn
 from creditflow.envs.configured import env_factory
 from creditflow.policy.backends.factory import chat_encoder

@@ -14,7 +14,7 @@ import torch
 from creditflow.cli import main
 from creditflow.config import build_config
 from creditflow.errors import UserError
-from creditflow.policy.model import load_policy
+from creditflow.policy.load import load_policy
 from creditflow.recipes.train import config_for_resume, run_train
 from creditflow.trainer import forward as forward_module
 from creditflow.trainer import nosignal

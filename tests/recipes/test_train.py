@@ -115,7 +115,7 @@ def test_interrupted_sft_says_nothing_was_saved(tmp_path, tiny_model_dir, monkey
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(sft_recipe, "run_sft", interrupted)
+    monkeypatch.setattr(sft_recipe, "train_sft", interrupted)
     out = tmp_path / "sft"
     with pytest.raises(SystemExit) as exc:
         main(["sft", "--model", str(tiny_model_dir), "--out", str(out), "sft.demos=2"])

@@ -104,7 +104,7 @@ def test_replay_mismatch_is_counted_and_skipped():
 
 import pytest  # noqa: E402
 
-from creditflow.policy.model import load_tokenizer  # noqa: E402
+from creditflow.policy.load import load_tokenizer  # noqa: E402
 from creditflow.policy.prompts import ChatTemplate, Turn, format_response  # noqa: E402
 
 

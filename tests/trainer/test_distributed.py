@@ -16,7 +16,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from creditflow.config import build_config
-from creditflow.policy.model import load_policy
+from creditflow.policy.load import load_policy
 from creditflow.rollout.trajectory import StartState, Step, Trajectory
 from creditflow.rollout.engine import RolloutResult
 from creditflow.trainer.distributed import (MAX, MEAN, POOLED_MEAN, POOLED_STD, SUM, Local, World, all_max,

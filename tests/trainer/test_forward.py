@@ -4,7 +4,7 @@ scoring the same tokens the same, and the prefix-tree forward pass of ``policy.s
 import torch
 
 from creditflow.config import build_config
-from creditflow.policy.model import load_policy
+from creditflow.policy.load import load_policy
 from creditflow.trainer.forward import Forward, adjacent_lcp, prefix_levels, trained_hidden
 from creditflow.trainer.loss import token_logprobs
 from creditflow.trainer.sequences import collate, rows_from, window_rows

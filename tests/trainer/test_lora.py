@@ -11,13 +11,15 @@ from creditflow.config import LoRAConfig, SFTConfig, build_config
 from creditflow.envs import make
 from creditflow.errors import UserError
 from creditflow.policy import lora
-from creditflow.policy.model import load_policy, model_config, tiny_config
+from creditflow.policy.load import load_policy
+from creditflow.policy.tiny import tiny_config
+from creditflow.policy.validate import model_config
 from creditflow.policy.prompts import PromptBuilder
 from creditflow.rollout.expert import expert_trajectories
 from creditflow.trainer.forward import Forward
 from creditflow.trainer.rl import policy_update
 from creditflow.trainer.sequences import Sample, window_rows
-from creditflow.trainer.sft import demo_examples, run_sft
+from creditflow.trainer.sft import demo_examples, train_sft
 
 SETTINGS = LoRAConfig(enabled=True, r=4, alpha=8)
 
@@ -108,7 +110,7 @@ def test_lora_sft_merges_its_adapter_into_the_model(tiny_model_dir, tmp_path):
     model, tok = load_policy(tiny_model_dir, "cpu", "float32")
     before = {n: t.clone() for n, t in model.state_dict().items()}
     examples = demo_examples(expert_trajectories(lambda: make("sokoban"), [1, 2, 3]), PromptBuilder("sokoban"))
-    metrics = run_sft(model, tok, examples, tmp_path, SFTConfig(epochs=1, lr=1e-2, batch_size=2, max_length=512),
+    metrics = train_sft(model, tok, examples, tmp_path, SFTConfig(epochs=1, lr=1e-2, batch_size=2, max_length=512),
                       lora=SETTINGS)
     assert metrics["sft/steps"] >= 3  # the first is warmup (learning rate 0)
     assert set(model.state_dict()) == set(before)  # a plain model again: no adapter left in it

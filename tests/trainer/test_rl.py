@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from creditflow.config import build_config
-from creditflow.policy.model import load_policy
+from creditflow.policy.load import load_policy
 from creditflow.trainer.forward import Forward
 from creditflow.trainer.rl import policy_update
 from creditflow.trainer.sequences import Sample, rows_from, samples_from, window_rows

@@ -28,7 +28,7 @@ def test_peft_and_trl_deprecations_of_transformers_names_stay_quiet(tmp_path, ti
     deprecated; creditflow's calls hide that FutureWarning (and only that one)."""
     from creditflow.config import LoRAConfig
     from creditflow.policy import lora
-    from creditflow.policy.model import load_policy
+    from creditflow.policy.load import load_policy
     from creditflow.trainer.trl_runner import run_trl
 
     model, tok = load_policy(tiny_model_dir, "cpu")

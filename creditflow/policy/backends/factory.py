@@ -12,7 +12,7 @@ from creditflow.policy.backends import openai as openai_backend
 from creditflow.policy.backends import vllm as vllm_backend
 from creditflow.policy.backends.base import Backend, SamplingParams
 from creditflow.policy.backends.hf import HFBackend
-from creditflow.policy.model import weights_dir
+from creditflow.policy.validate import weights_dir
 
 
 def check_backend(cfg: RunConfig, trains: bool = False) -> None:
