@@ -43,6 +43,9 @@ from creditflow.envs.configured import env_factory
 from creditflow.errors import Interrupted, UserError, UserTypeError
 from creditflow.rollout.trajectory import SuccessRule, Trajectory
 
+# Each function imports its recipe (and through it torch) when it is called, not here: the CLI imports this
+# module for every command, and `creditflow --help` or a config check loads no torch (tests/test_leftovers.py).
+
 ConfigLike = Union[RunConfig, dict, list, tuple, str, os.PathLike, None]
 """A :class:`RunConfig`, a dict of its sections, ``["key=value", ...]``, a YAML path, or None (the defaults)."""
 
@@ -192,12 +195,17 @@ def train(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.Pat
     if resume is not None:
         if config is not None and not isinstance(config, (list, tuple)):
             raise UserError("resume: a resumed run keeps its own config.yaml; give changes as key=value overrides")
+        from creditflow.recipes.train import config_for_resume
+
         cfg = config_for_resume(resume, [*(config or []), *overrides])
         name = env_name(env)
         if name is not None and name != cfg.env.name:
             raise UserError(f"resume: the run in {str(resume)!r} was made with env {cfg.env.name!r}, not {name!r}")
     else:
         cfg = with_env(load_config(config, overrides), env)
+    from creditflow.recipes.train import run_train
+    from creditflow.trainer.checkpoint import checkpoint_root
+
     run_dir, _, last = run_train(cfg, resume=resume is not None)
     marker = checkpoint_root(run_dir) / "latest"
     model = checkpoint_root(run_dir) / marker.read_text().strip() if marker.is_file() else None
@@ -213,6 +221,8 @@ def sft(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.PathL
     overrides = _named(_check_overrides(overrides), model=model, out=out)
     _check_env(env)
     cfg = with_env(load_config(config, overrides), env)
+    from creditflow.recipes.sft import run_sft
+
     model, metrics = run_sft(cfg)
     return RunResult(Path(cfg.out_dir), model, dict(metrics))
 
@@ -240,6 +250,8 @@ def evaluate(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.
     model = model if model is not None else cfg.policy.model
     if model is None:
         raise UserError("evaluate: give model=DIR (a model directory, checkpoint or run directory)")
+    from creditflow.recipes.eval import evaluate_saved_policy
+
     try:
         metrics, trajectories = evaluate_saved_policy(cfg, model, episodes, split=split)
     except KeyboardInterrupt:
@@ -256,6 +268,8 @@ def rro(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.PathL
     overrides = _named(_check_overrides(overrides), model=model, out=out)
     _check_env(env)
     cfg = with_env(load_config(config, overrides), env)
+    from creditflow.recipes.rro import run_rro
+
     summary = run_rro(cfg)
     return RunResult(Path(cfg.out_dir), Path(summary["dpo_model"]), _numbers(summary))
 
@@ -350,6 +364,8 @@ def demo(config: str | os.PathLike | None = None, *, env: EnvLike = None, out: s
     check_path(out, "out", "the run directory")
     _check_env(env)
     overrides = _check_overrides(overrides)
+    from creditflow.recipes.demo import run_demo
+
     return run_demo(overrides, env=env_name(env), out_dir=None if out is None else os.fspath(out), quick=bool(quick),
                     config_file=None if config is None else os.fspath(config))
 
@@ -360,6 +376,8 @@ def export(source: str | os.PathLike, out: str | os.PathLike, *, dtype: str = "a
     may be a run directory (its newest checkpoint). ``dtype``: float32, bfloat16 or float16 (auto: float32)."""
     check_path(source, "source", "a checkpoint, run, adapter or model directory")
     check_path(out, "out", "the new model directory")
+    from creditflow.recipes.export import export_policy
+
     return export_policy(source, out, dtype)
 
 
@@ -368,6 +386,8 @@ def export_gguf(path: str | os.PathLike, out: str | os.PathLike, *, dtype: str =
     --from-gguf``): its weights dequantised to ``dtype``, its tokenizer and chat template (needs ``gguf``)."""
     check_path(path, "path", "a GGUF file")
     check_path(out, "out", "the new model directory")
+    from creditflow.recipes.export import export_gguf as run_export_gguf
+
     return run_export_gguf(path, out, dtype)
 
 
@@ -381,6 +401,8 @@ def collect_preferences(config: ConfigLike = None, *, env: EnvLike = None, model
     _check_config(config)
     overrides = _named(_check_overrides(overrides), model=model, out=out)
     _check_env(env)
+    from creditflow.recipes.rro import run_collect
+
     return run_collect(with_env(load_config(config, overrides), env))
 
 
@@ -393,5 +415,7 @@ def dpo(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.PathL
     overrides = _named(_check_overrides(overrides), model=model, out=out)
     _check_env(env)
     cfg = with_env(load_config(config, overrides), env)
-    target, metrics = run_dpo_training(cfg)
+    from creditflow.recipes.rro import run_dpo
+
+    target, metrics = run_dpo(cfg)
     return RunResult(Path(cfg.out_dir), Path(target), dict(metrics))
