@@ -1,0 +1,178 @@
+"""The redesign's leftovers are gone (issue 88): no module swaps ``sys.modules``, nothing in the package or the
+benchmarks imports a deprecated path or alias (each still works for one release, with a ``DeprecationWarning``),
+and ``creditflow --help`` loads no torch (the CLI reads ``WORLD_SIZE`` through :mod:`creditflow.world`)."""
+
+import ast
+import importlib
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = ("creditflow", "benchmarks", "examples")
+
+DEPRECATED_MODULES = ("creditflow.policy.model", "creditflow.process")
+"""Plain re-export modules that warn on import (docs/architecture.md, "Moved in 0.3")."""
+
+DEPRECATED_ALIASES = {  # module -> its deprecated names (each warns and gives the new object)
+    "creditflow.recipes.eval": {"evaluate_policy"},
+    "creditflow.recipes.rro": {"evaluate_policy"},
+    "creditflow.integrations.rows": {"row_advantages"},
+    "creditflow.integrations.verl": {"row_advantages"},
+    "creditflow.integrations.verl_v1": {"STATE_FIELDS", "SUCCESS_FIELDS"},
+}
+ALIAS_NAMES = set().union(*DEPRECATED_ALIASES.values())
+
+
+def _python_files():
+    for top in SOURCES:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            if "__pycache__" not in path.parts:
+                yield path
+
+
+def _module_of(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_deprecated_module(name: str) -> bool:
+    return any(name == old or name.startswith(old + ".") for old in DEPRECATED_MODULES)
+
+
+def _deprecated_uses(path: Path) -> list[str]:
+    """Where ``path`` imports a deprecated module, or imports or reads a deprecated alias (a module that keeps an
+    alias reads it where it forwards it)."""
+    here = _module_of(path)
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [f"import {a.name}" for a in node.names if _is_deprecated_module(a.name)]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if _is_deprecated_module(node.module):
+                found.append(f"from {node.module} import ...")
+            found += [f"from {node.module} import {a.name}" for a in node.names
+                      if _is_deprecated_module(f"{node.module}.{a.name}")
+                      or a.name in DEPRECATED_ALIASES.get(node.module, ())]
+        elif isinstance(node, ast.Attribute) and node.attr in ALIAS_NAMES and here not in DEPRECATED_ALIASES:
+            found.append(f".{node.attr}")
+    return [f"{path.relative_to(ROOT)}: {use}" for use in found if not _is_deprecated_module(here)]
+
+
+def test_nothing_imports_a_deprecated_path_or_alias():
+    uses = [use for path in _python_files() for use in _deprecated_uses(path)]
+    assert not uses, "import from the new homes (docs/architecture.md, 'Moved in 0.3'):\n" + "\n".join(uses)
+
+
+def _swaps_sys_modules(tree: ast.AST) -> bool:
+    for node in ast.walk(tree):
+        targets = (node.targets if isinstance(node, ast.Assign) else [node.target]
+                   if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+        for target in targets:
+            if isinstance(target, ast.Subscript) and ast.unparse(target.value) == "sys.modules":
+                return True
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and ast.unparse(node.func.value) == "sys.modules" and node.func.attr in ("update", "setdefault")):
+            return True
+    return False
+
+
+def test_no_module_swaps_sys_modules():
+    swaps = [str(p.relative_to(ROOT)) for p in _python_files() if _swaps_sys_modules(ast.parse(p.read_text()))]
+    assert not swaps, f"a module replaces another in sys.modules: {swaps}"
+
+
+def test_the_check_sees_a_swap():
+    assert _swaps_sys_modules(ast.parse("import sys\nsys.modules[__name__] = object()"))
+    assert not _swaps_sys_modules(ast.parse("import sys\nm = sys.modules.get('torch')"))
+
+
+def _fresh(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("name", ["rro", "mc", "collect", "preferences"])
+def test_the_process_alias_is_a_plain_module_that_warns(name):
+    code = ("import sys, warnings\nwarnings.simplefilter('error', DeprecationWarning)\n"
+            f"try:\n    import creditflow.process.{name}\nexcept DeprecationWarning as e:\n    print('warned:', e)\n"
+            "warnings.simplefilter('ignore', DeprecationWarning)\n"
+            f"import creditflow.process.{name} as old, creditflow.pairs.{name} as new\n"
+            "print(old is not new and all(getattr(old, n) is getattr(new, n) for n in old.__all__))")
+    proc = _fresh(code)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines() == ["warned: creditflow.process is renamed creditflow.pairs; the old name goes "
+                                        "in the next release", "True"], proc.stdout
+
+
+def _defined(module) -> set[str]:
+    """The public names ``module``'s own source defines at top level (no TypeVar)."""
+    names = set()
+    for node in ast.parse(Path(module.__file__).read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return {n for n in names if not n.startswith("_") and not isinstance(getattr(module, n), TypeVar)}
+
+
+def test_every_public_name_of_a_pairs_module_is_kept_by_its_process_alias():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for name in ("rro", "mc", "collect", "preferences"):
+            old = importlib.import_module(f"creditflow.process.{name}")
+            public = _defined(importlib.import_module(f"creditflow.pairs.{name}"))
+            assert public <= set(old.__all__), f"creditflow.process.{name} lacks {sorted(public - set(old.__all__))}"
+
+
+def test_row_advantages_warns_and_is_advantages_with_the_configs_knobs():
+    from creditflow.integrations import rows
+
+    cols = rows.columns(group_ids=["g", "g"], traj_ids=["a", "b"], step_index=[0, 0], state_keys=["s", "s"],
+                        rewards=[1.0, 0.0], success=[True, False])
+    with pytest.warns(DeprecationWarning, match="use advantages"):
+        old, _ = rows.row_advantages("grpo", cols)
+    new, _ = rows.advantages("grpo", cols, rows.estimator_knobs("grpo", None))
+    assert old.tolist() == new.tolist()
+
+
+def test_verl_keeps_row_advantages_without_importing_it():
+    pytest.importorskip("verl")
+    from creditflow.integrations import rows, verl
+
+    assert verl.row_advantages is rows.row_advantages and "row_advantages" in verl.__all__
+
+
+COMMANDS = [[], ["train"], ["sft"], ["config"], ["eval"], ["export"], ["demo"], ["credit"], ["graph"], ["audit"],
+            ["envs"], ["envs", "check"], ["rro"], ["rro", "run"], ["rro", "collect"], ["rro", "train"]]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "creditflow")
+def test_help_imports_no_torch(command):
+    code = ("import sys\nfrom creditflow.cli import main\n"
+            f"try:\n    main({[*command, '--help']!r})\nexcept SystemExit as e:\n    assert e.code == 0, e.code\n"
+            "print('loaded:', sorted(m for m in ('torch', 'accelerate', 'transformers') if m in sys.modules))")
+    proc = _fresh(code)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines()[-1] == "loaded: []", proc.stdout.splitlines()[-1]
+
+
+def test_the_world_is_read_without_torch():
+    code = ("import os, sys\nos.environ['WORLD_SIZE'] = '3'\nfrom creditflow import world\n"
+            "try:\n    world.refuse_copies('eval')\nexcept Exception as e:\n    print(type(e).__name__)\n"
+            "print(world.current(), world.launched_size(), 'torch' in sys.modules)")
+    proc = _fresh(code)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines() == ["UserError", "World(rank=0, size=1) 3 False"], proc.stdout
+
+
+def test_the_trainer_shares_the_worlds_objects():
+    from creditflow import world
+    from creditflow.trainer import distributed
+
+    for name in ("World", "current", "launched_size", "refuse_copies", "reports_errors", "sharded_launch", "shutdown"):
+        assert getattr(distributed, name) is getattr(world, name)
