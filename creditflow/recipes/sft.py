@@ -38,9 +38,10 @@ from creditflow.trainer.sft import (check_max_length, demo_examples, prompt_leng
 
 class SFTRecipe:
     """π_SFT in torchtune's shape. Construction takes a checked env factory (:func:`run_sft` checks the config
-    first; ``train`` and ``rro`` pass their own) and the run directory ``out``; :meth:`setup` collects the demonstrations and makes the policy
-    and its examples; :meth:`run` fine-tunes and publishes ``out/sft_model``. Under N processes TRL trains data
-    parallel (each process a share of every batch) and rank 0 saves."""
+    first; ``train`` and ``rro`` pass their own) and the run directory ``out``; :meth:`setup` (no arguments, as
+    :meth:`TrainRecipe.setup <creditflow.recipes.train.TrainRecipe.setup>`) collects the demonstrations and makes
+    the policy and its examples; :meth:`run` fine-tunes and publishes ``out/sft_model``. Under N processes TRL
+    trains data parallel (each process a share of every batch) and rank 0 saves."""
 
     def __init__(self, cfg: RunConfig, train_factory, out: Path, log: Callable[[str], None],
                  progress: RunProgress | None = None, world: World = World()):

@@ -22,14 +22,14 @@ from creditflow.config import LoRAConfig, RRODPOConfig
 from creditflow.errors import UserError
 from creditflow.policy import lora as policy_lora
 from creditflow.pairs.preferences import TRL_COLUMNS
-from creditflow.trainer.distributed import current, sharded_launch
 from creditflow.trainer.trl_runner import run_trl
+from creditflow.world import current, sharded_launch
 
 
 def train_dpo(model, tokenizer, pairs: list[dict], out_dir: str | Path, cfg: RRODPOConfig, *, seed: int = 0,
-            lora: LoRAConfig | None = None, ref_model=None, log: Callable[[dict], None] | None = None,
-            progress: Callable[[int, int, str], None] | None = None, save_to: str | Path | None = None,
-            autocast: str = "none"):
+              lora: LoRAConfig | None = None, ref_model=None, log: Callable[[dict], None] | None = None,
+              progress: Callable[[int, int, str], None] | None = None, save_to: str | Path | None = None,
+              autocast: str = "none"):
     """Train ``model`` (π_SFT) on preference ``pairs`` with settings ``cfg`` (``cfg.rro.dpo``); returns
     ``(trained_model, metrics)``.
 

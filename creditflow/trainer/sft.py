@@ -28,8 +28,8 @@ from creditflow.policy import lora as policy_lora
 from creditflow.policy.prompts import PromptBuilder, Turn
 from creditflow.policy.tools import add_tool_calling
 from creditflow.rollout.trajectory import Trajectory
-from creditflow.trainer.distributed import current
 from creditflow.trainer.trl_runner import run_trl
+from creditflow.world import current
 
 
 def demo_examples(trajectories: list[Trajectory], prompts: PromptBuilder) -> list[dict]:
@@ -107,9 +107,9 @@ def check_max_length(lengths: list[int], max_length: int) -> int:
 
 
 def train_sft(model, tokenizer, examples: list[dict], out_dir: str | Path, cfg: SFTConfig, *, seed: int = 0,
-            lora: LoRAConfig | None = None, log: Callable[[dict], None] | None = None,
-            progress: Callable[[int, int, str], None] | None = None, save_to: str | Path | None = None,
-            autocast: str = "none") -> dict:
+              lora: LoRAConfig | None = None, log: Callable[[dict], None] | None = None,
+              progress: Callable[[int, int, str], None] | None = None, save_to: str | Path | None = None,
+              autocast: str = "none") -> dict:
     """Fine-tune ``model`` in place with TRL's SFTTrainer (loss on completion tokens only, unless
     ``cfg.prompt_loss``), settings ``cfg``
     (``cfg.sft``): cosine schedule after a 5% warmup, no weight decay. ``progress(step, total, info)``
