@@ -391,9 +391,9 @@ def export_gguf(path: str | os.PathLike, out: str | os.PathLike, *, dtype: str =
     --from-gguf``): its weights dequantised to ``dtype``, its tokenizer and chat template (needs ``gguf``)."""
     check_path(path, "path", "a GGUF file")
     check_path(out, "out", "the new model directory")
-    from creditflow.recipes.export import export_gguf as run_export_gguf
+    from creditflow.recipes.export import model_from_gguf
 
-    return run_export_gguf(path, out, dtype)
+    return model_from_gguf(path, out, dtype)
 
 
 def collect_preferences(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.PathLike | None = None,

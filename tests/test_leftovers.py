@@ -175,3 +175,42 @@ def test_the_trainer_joins_the_worlds_processes():
     from creditflow.trainer import distributed
 
     assert distributed.World is world.World  # one World: the CLI's and the trainer's
+
+
+SHARED_NAMES = {  # a name more than one module defines on purpose: where, and why
+    "main": {"cli/__init__.py", "cli/runtime.py", "integrations/skyrl_main.py"},  # each program's entry point
+    "register": {"envs/__init__.py", "integrations/skyrl.py", "integrations/verl.py"},  # each registry's hook
+    "check_installed": {"policy/backends/openai.py", "policy/backends/vllm.py"},  # each optional backend's
+    "parse_action": {"envs/sql/env.py", "envs/webshop/env.py"},  # each text env's own action grammar
+    "default_cache_dir": {"envs/household.py", "envs/sql/tasks.py"},  # each env's own data
+    # public twice: creditflow.audit wraps the audit package's own entry point; envs.check_options (the env
+    # reference page) and integrations.trl.check_options (TRL's options) are each their package's public name
+    "audit": {"api.py", "auditing/run.py"},
+    "check_options": {"envs/__init__.py", "integrations/trl.py"},
+    # the audit's row type and the integrations' (issue 88's one-row-type part makes them one)
+    "advantages": {"auditing/estimators.py", "integrations/rows.py"},
+    "columns": {"auditing/estimators.py", "integrations/rows.py"},
+}
+
+
+def _functions_by_name() -> dict[str, set[str]]:
+    """Every public module-level function of the package: name -> the modules (paths under creditflow/)."""
+    found: dict[str, set[str]] = {}
+    package = ROOT / "creditflow"
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"):
+                found.setdefault(node.name, set()).add(path.relative_to(package).as_posix())
+    return found
+
+
+def test_one_name_per_function():
+    shared = {name: where for name, where in _functions_by_name().items()
+              if len(where) > 1 and where != SHARED_NAMES.get(name)}
+    assert not shared, f"one name per function (rename the internal one): {shared}"
+
+
+def test_the_stages_have_names_of_their_own():
+    found = _functions_by_name()
+    for name in ("run_sft", "evaluate", "sft", "train_sft", "train_dpo", "run_dpo", "evaluate_seeds"):
+        assert len(found[name]) == 1, (name, found[name])

@@ -12,7 +12,7 @@ from creditflow.policy.factory import with_model_settings
 from creditflow.policy.load import load_policy, load_tokenizer
 from creditflow.recipes.checks import check_run
 from creditflow.recipes.progress import RunProgress
-from creditflow.rollout.evaluate import evaluate
+from creditflow.rollout.evaluate import evaluate_seeds
 from creditflow.rollout.factory import make_engine
 from creditflow.rollout.seeding import seed_everything, split_seeds
 from creditflow.rollout.trajectory import Trajectory
@@ -45,7 +45,7 @@ def evaluate_saved_policy(cfg: RunConfig, model_path: str | Path, episodes: int,
         engine = make_engine(cfg, model, tok, factory, backend=backend, progress=progress,
                              watch=f"eval {Path(model_path).name}")
         engine.keep_bar = True
-        return evaluate(engine, seeds, sampling_params(cfg, tok, evaluation=True), cfg.env.name)
+        return evaluate_seeds(engine, seeds, sampling_params(cfg, tok, evaluation=True), cfg.env.name)
     finally:
         close_backend(backend)
 

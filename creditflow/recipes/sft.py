@@ -27,7 +27,7 @@ from creditflow.recipes.progress import RunProgress, rank_progress
 from creditflow.recipes.rundir import new_run_dir, start_world
 from creditflow.rollout.expert import expert_corpus, expert_tool_conversations, expert_trajectories
 from creditflow.policy.backends.factory import sampling_params
-from creditflow.rollout.evaluate import evaluate, rollout_metrics
+from creditflow.rollout.evaluate import evaluate_seeds, rollout_metrics
 from creditflow.rollout.factory import make_engine, success_rule
 from creditflow.rollout.seeding import seed_everything, split_seeds
 from creditflow.trainer import distributed
@@ -171,7 +171,7 @@ def evaluate_in_memory(cfg: RunConfig, model, tok, world: World = World(), progr
     seed_everything(cfg.seed + world.rank)
     model.eval()
     engine = make_engine(cfg, model, tok, factory, progress=progress, watch="eval π_SFT")
-    _, trajs = evaluate(engine, distributed.shard(seeds, world), sampling_params(cfg, tok, evaluation=True),
+    _, trajs = evaluate_seeds(engine, distributed.shard(seeds, world), sampling_params(cfg, tok, evaluation=True),
                         cfg.env.name)
     return rollout_metrics(distributed.gather_trajectories(trajs, world), "eval")
 
