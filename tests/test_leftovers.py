@@ -1,9 +1,12 @@
 """The redesign's leftovers are gone (issue 88): no module swaps ``sys.modules``, nothing in the package or the
 benchmarks imports a deprecated path or alias (each still works for one release, with a ``DeprecationWarning``),
-and ``creditflow --help`` loads no torch (the CLI reads ``WORLD_SIZE`` through :mod:`creditflow.world`)."""
+``creditflow --help`` loads no torch (the CLI reads ``WORLD_SIZE`` through :mod:`creditflow.world`), every command
+does its work through :mod:`creditflow.api`, the recipes share ``TrainRecipe``'s shape, and a function's name is
+its own."""
 
 import ast
 import importlib
+import inspect
 import subprocess
 import sys
 import warnings
@@ -214,3 +217,32 @@ def test_the_stages_have_names_of_their_own():
     found = _functions_by_name()
     for name in ("run_sft", "evaluate", "sft", "train_sft", "train_dpo", "run_dpo", "evaluate_seeds"):
         assert len(found[name]) == 1, (name, found[name])
+
+
+def test_the_recipes_share_train_recipes_shape():
+    from creditflow.recipes.rro import RRORecipe
+    from creditflow.recipes.sft import SFTRecipe
+    from creditflow.recipes.train import TrainRecipe
+
+    for name in ("setup", "run"):
+        shape = inspect.signature(getattr(TrainRecipe, name)).parameters.keys()
+        for recipe in (SFTRecipe, RRORecipe):
+            assert inspect.signature(getattr(recipe, name)).parameters.keys() == shape, (recipe.__name__, name)
+
+
+def test_rro_is_a_recipe_and_the_three_calls_the_api_makes():
+    from creditflow.recipes import rro
+
+    free = sorted(name for name, value in vars(rro).items()
+                  if inspect.isfunction(value) and value.__module__ == rro.__name__ and not name.startswith("_"))
+    # the three stages' calls, the data's place and settings, and the held-out metrics of the pipeline's end
+    assert free == ["collection_settings", "data_dir", "held_out_metrics", "run_collect", "run_dpo", "run_rro"], free
+
+
+def test_the_commands_do_their_work_through_the_api():
+    work = {"commented_yaml", "validate_knobs", "score_lines", "read_jsonl_lines", "group_graph", "write_graph",
+            "check_env", "factory"}  # config, credit, graph and envs check: the API's config_yaml, ... env_checks
+    for path in sorted((ROOT / "creditflow" / "cli").glob("*.py")):
+        names = {n.id for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Name)}
+        names |= {n.attr for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Attribute)}
+        assert not names & work, f"{path.name} does {sorted(names & work)} itself; call creditflow.api"
