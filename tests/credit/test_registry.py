@@ -57,8 +57,8 @@ def test_a_new_estimator_needs_no_edit_elsewhere(new_estimators):
     assert credit.estimator_needs("zz_new") == {"state", "success"}
     assert rows.ESTIMATORS["zz_new"] == "zz_new" and rows.ESTIMATORS["creditflow_gae"] == "gae"
     assert "gae" not in rows.ESTIMATORS and rows.ESTIMATORS["creditflow_grpo"] == "grpo"
-    cols = rows.columns(["g", "g", "g"], traj_ids=["a", "a", "b"], rewards=[0.0, 1.0, 0.0],
-                        success=[True, True, False], state_keys=["A", "B", "A"])
+    cols = credit.Rows.filled(["g", "g", "g"], traj_ids=["a", "a", "b"], rewards=[0.0, 1.0, 0.0],
+                              success=[True, True, False], state_keys=["A", "B", "A"])
     got, metrics = rows.advantages("zz_new", cols)
     want, _ = rows.advantages("grpo", cols)
     np.testing.assert_array_equal(got, want)
