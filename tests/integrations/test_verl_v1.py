@@ -181,8 +181,8 @@ def test_outcome_and_score_come_from_extra_fields_or_reward_extra_info(trajs):
     for o in moved:  # the agent loop's own: extra_fields["success"], ["score"]
         o["extra_fields"].update(o["extra_fields"].pop("reward_extra_info"))
     a, b = (rows_from_uids(rows_of(x, "creditflow_grpo")) for x in (outputs, moved))
-    np.testing.assert_array_equal(a["success"], b["success"])
-    assert a["scores"].tolist() == b["scores"].tolist() == [float(t.score) for t in trajs for _ in t.steps]
+    np.testing.assert_array_equal(a.success, b.success)
+    assert a.scores.tolist() == b.scores.tolist() == [float(t.score) for t in trajs for _ in t.steps]
 
 
 def test_parse_key():
