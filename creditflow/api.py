@@ -456,10 +456,11 @@ def score_file(path: str | os.PathLike, out: str | os.PathLike, estimator: str,
 
 
 def draw_graph(path: str | os.PathLike, out: str | os.PathLike, group: str | None = None, knobs=None,
-               estimator: str = "rewardflow") -> GroupGraph:
+               estimator: str | None = None) -> GroupGraph:
     """Draw one group's state graph (``creditflow graph``) from the trajectories of the JSONL file ``path`` into
     ``out`` (png, svg, pdf, dot or html, by its suffix): ``group`` the group id (default: the first), ``knobs``
-    the graph knobs of ``estimator`` (``rewardflow`` or ``graphgpo``; default: its paper's values)."""
+    the graph knobs of ``estimator`` (an estimator registered with a drawing; default: the first registered,
+    RewardFlow), its paper's values where not given."""
     graph = group_graph(read_jsonl(path), group, knobs, estimator=estimator)
     write_graph(graph, out)
     return graph

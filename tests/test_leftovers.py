@@ -135,8 +135,10 @@ def test_every_public_name_of_a_pairs_module_is_kept_by_its_process_alias():
 def test_row_advantages_warns_and_is_advantages_with_the_configs_knobs():
     from creditflow.integrations import rows
 
-    cols = rows.columns(group_ids=["g", "g"], traj_ids=["a", "b"], step_index=[0, 0], state_keys=["s", "s"],
-                        rewards=[1.0, 0.0], success=[True, False])
+    from creditflow.credit import Rows
+
+    cols = Rows.filled(group_ids=["g", "g"], traj_ids=["a", "b"], step_index=[0, 0], state_keys=["s", "s"],
+                       rewards=[1.0, 0.0], success=[True, False])
     with pytest.warns(DeprecationWarning, match="use advantages"):
         old, _ = rows.row_advantages("grpo", cols)
     new, _ = rows.advantages("grpo", cols, rows.estimator_knobs("grpo", None))
@@ -190,9 +192,8 @@ SHARED_NAMES = {  # a name more than one module defines on purpose: where, and w
     # reference page) and integrations.trl.check_options (TRL's options) are each their package's public name
     "audit": {"api.py", "auditing/run.py"},
     "check_options": {"envs/__init__.py", "integrations/trl.py"},
-    # the audit's row type and the integrations' (issue 88's one-row-type part makes them one)
-    "advantages": {"auditing/estimators.py", "integrations/rows.py"},
-    "columns": {"auditing/estimators.py", "integrations/rows.py"},
+    # each graph estimator's own drawing hook (its registration's ``Drawing(nodes=...)``)
+    "graph_nodes": {"credit/graphgpo.py", "credit/rewardflow.py"},
 }
 
 

@@ -37,7 +37,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from creditflow.auditing.errors import AuditError
-from creditflow.auditing.estimators import Arm, advantages, arms as estimator_arms, columns
+from creditflow.auditing.estimators import Arm, arm_advantages, arms as estimator_arms, episode_rows
 from creditflow.auditing.policy import Tabular, ppo_clip_step
 from creditflow.auditing.sim import Episode, Sim
 from creditflow.config import CurriculumConfig
@@ -166,8 +166,8 @@ def race_run(sim: Sim, arm: RaceArm | None, seed, settings: RaceSettings,
             entries.append(entry)
             starts.append(paths[entry.uid][controller.start_of(entry)] if entry is not None else sim.start(task))
         episodes = sim.groups([n.seed for n in starts], st.group_size, policy, act_rng, starts=starts)
-        cols = columns(episodes)
-        adv = advantage_fn(episodes, policy) if advantage_fn is not None else advantages(arm.arm, cols)
+        cols = episode_rows(episodes)
+        adv = advantage_fn(episodes, policy) if advantage_fn is not None else arm_advantages(arm.arm, cols)
         rows = np.empty(cols.n, dtype=np.int64)
         picks = np.empty(cols.n, dtype=np.int64)
         i = 0
@@ -248,8 +248,8 @@ class SnapshotTrainer:
             if len(out) == len(targets) or used >= self.max_episodes:
                 break
             episodes = sim.groups(tasks, self.group_size, policy, act_rng)
-            cols = columns(episodes)
-            adv = advantages(arm, cols)
+            cols = episode_rows(episodes)
+            adv = arm_advantages(arm, cols)
             rows = np.array([policy.row((s.node.seed, s.node.key), s.node.admissible) for ep in episodes
                              for s in ep.steps], dtype=np.int64)
             picks = np.array([policy.actions[r].index(s.action) for r, s in

@@ -32,7 +32,7 @@ from creditflow.auditing.accuracy import accuracy, subsample, true_advantages
 from creditflow.auditing.bias import bias_noise
 from creditflow.auditing.coverage import coverage, reading
 from creditflow.auditing.errors import AuditError
-from creditflow.auditing.estimators import Arm, arms, check_knobs, columns
+from creditflow.auditing.estimators import Arm, arms, check_knobs, episode_rows
 from creditflow.auditing.metrics import bootstrap_interval
 from creditflow.auditing.pairs import rro_pairs
 from creditflow.auditing.policy import DetourExpert, EpsilonExpert, TabularSnapshot, Uniform
@@ -225,7 +225,7 @@ def accuracy_seed(sim: Sim, policy, seed: int, settings: AuditSettings, parts: S
     tasks = _tasks(settings, seed)
     prepared = _prepare(sim, policy, tasks, seed)
     episodes = sim.groups(tasks, settings.group_size, policy, rng)
-    cols = columns(episodes)
+    cols = episode_rows(episodes)
     chosen = arms(settings.estimators, settings.knobs)
     out: dict = {"seed": seed, "tasks": tasks, "success": float(np.mean([ep.success for ep in episodes])),
                  "mean_steps": float(np.mean([len(ep.steps) for ep in episodes]))}

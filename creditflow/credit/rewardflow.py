@@ -35,6 +35,7 @@ from pydantic import Field, model_validator
 
 from creditflow.credit.batch import StepBatch, batch_from_trajectories
 from creditflow.credit.graph import (
+    GraphNodes,
     bellman_max,
     bridge_transitions,
     propagate,
@@ -43,7 +44,7 @@ from creditflow.credit.graph import (
     unique_edges,
 )
 from creditflow.credit.groupnorm import grouped_normalize
-from creditflow.credit.registry import Credit, Knobs, register_estimator
+from creditflow.credit.registry import Credit, Drawing, Knobs, register_estimator
 from creditflow.credit.returns import batch_returns
 from creditflow.credit.states import Embedder, StateFn, intern_nodes, step_states
 from creditflow.rollout.trajectory import SuccessRule, Trajectory
@@ -333,7 +334,16 @@ class RewardFlowKnobs(GraphKnobs):
     presets: ClassVar[dict[str, dict[str, Any]]] = {"official": OFFICIAL}
 
 
-@register_estimator("rewardflow", knobs=RewardFlowKnobs, needs={"state", "success"})
+def graph_nodes(group: list[Trajectory], knobs: GraphKnobs | None) -> GraphNodes:
+    """RewardFlow's graph of one group, to draw: kept transitions are edges; node value R(s) = gamma ** d."""
+    flow = build_flow(group, **(knobs or GraphKnobs()).graph_args())
+    return GraphNodes(flow.anchor, flow.post, flow.kept, flow.node_keys, flow.display, flow.node_reward,
+                      flow.dist.astype(np.float64), flow.success_nodes, flow.start_nodes, flow.in_graph,
+                      int(flow.traj_success.sum()))
+
+
+@register_estimator("rewardflow", knobs=RewardFlowKnobs, needs={"state", "success"},
+                    draws=Drawing("RewardFlow", "R(s) = gamma^d, kept transitions", GraphKnobs, graph_nodes))
 def rewardflow(batch: StepBatch, knobs: RewardFlowKnobs) -> Credit:
     """RewardFlow (paper 003, Eq. 2-9): ``process_reward`` R(s_t), ``step_reward`` r~_t and ``advantage``
     per row. Returns graph metrics (means over groups) and ``credit/time_ms`` (wall time of this call for
