@@ -102,7 +102,7 @@ def rebuild(cfg, work: Path, record: dict) -> None:
     held-out metrics should repeat; the record itself is left as it is."""
     print(f"run {record['name']!r} is recorded but {work / 'sft_model'} is missing: rebuilding it")
     t0 = time.perf_counter()
-    model = sft_model_path(cfg, work, env_factory(cfg, "train"), print)
+    model = sft_model_path(cfg, work, env_factory(cfg.env, cfg.rollout.max_steps, "train"), print)
     minutes = (time.perf_counter() - t0) / 60
     _, trajs = evaluate_saved_policy(cfg, model, record["eval"]["episodes"])
     now = shopping_metrics(trajs)
@@ -138,7 +138,7 @@ def main() -> None:
         return
     load_start = os.getloadavg()
     t0 = time.perf_counter()
-    model = sft_model_path(cfg, work, env_factory(cfg, "train"), print)
+    model = sft_model_path(cfg, work, env_factory(cfg.env, cfg.rollout.max_steps, "train"), print)
     minutes = (time.perf_counter() - t0) / 60
     sft = json.loads((work / "sft_metrics.json").read_text()) if (work / "sft_metrics.json").exists() else {}
     metrics, trajs = evaluate_saved_policy(cfg, model, args.eval_episodes)

@@ -166,7 +166,7 @@ def test_decode_choice(tiny_model_dir, tmp_path):
         assert HFBackend(model, tok).lean is None
         cfg = build_config(None, ["policy.decode=lean", f"out_dir={tmp_path}"])
         with pytest.raises(UserError, match="policy.decode=lean: .*sliding-window"):
-            hf_backend(cfg, model, tok)
+            hf_backend(cfg.policy, model, tok)
     finally:
         model.config.layer_types = ["full_attention"] * len(model.config.layer_types)
     with pytest.raises(Exception, match="auto.*lean.*hf"):
