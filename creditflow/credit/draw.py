@@ -78,7 +78,7 @@ class _Nodes:
 
 
 def _rewardflow_nodes(group: list[Trajectory], knobs: GraphKnobs | None) -> _Nodes:
-    flow = build_flow(group, **(knobs or GraphKnobs()).graph_args())
+    flow = build_flow(group, knobs or GraphKnobs())
     return _Nodes(flow.anchor, flow.post, flow.kept, flow.node_keys, flow.display, flow.node_reward,
                   flow.dist.astype(np.float64), flow.success_nodes, flow.start_nodes, flow.in_graph,
                   int(flow.traj_success.sum()))
