@@ -11,7 +11,7 @@ from creditflow.policy.backends.base import Backend
 from creditflow.policy.backends.factory import chat_encoder, hf_backend, sampling_params
 from creditflow.policy.factory import prompt_builder
 from creditflow.policy.prompts import ChatTemplate
-from creditflow.rollout.engine import RolloutEngine
+from creditflow.rollout.engine import EpisodeRules, RolloutEngine
 from creditflow.rollout.trajectory import SuccessRule
 from creditflow.rollout.watched import Bars, WatchedEngine
 
@@ -49,10 +49,8 @@ def make_engine(settings: EngineSettings, model, tokenizer, factory, env_executo
         env_factory=factory,
         prompt_builder=prompts,
         sampling=sampling_params(s.generation, tokenizer),
-        invalid_penalty=s.rollout.invalid_penalty,
-        max_steps=turn_limit(s.rollout.max_steps, env),
+        rules=EpisodeRules(s.rollout.invalid_penalty, turn_limit(s.rollout.max_steps, env), success_rule(s.env)),
         env_executor=env_executor,
-        success_rule=success_rule(s.env),
         chat=ChatTemplate(tokenizer) if prompts.conversation else None,
     )
     engine.progress, engine.watch = progress, watch
