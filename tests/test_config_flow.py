@@ -82,3 +82,30 @@ def test_the_walk_from_train_enters_the_recipes_at_most_3_times_and_goes_no_lowe
     walk = config_walk(lambda: creditflow.train(SMALL, model=tiny_model_dir, out=tmp_path / "run"))
     assert set(walk) <= {"api", "recipes"}, walk
     assert 1 <= walk.count("recipes") <= 3, walk
+
+
+def assigns_into_a_config(tree: ast.AST) -> list[int]:
+    """Lines that assign to a setting of a run config (``cfg.out_dir = ...``, ``cfg.policy.model = ...``)."""
+    lines = []
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, (ast.AugAssign, ast.AnnAssign)) else []
+        for target in targets:
+            root = target
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(target, ast.Attribute) and isinstance(root, ast.Name) and root.id == "cfg":
+                lines.append(node.lineno)
+    return lines
+
+
+def test_only_the_resolution_changes_a_config():
+    """Once resolved, the run config is read, never changed: only ``api.with_env`` and ``recipes/resolve.py`` (a
+    resumed run's paths and record) set a setting of the config they build."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        lines = assigns_into_a_config(ast.parse(path.read_text(encoding="utf-8")))
+        if lines and rel not in ("api.py", "recipes/resolve.py"):
+            found[rel] = lines
+    assert found == {}
