@@ -8,7 +8,7 @@ Statistics (``benchmarks/stats.py``): mean and the interquartile mean (IQM) over
 stratified-bootstrap percentile interval, plus the per-seed values. This is rliable's method (Agarwal et al.,
 2021: resample runs with replacement within each task, aggregate, take the 2.5/97.5 percentiles; IQM = mean
 of the middle 50% of scores), written in NumPy because the rliable package (1.2.0, 2024) no longer imports
-with current pandas/arch releases. ``benchmarks/report.py`` adds the t-intervals and the paired differences
+with current pandas/arch releases. ``benchmarks/report/`` adds the t-intervals and the paired differences
 between arms that the docs' results pages report; run it (``make report``) once new records are committed, or
 tests/test_report.py fails.
 

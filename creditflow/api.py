@@ -34,14 +34,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Union
 
-from creditflow import envs
+from creditflow import credit, envs
 from creditflow.arguments import check_callable, check_int, check_lines, check_mapping, check_number, check_path, shown
 from creditflow.auditing import AuditResult, AuditSettings
 from creditflow.auditing import audit as run_audit
 from creditflow.config import RunConfig, build_config, given_settings, setting
+from creditflow.configdoc import commented_yaml
+from creditflow.credit.draw import GroupGraph, group_graph, write_graph
+from creditflow.credit.registry import Knobs, parse_key_values
+from creditflow.envs.check import Check, check_env
 from creditflow.envs.configured import env_factory
 from creditflow.errors import Interrupted, UserError, UserTypeError
-from creditflow.rollout.trajectory import SuccessRule, Trajectory
+from creditflow.rollout.trajectory import SuccessRule, Trajectory, read_jsonl, read_jsonl_lines
+
+# Each function imports its recipe (and through it torch) when it is called, not here: the CLI imports this
+# module for every command, and `creditflow --help` or a config check loads no torch (tests/test_leftovers.py).
 
 ConfigLike = Union[RunConfig, dict, list, tuple, str, os.PathLike, None]
 """A :class:`RunConfig`, a dict of its sections, ``["key=value", ...]``, a YAML path, or None (the defaults)."""
@@ -50,7 +57,8 @@ EnvLike = Union[str, type, Callable[..., Any], object, None]
 """An env name, an env class, a factory, or an env object (None: ``env.name`` of the config)."""
 
 __all__ = ["RunResult", "EvalResult", "train", "sft", "evaluate", "rro", "audit", "demo", "export", "export_gguf",
-           "collect_preferences", "dpo", "load_config", "with_env", "resolve"]
+           "collect_preferences", "dpo", "load_config", "with_env", "resolve", "config_yaml", "credit_knobs",
+           "score_file", "draw_graph", "env_checks"]
 
 
 @dataclass(frozen=True)
@@ -400,9 +408,9 @@ def export_gguf(path: str | os.PathLike, out: str | os.PathLike, *, dtype: str =
     --from-gguf``): its weights dequantised to ``dtype``, its tokenizer and chat template (needs ``gguf``)."""
     check_path(path, "path", "a GGUF file")
     check_path(out, "out", "the new model directory")
-    from creditflow.recipes.export import export_gguf as run_export_gguf
+    from creditflow.recipes.export import model_from_gguf
 
-    return run_export_gguf(path, out, dtype)
+    return model_from_gguf(path, out, dtype)
 
 
 def collect_preferences(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.PathLike | None = None,
@@ -434,3 +442,50 @@ def dpo(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.PathL
 
     target, metrics = run_dpo(cfg)
     return RunResult(Path(cfg.out_dir), Path(target), dict(metrics))
+
+
+# --------------------------------------------------------------------------------------------------
+# the commands on files and envs: ``creditflow config``, ``credit``, ``graph`` and ``envs check`` call these
+# --------------------------------------------------------------------------------------------------
+
+
+def config_yaml(config: ConfigLike = None, overrides: list[str] | tuple[str, ...] = ()) -> str:
+    """The full run config as commented YAML (``creditflow config``): each field's docstring and constraints, the
+    values of ``config`` with ``overrides`` (:func:`load_config`); ``creditflow train --config`` reads it back."""
+    return commented_yaml(load_config(config, overrides))
+
+
+def credit_knobs(estimator: str, knobs: list[str] | tuple[str, ...] = ()) -> Knobs:
+    """The knobs of ``estimator`` from ``key=value`` lines (``creditflow credit``'s arguments), checked: an
+    unknown estimator or knob, or a bad value, is one line."""
+    return credit.validate_knobs(estimator, parse_key_values(knobs), strings=True)
+
+
+def score_file(path: str | os.PathLike, out: str | os.PathLike, estimator: str,
+               knobs: Knobs | dict | None = None) -> tuple[credit.Credit, credit.StepBatch]:
+    """Score the trajectories of the JSONL file ``path`` with ``estimator`` into ``out`` (``creditflow credit``):
+    every step gets ``process_reward``, ``step_reward`` and ``advantage``, every other byte stays as read. Returns
+    the credit (its ``metrics``) and the batch scored (``n_traj``, ``n_steps``)."""
+    values = knobs if isinstance(knobs, Knobs) else credit.validate_knobs(estimator, knobs or {})
+    lines = read_jsonl_lines(path)
+    if not lines:
+        raise UserError(f"--in {str(path)!r}: no trajectories")
+    return credit.score_lines(lines, estimator, values, out)
+
+
+def draw_graph(path: str | os.PathLike, out: str | os.PathLike, group: str | None = None, knobs=None,
+               estimator: str = "rewardflow") -> GroupGraph:
+    """Draw one group's state graph (``creditflow graph``) from the trajectories of the JSONL file ``path`` into
+    ``out`` (png, svg, pdf, dot or html, by its suffix): ``group`` the group id (default: the first), ``knobs``
+    the graph knobs of ``estimator`` (``rewardflow`` or ``graphgpo``; default: its paper's values)."""
+    graph = group_graph(read_jsonl(path), group, knobs, estimator=estimator)
+    write_graph(graph, out)
+    return graph
+
+
+def env_checks(env: EnvLike, options: dict | None = None, seeds: int = 3,
+               success_threshold: float | None = None) -> list[Check]:
+    """``env`` against the protocol (``creditflow envs check``) on seeds ``0 .. seeds-1``, with ``options`` its
+    keyword arguments: one :class:`~creditflow.envs.check.Check` (name, status, detail) per check."""
+    return check_env(envs.factory(env_name(env), **(options or {})), list(range(seeds)),
+                     success_threshold=success_threshold)

@@ -94,7 +94,8 @@ def race_arms(only: Sequence[str] | None = None, knobs: Mapping[str, Mapping] | 
 AdvantageFn = Callable[[Sequence[Episode], Tabular], np.ndarray]
 
 
-def evaluate(sim: Sim, policy: Tabular, pool: Sequence[int], rng: np.random.Generator) -> float:
+def greedy_success(sim: Sim, policy: Tabular, pool: Sequence[int], rng: np.random.Generator) -> float:
+    """The success rate of ``policy``, greedy, on one episode from each task of ``pool``."""
     policy.greedy = True
     try:
         wins = sim.run([(sim.start(s), None) for s in pool], policy, rng)
@@ -153,7 +154,7 @@ def race_run(sim: Sim, arm: RaceArm | None, seed, settings: RaceSettings,
             beta_max=cfg.beta_max, k_min=cfg.k_min, k_max=cfg.k_max, mastery_threshold=cfg.mastery_threshold,
             mastery_patience=cfg.mastery_patience)
     used = 0
-    curve = [[0, evaluate(sim, policy, st.pool, eval_rng)]]
+    curve = [[0, greedy_success(sim, policy, st.pool, eval_rng)]]
     iteration = 0
     while used < st.episodes:
         tasks = [int(t) for t in tasks_rng.choice(st.pool, size=st.groups, replace=len(st.pool) < st.groups)]
@@ -181,7 +182,7 @@ def race_run(sim: Sim, arm: RaceArm | None, seed, settings: RaceSettings,
         used += len(episodes)
         iteration += 1
         if iteration % st.eval_every == 0 or used >= st.episodes:
-            curve.append([used, evaluate(sim, policy, st.pool, eval_rng)])
+            curve.append([used, greedy_success(sim, policy, st.pool, eval_rng)])
     scores = curve_summary(curve, 0.5)
     return {"curve": curve, "auc": scores["auc"], "final": scores["final"], "episodes_to_half": scores["reached_at"],
             "states": len(policy.rows)}

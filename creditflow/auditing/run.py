@@ -468,7 +468,7 @@ def _outcome_note(seeds: list[dict]) -> str | None:
     return None
 
 
-def accuracy_verdict(seeds: list[dict]) -> str:
+def accuracy_phrase(seeds: list[dict]) -> str:
     """One policy's accuracy part in a phrase: the arms whose credit is closest to A^π (Spearman)."""
     note = _outcome_note(seeds)
     if note is not None:
@@ -538,7 +538,7 @@ def short_lines(record: dict) -> list[str]:
             out.append("  reading: " + reading(pooled_coverage(seeds)))
         if seeds and "accuracy" in seeds[0]:
             out.append(f"accuracy ({label}, {len(seeds)} seeds, {sum(s['accuracy']['steps'] for s in seeds)} steps): "
-                       + accuracy_verdict(seeds))
+                       + accuracy_phrase(seeds))
     if record["race"]:
         out.append(f"race ({len(record['race'])} arms, tabular softmax, common rate): "
                    + race_verdict(race_common(record), (record.get("settings") or {}).get("race_episodes")))
@@ -595,7 +595,7 @@ def detail_lines(record: dict) -> list[str]:
                 for a, b in combinations(names, 2):
                     out.append(f"    {a} − {b}: " + _diff([x["arms"][a]["spearman"] for x in accs],
                                                        [x["arms"][b]["spearman"] for x in accs]))
-            out.append(f"  {label}: " + accuracy_verdict(seeds))
+            out.append(f"  {label}: " + accuracy_phrase(seeds))
     if record["race"]:
         common = race_common(record)  # every arm at the common rate (its own rate: fair_lines)
         out.append(f"race (tabular softmax, greedy success on the task pool; lr {record['settings'].get('race_lr', 1):g}):")

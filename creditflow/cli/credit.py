@@ -16,12 +16,10 @@ from creditflow.atomic import write_atomic
 from creditflow.cli.options import ENV_HELP, check_input, check_output_file, config_overrides, csv, write_out
 from creditflow.cli.root import app
 from creditflow.config import build_config
-from creditflow.credit.draw import FORMATS, GraphError, group_graph, write_graph
+from creditflow.credit.draw import FORMATS, GraphError
 from creditflow.credit.graphgpo import GraphGPOKnobs
 from creditflow.credit.registry import Knobs, knob_lines, parse_key_values, validate_model
 from creditflow.credit.rewardflow import GraphKnobs
-from creditflow.errors import UserError
-from creditflow.rollout.trajectory import read_jsonl, read_jsonl_lines
 from creditflow.spill import write_results
 
 _KNOBS_HELP = "Estimator knobs as key=value (e.g. gamma=0.9 state_fn=observation); see the list below."
@@ -54,13 +52,10 @@ def credit_command(
 ) -> None:
     """Score trajectories: add process_reward, step_reward and advantage to every step (nothing else changes)."""
     # unknown estimator, bad knob or unusable --out => one line before reading anything
-    values = credit.validate_knobs(estimator, parse_key_values(knobs or []), strings=True)
+    values = api.credit_knobs(estimator, knobs or [])
     check_input(input_path)
     check_output_file(output_path, "--out")
-    lines = read_jsonl_lines(input_path)
-    if not lines:
-        raise UserError(f"--in {str(input_path)!r}: no trajectories")
-    scored, batch = write_out(output_path, lambda: credit.score_lines(lines, estimator, values, output_path))
+    scored, batch = write_out(output_path, lambda: api.score_file(input_path, output_path, estimator, values))
     shown = ", ".join(f"{k.split('/', 1)[-1]}={number(v)}" for k, v in scored.metrics.items()
                       if isinstance(v, (int, float)))
     typer.echo(f"{estimator}: scored {batch.n_traj} trajectories, {batch.n_steps} steps -> {output_path} ({shown})",
@@ -97,8 +92,7 @@ def graph_command(
         raise GraphError(f"unsupported output {output_path.name!r}: use one of {', '.join(FORMATS)}")
     check_input(input_path)
     check_output_file(output_path, "--out")
-    graph = group_graph(read_jsonl(input_path), group, values, estimator=estimator)
-    write_out(output_path, lambda: write_graph(graph, output_path))
+    graph = write_out(output_path, lambda: api.draw_graph(input_path, output_path, group, values, estimator))
     typer.echo(f"group {graph.group_id}: {len(graph.labels)} nodes, {len(graph.edges)} edges -> {output_path}",
                err=True)
 

@@ -24,7 +24,8 @@ DATA_PARALLEL = {"train", "sft", "rro train"}
 """The commands that run as N launched processes (data parallel); the others refuse to."""
 
 
-def refuse_copies(command: Optional[str]) -> None:
+def check_launch(command: Optional[str]) -> None:
+    """The launch rule: ``command`` runs as N launched processes only where it is data parallel."""
     if command is not None and command not in DATA_PARALLEL and command != "rro":  # rro: its subcommand decides
         world.refuse_copies(command)
 
@@ -32,4 +33,4 @@ def refuse_copies(command: Optional[str]) -> None:
 @app.callback()
 def _root(ctx: typer.Context) -> None:
     """creditflow: credit assignment for multi-turn LLM agents (RewardFlow, CRPS, RRO, baselines)."""
-    refuse_copies(ctx.invoked_subcommand)
+    check_launch(ctx.invoked_subcommand)

@@ -9,12 +9,11 @@ from typing import Optional
 
 import typer
 
-from creditflow import api
+from creditflow import api, world
 from creditflow.cli.options import (BACKEND, BASE_URL, ENV_HELP, MODEL_NAME, OVERRIDES_HELP, backend_flags,
                                     config_overrides)
-from creditflow.cli.root import app, refuse_copies
+from creditflow.cli.root import app, check_launch
 from creditflow.config import build_config
-from creditflow import world
 
 rro_app = typer.Typer(no_args_is_help=True, help="RRO: MC process rewards, reward-rising sampling, DPO.")
 app.add_typer(rro_app, name="rro")
@@ -24,7 +23,7 @@ app.add_typer(rro_app, name="rro")
 def _rro_root(ctx: typer.Context) -> None:
     """RRO: MC process rewards, reward-rising sampling, DPO."""
     if ctx.invoked_subcommand is not None:
-        refuse_copies(f"rro {ctx.invoked_subcommand}")
+        check_launch(f"rro {ctx.invoked_subcommand}")
 
 
 # options shared by ``rro collect`` and ``rro run`` (one OptionInfo serves both commands)

@@ -79,9 +79,9 @@ from typing import Optional  # noqa: E402
 
 import typer  # noqa: E402
 
+from creditflow import world  # noqa: E402
 from creditflow.errors import RERUN, Interrupted, UserError  # noqa: E402
 from creditflow.spill import disk_full_line  # noqa: E402
-from creditflow import world  # noqa: E402
 
 try:  # typer >= 0.20 ships its own copy of click as typer._click; older typer runs on click itself
     from typer._click import exceptions as click_errors

@@ -55,10 +55,10 @@ from verl.trainer.ppo import core_algos
 
 from creditflow.credit import estimator_needs
 from creditflow.errors import UserError
-from creditflow.integrations import plugins
+from creditflow.integrations import plugins, rows
 from creditflow.integrations.rows import (ESTIMATORS, Columns, LayoutError, RowUid, advantages, attached, call_of,
                                           columns, columns_from_rows, estimate_call, estimator_knobs, group_metrics,
-                                          row_advantages, row_metrics, uids_from_columns)
+                                          row_metrics, uids_from_columns)
 from creditflow.rollout.trajectory import Step, Trajectory
 
 # the fields of a row's state (creditflow's state key, else the observation) and outcome, in order of preference:
@@ -317,6 +317,12 @@ def from_dataproto(data: DataProto) -> list[Trajectory]:
 __all__ = ["ESTIMATORS", "STATE_KEYS", "SUCCESS_KEYS", "RowUid", "VerlEstimator", "VerlLayoutError", "attach_rows",
            "attached", "compute_advantage", "credit_metrics", "estimator_knobs", "from_dataproto", "layout_columns",
            "register", "row_advantages", "row_metrics", "row_uids", "to_dataproto"]
+
+
+def __getattr__(name: str):
+    if name == "row_advantages":  # deprecated (one release): rows.row_advantages, which warns when called
+        return rows.row_advantages
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 plugins.imported(__name__)  # the last line: a verl.plugins registration that waited for this module runs now

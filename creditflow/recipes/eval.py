@@ -13,7 +13,7 @@ from creditflow.recipes.checks import check_run
 from creditflow.recipes.progress import RunProgress
 from creditflow.recipes.resolve import with_model_settings
 from creditflow.recipes.sections import engine_settings
-from creditflow.rollout.evaluate import evaluate
+from creditflow.rollout.evaluate import evaluate_seeds
 from creditflow.rollout.factory import make_engine
 from creditflow.rollout.seeding import seed_everything, split_seeds
 from creditflow.rollout.trajectory import Trajectory
@@ -46,7 +46,7 @@ def evaluate_saved_policy(cfg: RunConfig, model_path: str | Path, episodes: int,
         engine = make_engine(engine_settings(cfg), model, tok, factory, backend=backend, progress=progress,
                              watch=f"eval {Path(model_path).name}")
         engine.keep_bar = True
-        return evaluate(engine, seeds, sampling_params(cfg.generation, tok, evaluation=True), cfg.env.name)
+        return evaluate_seeds(engine, seeds, sampling_params(cfg.generation, tok, evaluation=True), cfg.env.name)
     finally:
         close_backend(backend)
 

@@ -42,7 +42,7 @@ def export_policy(source: str | Path, out: str | Path, dtype: str = "auto") -> P
     return target
 
 
-def export_gguf(path: str | Path, out: str | Path, dtype: str = "auto") -> Path:
+def model_from_gguf(path: str | Path, out: str | Path, dtype: str = "auto") -> Path:
     """Write the model of the GGUF file ``path`` to the new directory ``out`` as a plain HF model + tokenizer
     (with the file's chat template), dequantised to ``dtype`` (``auto``: float32)."""
     target = _check_out(out, dtype)

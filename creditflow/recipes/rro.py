@@ -80,6 +80,23 @@ def run_rro(cfg: RunConfig, log: Callable[[str], None] | None = None, progress: 
     return recipe.run()
 
 
+def collection_settings(cfg: RunConfig, model_path: Path) -> dict:
+    """What the collected data depends on (a restart must match it), plus resumable knobs: of ``cfg`` with the
+    model's saved settings, as the collection runs."""
+    r = cfg.rro
+    served = {"served_model": cfg.policy.model_name} if cfg.policy.backend == "openai" else {}
+    return {
+        "exploration": r.exploration, "candidates": r.candidates, "mc_rollouts": r.mc_rollouts,
+        "seed": cfg.seed, "seed_offset": r.seed_offset, "tasks": r.tasks, "env": cfg.env.name,
+        "env_kwargs": dict(cfg.env.kwargs), "model": str(model_path), "temperature": cfg.generation.temperature,
+        "top_p": cfg.generation.top_p, "max_new_tokens": cfg.generation.max_new_tokens,
+        "history_length": cfg.rollout.history_length, "max_steps": cfg.rollout.max_steps,
+        "executor": r.executor, "ray_address": r.ray_address, "ray_workers": r.ray_workers, **served,
+        # None (the paper's rule) matches collections made before this setting existed
+        "invalid_action_reward": r.invalid_action_reward,
+    }
+
+
 def held_out_metrics(cfg: RunConfig, model_path: Path, episodes: int, progress: RunProgress | None = None) -> dict:
     """The metrics alone of :func:`~creditflow.recipes.eval.evaluate_saved_policy`: held-out success/score of a
     saved policy (greedy by default, ``generation.eval_temperature``)."""
@@ -129,7 +146,7 @@ class RRORecipe:
             if not (model_path / "config.json").exists():  # π_SFT is trained first
                 require_expert(cfg.env, train_factory, "π_SFT is trained on expert demonstrations first; give "
                                                    "--model DIR, the policy to collect with")
-        check_collection(data_dir(cfg), self.collection_settings(model_path))
+        check_collection(data_dir(cfg), collection_settings(cfg, model_path))
         return train_factory
 
     def _check_dpo(self) -> None:
@@ -148,22 +165,6 @@ class RRORecipe:
         self.model_path = self._dpo_start()
         check_run(cfg, model=self.model_path)
         self.cfg = with_model_settings(cfg, self.model_path, self.log)
-
-    def collection_settings(self, model_path: Path) -> dict:
-        """What the collected data depends on (a restart must match it), plus resumable knobs."""
-        cfg = self.cfg
-        r = cfg.rro
-        served = {"served_model": cfg.policy.model_name} if cfg.policy.backend == "openai" else {}
-        return {
-            "exploration": r.exploration, "candidates": r.candidates, "mc_rollouts": r.mc_rollouts,
-            "seed": cfg.seed, "seed_offset": r.seed_offset, "tasks": r.tasks, "env": cfg.env.name,
-            "env_kwargs": dict(cfg.env.kwargs), "model": str(model_path), "temperature": cfg.generation.temperature,
-            "top_p": cfg.generation.top_p, "max_new_tokens": cfg.generation.max_new_tokens,
-            "history_length": cfg.rollout.history_length, "max_steps": cfg.rollout.max_steps,
-            "executor": r.executor, "ray_address": r.ray_address, "ray_workers": r.ray_workers, **served,
-            # None (the paper's rule) matches collections made before this setting existed
-            "invalid_action_reward": r.invalid_action_reward,
-        }
 
     # -- π_SFT ---------------------------------------------------------------------------------------------
 
@@ -243,7 +244,7 @@ class RRORecipe:
                     model_path = (self._served_model_dir(out) if cfg.policy.backend == "openai"
                                   else self._sft_model(out))
                 cfg = with_model_settings(cfg, model_path, self.log)  # the prompt layout π was trained with
-                writers.append(PreferenceWriter(data_dir(cfg), self.collection_settings(model_path)))
+                writers.append(PreferenceWriter(data_dir(cfg), collection_settings(cfg, model_path)))
                 return self._collect(cfg, writers[0], model_path)
         except UserError as exc:
             if not (writers and writers[0].records):

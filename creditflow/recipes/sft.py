@@ -28,7 +28,7 @@ from creditflow.recipes.rundir import new_run_dir, start_world
 from creditflow.recipes.sections import engine_settings
 from creditflow.rollout.expert import expert_corpus, expert_tool_conversations, expert_trajectories
 from creditflow.policy.backends.factory import sampling_params
-from creditflow.rollout.evaluate import evaluate, rollout_metrics
+from creditflow.rollout.evaluate import evaluate_seeds, rollout_metrics
 from creditflow.rollout.factory import make_engine, success_rule
 from creditflow.rollout.seeding import seed_everything, split_seeds
 from creditflow.trainer import distributed
@@ -40,9 +40,10 @@ from creditflow.trainer.trl_runner import TRLOptions
 
 class SFTRecipe:
     """π_SFT in torchtune's shape. Construction takes a checked env factory (:func:`run_sft` checks the config
-    first; ``train`` and ``rro`` pass their own) and the run directory ``out``; :meth:`setup` collects the demonstrations and makes the policy
-    and its examples; :meth:`run` fine-tunes and publishes ``out/sft_model``. Under N processes TRL trains data
-    parallel (each process a share of every batch) and rank 0 saves."""
+    first; ``train`` and ``rro`` pass their own) and the run directory ``out``; :meth:`setup` (no arguments, as
+    :meth:`TrainRecipe.setup <creditflow.recipes.train.TrainRecipe.setup>`) collects the demonstrations and makes
+    the policy and its examples; :meth:`run` fine-tunes and publishes ``out/sft_model``. Under N processes TRL
+    trains data parallel (each process a share of every batch) and rank 0 saves."""
 
     def __init__(self, cfg: RunConfig, train_factory, out: Path, log: Callable[[str], None],
                  progress: RunProgress | None = None, world: World = World()):
@@ -173,8 +174,8 @@ def evaluate_in_memory(cfg: RunConfig, model, tok, world: World = World(), progr
     seed_everything(cfg.seed + world.rank)
     model.eval()
     engine = make_engine(engine_settings(cfg), model, tok, factory, progress=progress, watch="eval π_SFT")
-    _, trajs = evaluate(engine, distributed.shard(seeds, world), sampling_params(cfg.generation, tok, evaluation=True),
-                        cfg.env.name)
+    _, trajs = evaluate_seeds(engine, distributed.shard(seeds, world),
+                              sampling_params(cfg.generation, tok, evaluation=True), cfg.env.name)
     return rollout_metrics(distributed.gather_trajectories(trajs, world), "eval")
 
 

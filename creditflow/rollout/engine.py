@@ -36,7 +36,7 @@ from typing import Callable
 
 from creditflow.envs.base import INVALID_ACTION_PREFIX, ReplayMismatch
 from creditflow.policy.backends.base import Backend, SamplingParams
-from creditflow.policy.parsing import ParsedAction, parse_action
+from creditflow.policy.parsing import ParsedAction, parse_response
 from creditflow.policy.prompts import ChatTemplate, PromptBuilder, Turn, format_response
 from creditflow.rollout.executors import EnvExecutor, InProcessEnvExecutor
 from creditflow.rollout.trajectory import StartState, Step, SuccessRule, Trajectory
@@ -214,7 +214,7 @@ class RolloutEngine:
         self.stats.generate_seconds += time.perf_counter() - g0
         self.stats.generate_calls += 1
         self.stats.generated_tokens += sum(len(o.token_ids) for o in outs)
-        return [parse_action(out.text, adm) for (_, _, _, adm), out in zip(states, outs)]
+        return [parse_response(out.text, adm) for (_, _, _, adm), out in zip(states, outs)]
 
     def rollout(self, specs: list[TaskSpec], group_size: int = 1, sampling: SamplingParams | None = None,
                 on_turn: Callable[[int, int], None] | None = None,
@@ -278,7 +278,7 @@ class RolloutEngine:
             outs = self.backend.generate(prompt_ids, sampling)
             self.stats.generate_seconds += time.perf_counter() - g0
             self.stats.generate_calls += 1
-            parsed = [parse_action(out.text, ep.info.get("admissible_actions")) for ep, out in zip(active, outs)]
+            parsed = [parse_response(out.text, ep.info.get("admissible_actions")) for ep, out in zip(active, outs)]
             results = self.executor.step([(ep.index, env_action(p)) for ep, p in zip(active, parsed)])
             results = self._cut(active, results)
             for ep, ids, out, p, res in zip(active, prompt_ids, outs, parsed, results):

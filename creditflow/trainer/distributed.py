@@ -34,7 +34,7 @@ from accelerate import PartialState
 from creditflow.errors import UserError
 from creditflow.rollout.engine import RolloutResult
 from creditflow.rollout.trajectory import Trajectory
-from creditflow.world import World, current, launched_size, refuse_copies, reports_errors, sharded_launch, shutdown
+from creditflow.world import World, launched_size, sharded_launch
 
 T = TypeVar("T")
 

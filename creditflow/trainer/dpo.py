@@ -21,8 +21,8 @@ from creditflow.config import RRODPOConfig
 from creditflow.errors import UserError
 from creditflow.policy import lora as policy_lora
 from creditflow.pairs.preferences import TRL_COLUMNS
-from creditflow.trainer.distributed import current, sharded_launch
 from creditflow.trainer.trl_runner import TRLOptions, TRLStage, run_trl
+from creditflow.world import current, sharded_launch
 
 
 def train_dpo(model, tokenizer, pairs: list[dict], cfg: RRODPOConfig, options: TRLOptions, ref_model=None):

@@ -45,7 +45,7 @@ from creditflow.config import CheckpointConfig, EnvConfig, PolicyConfig, RLConfi
 from creditflow.policy import lora
 from creditflow.policy.backends.base import SamplingParams
 from creditflow.rollout.engine import RolloutEngine, TaskSpec
-from creditflow.rollout.evaluate import evaluate, rollout_metrics
+from creditflow.rollout.evaluate import evaluate_seeds, rollout_metrics
 from creditflow.rollout.hooks import Hooks
 from creditflow.rollout.seeding import rng_state, set_rng_state, split_seeds
 from creditflow.trainer.checkpoint import save_checkpoint
@@ -296,7 +296,7 @@ class RLTrainer:
         """Held-out evaluation on the validation split (``eval/*``) or the test split (``test/*``); under N
         processes each evaluates its share of the seeds and the metrics are those of all the episodes."""
         seeds = self.eval_seeds if split == "validation" else self.test_seeds
-        _, trajs = evaluate(self.eval_engine, shard(seeds, self.world), self.eval_sampling, self.cfg.env.name)
+        _, trajs = evaluate_seeds(self.eval_engine, shard(seeds, self.world), self.eval_sampling, self.cfg.env.name)
         return rollout_metrics(gather_trajectories(trajs, self.world), "eval" if split == "validation" else "test")
 
     # -- one step ------------------------------------------------------------------------------

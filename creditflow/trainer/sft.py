@@ -27,8 +27,8 @@ from creditflow.policy import lora as policy_lora
 from creditflow.policy.prompts import PromptBuilder, Turn
 from creditflow.policy.tools import add_tool_calling
 from creditflow.rollout.trajectory import Trajectory
-from creditflow.trainer.distributed import current
 from creditflow.trainer.trl_runner import TRLOptions, TRLStage, run_trl
+from creditflow.world import current
 
 
 def demo_examples(trajectories: list[Trajectory], prompts: PromptBuilder) -> list[dict]:
