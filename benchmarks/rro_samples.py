@@ -215,7 +215,7 @@ def build_sft(args, work: Path, log) -> Path:
     target = work / "sft" / "sft_model"
     if not (target / "config.json").exists():  # trained once, into the work directory
         seed_everything(cfg.seed)
-        SFTRecipe(cfg, env_factory(cfg, "train"), work / "sft", log).setup().run()
+        SFTRecipe(cfg, env_factory(cfg.env, cfg.rollout.max_steps, "train"), work / "sft", log).setup().run()
     return target
 
 

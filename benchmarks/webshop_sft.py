@@ -104,7 +104,7 @@ def sft_model(cfg, work: Path) -> Path:
     target = work / "sft_model"
     if not (target / "config.json").exists():
         seed_everything(cfg.seed)
-        SFTRecipe(cfg, env_factory(cfg, "train"), work, print).setup().run()
+        SFTRecipe(cfg, env_factory(cfg.env, cfg.rollout.max_steps, "train"), work, print).setup().run()
     return target
 
 

@@ -57,8 +57,8 @@ EnvLike = Union[str, type, Callable[..., Any], object, None]
 """An env name, an env class, a factory, or an env object (None: ``env.name`` of the config)."""
 
 __all__ = ["RunResult", "EvalResult", "train", "sft", "evaluate", "rro", "audit", "demo", "export", "export_gguf",
-           "collect_preferences", "dpo", "load_config", "with_env", "config_yaml", "credit_knobs", "score_file",
-           "draw_graph", "env_checks"]
+           "collect_preferences", "dpo", "load_config", "with_env", "resolve", "config_yaml", "credit_knobs",
+           "score_file", "draw_graph", "env_checks"]
 
 
 @dataclass(frozen=True)
@@ -183,6 +183,33 @@ def with_env(cfg: RunConfig, env: EnvLike) -> RunConfig:
     return cfg
 
 
+def resolve(config: ConfigLike = None, overrides: list[str] | tuple[str, ...] = (), env: EnvLike = None,
+            resume: str | os.PathLike | None = None) -> RunConfig:
+    """The run config of the user's inputs (checked for type already), each later one winning over the earlier:
+
+    1. the defaults of :mod:`creditflow.config`;
+    2. ``config`` (a :class:`RunConfig`'s given settings, a dict, ``key=value`` lines or a YAML file) or, with
+       ``resume``, the run's own ``config.yaml`` (its paths read from where the run was started);
+    3. ``overrides`` in order, a command's named options first; a resume records in ``resumes`` what they change
+       (:func:`creditflow.recipes.resolve.config_for_resume`);
+    4. ``env``: names the run's env (an env object takes no options; a resume only the env it was made with);
+    5. the inference settings saved beside the model a recipe loads fill what 1-4 left at its default
+       (:func:`creditflow.recipes.resolve.with_model_settings`, applied by the recipe that knows the model directory).
+
+    The recipe then hands each part below it its own sections of the result (``creditflow.recipes.sections``)."""
+    if resume is None:
+        return with_env(load_config(config, overrides), env)
+    if config is not None and not isinstance(config, (list, tuple)):
+        raise UserError("resume: a resumed run keeps its own config.yaml; give changes as key=value overrides")
+    from creditflow.recipes.resolve import config_for_resume  # recipes import torch: only when a run starts
+
+    cfg = config_for_resume(resume, [*(config or []), *overrides])
+    name = env_name(env)
+    if name is not None and name != cfg.env.name:
+        raise UserError(f"resume: the run in {str(resume)!r} was made with env {cfg.env.name!r}, not {name!r}")
+    return cfg
+
+
 def train(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.PathLike | None = None,
           out: str | os.PathLike | None = None, algo: str | None = None, curriculum: str | None = None,
           overrides: list[str] | tuple[str, ...] = (), resume: str | os.PathLike | None = None) -> RunResult:
@@ -197,17 +224,7 @@ def train(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.Pat
     overrides = _named(_check_overrides(overrides), model=model, out=out, algo=algo, curriculum=curriculum)
     check_path(resume, "resume", "the run directory to continue")
     _check_env(env)
-    if resume is not None:
-        if config is not None and not isinstance(config, (list, tuple)):
-            raise UserError("resume: a resumed run keeps its own config.yaml; give changes as key=value overrides")
-        from creditflow.recipes.train import config_for_resume
-
-        cfg = config_for_resume(resume, [*(config or []), *overrides])
-        name = env_name(env)
-        if name is not None and name != cfg.env.name:
-            raise UserError(f"resume: the run in {str(resume)!r} was made with env {cfg.env.name!r}, not {name!r}")
-    else:
-        cfg = with_env(load_config(config, overrides), env)
+    cfg = resolve(config, overrides, env, resume)
     from creditflow.recipes.train import run_train
     from creditflow.trainer.checkpoint import checkpoint_root
 
@@ -225,7 +242,7 @@ def sft(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.PathL
     _check_config(config)
     overrides = _named(_check_overrides(overrides), model=model, out=out)
     _check_env(env)
-    cfg = with_env(load_config(config, overrides), env)
+    cfg = resolve(config, overrides, env)
     from creditflow.recipes.sft import run_sft
 
     model, metrics = run_sft(cfg)
@@ -251,7 +268,7 @@ def evaluate(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.
         raise UserError(f"evaluate: episodes must be a positive integer, got {episodes!r}")
     if split not in ("validation", "test"):
         raise UserError(f"evaluate: split must be 'validation' or 'test', got {split!r}")
-    cfg = with_env(load_config(config, overrides), env)
+    cfg = resolve(config, overrides, env)
     model = model if model is not None else cfg.policy.model
     if model is None:
         raise UserError("evaluate: give model=DIR (a model directory, checkpoint or run directory)")
@@ -272,7 +289,7 @@ def rro(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.PathL
     _check_config(config)
     overrides = _named(_check_overrides(overrides), model=model, out=out)
     _check_env(env)
-    cfg = with_env(load_config(config, overrides), env)
+    cfg = resolve(config, overrides, env)
     from creditflow.recipes.rro import run_rro
 
     summary = run_rro(cfg)
@@ -325,7 +342,7 @@ def audit(env: EnvLike = "sokoban", *, env_options: dict | None = None, policy=N
     # the env through the run's own checks: its options, a user's env's first reset and turn limit, and every value
     # it returns during the audit (envs/checked.py), as train and sft make theirs
     cfg = build_config(None, [setting("env.name", name)], base={"env": {"kwargs": env_options}})
-    factory = env_factory(cfg, cuts=False)
+    factory = env_factory(cfg.env, cfg.rollout.max_steps, cuts=False)
     menu = None
     if model is not None:
         from creditflow.recipes.audit import policy_menu
@@ -406,9 +423,10 @@ def collect_preferences(config: ConfigLike = None, *, env: EnvLike = None, model
     _check_config(config)
     overrides = _named(_check_overrides(overrides), model=model, out=out)
     _check_env(env)
+    cfg = resolve(config, overrides, env)
     from creditflow.recipes.rro import run_collect
 
-    return run_collect(with_env(load_config(config, overrides), env))
+    return run_collect(cfg)
 
 
 def dpo(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.PathLike | None = None,
@@ -419,7 +437,7 @@ def dpo(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.PathL
     _check_config(config)
     overrides = _named(_check_overrides(overrides), model=model, out=out)
     _check_env(env)
-    cfg = with_env(load_config(config, overrides), env)
+    cfg = resolve(config, overrides, env)
     from creditflow.recipes.rro import run_dpo
 
     target, metrics = run_dpo(cfg)

@@ -26,9 +26,9 @@ def _tiny_policy(tmp_path_factory, name: str, num_attention_heads: int):
     from creditflow.rollout.expert import expert_corpus
 
     cfg = RunConfig()
-    factory = env_factory(cfg)
+    factory = env_factory(cfg.env, cfg.rollout.max_steps)
     env = factory()
-    corpus = expert_corpus(factory, prompt_builder(cfg, env), list(range(40)))
+    corpus = expert_corpus(factory, prompt_builder(cfg.policy, cfg.rollout, env), list(range(40)))
     out = tmp_path_factory.mktemp(name) / "model"
     build_tiny_policy(out, corpus, vocab_size=400, seed=0, isolate_chars=env.tokenizer_isolate_chars,
                       hidden_size=32, intermediate_size=64, num_hidden_layers=2,

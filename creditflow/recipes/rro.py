@@ -30,14 +30,15 @@ from creditflow.errors import RERUN, Interrupted, UserError, noted
 from creditflow.envs.configured import env_factory, require_expert
 from creditflow.policy import inference
 from creditflow.policy.backends.factory import check_backend, close_backend, make_backend
-from creditflow.policy.factory import with_model_settings
 from creditflow.policy.load import load_policy, load_tokenizer
 from creditflow.pairs.collect import PreferenceCollector
 from creditflow.pairs.preferences import PreferenceWriter, check_collection, chosen_valid, read_preferences
 from creditflow.recipes.checks import check_run
 from creditflow.recipes.eval import evaluate_saved_policy
 from creditflow.recipes.progress import RunProgress, rank_progress
+from creditflow.recipes.resolve import with_model_settings
 from creditflow.recipes.rundir import first_missing, new_run_dir, start_world
+from creditflow.recipes.sections import engine_settings
 from creditflow.recipes.sft import SFTRecipe
 from creditflow.rollout.executors import make_env_executor
 from creditflow.rollout.factory import make_engine
@@ -45,6 +46,7 @@ from creditflow.rollout.seeding import seed_everything
 from creditflow.spill import write_results
 from creditflow.trainer import distributed
 from creditflow.trainer.dpo import train_dpo
+from creditflow.trainer.trl_runner import TRLOptions
 
 
 def data_dir(cfg: RunConfig) -> Path:
@@ -129,7 +131,7 @@ class RRORecipe:
             self.model_path = Path(cfg.policy.model) if cfg.policy.model else None
         self.train_factory = self._check_collect(self.model_path)
         if stage == "run":
-            env_factory(cfg, "test")  # the held-out envs of the final evaluation
+            env_factory(cfg.env, cfg.rollout.max_steps, "test")  # the held-out envs of the final evaluation
 
     # -- checks (before any work) ------------------------------------------------------------------------
 
@@ -137,12 +139,12 @@ class RRORecipe:
         """The checks of ``rro collect`` before any work; returns the training env factory."""
         cfg = self.cfg
         check_run(cfg, model=model_path)
-        check_backend(cfg)
-        train_factory = env_factory(cfg, "train")
+        check_backend(cfg.policy)
+        train_factory = env_factory(cfg.env, cfg.rollout.max_steps, "train")
         if model_path is None:
             model_path = self._collect_model()
             if not (model_path / "config.json").exists():  # π_SFT is trained first
-                require_expert(cfg, train_factory, "π_SFT is trained on expert demonstrations first; give "
+                require_expert(cfg.env, train_factory, "π_SFT is trained on expert demonstrations first; give "
                                                    "--model DIR, the policy to collect with")
         check_collection(data_dir(cfg), collection_settings(cfg, model_path))
         return train_factory
@@ -263,12 +265,13 @@ class RRORecipe:
             model, tok = None, load_tokenizer(model_path)
         else:
             model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.weights_dtype)
-        backend = make_backend(cfg, model, tok, model_path)
+        backend = make_backend(cfg.policy, cfg.seed, model, tok, model_path)
         executor = make_env_executor(cfg.rro.executor, self.train_factory, num_workers=cfg.rro.ray_workers,
                                      address=cfg.rro.ray_address)
         done0 = sum(1 for s in seeds if writer.done(f"{cfg.env.name}/{s}"))
         try:
-            engine = make_engine(cfg, model, tok, self.train_factory, env_executor=executor, backend=backend)
+            engine = make_engine(engine_settings(cfg), model, tok, self.train_factory, env_executor=executor,
+                                 backend=backend)
             collector = PreferenceCollector(engine, exploration=cfg.rro.exploration,
                                             candidates=cfg.rro.candidates, mc_rollouts=cfg.rro.mc_rollouts,
                                             seed=cfg.seed, env_name=cfg.env.name,
@@ -309,9 +312,9 @@ class RRORecipe:
             + (f" ({dropped} of {collected} dropped: invalid chosen action)" if dropped else ""))
         try:
             with progress.bar("DPO", None, unit="steps") as update:
-                _, metrics = train_dpo(model, tok, pairs, out, cfg.rro.dpo, seed=cfg.seed, lora=cfg.policy.lora,
-                                       save_to=tmp, progress=lambda step, total, info: update(step, info, total=total),
-                                       autocast=cfg.policy.autocast)
+                options = TRLOptions(out, seed=cfg.seed, lora=cfg.policy.lora, autocast=cfg.policy.autocast,
+                                     save_to=tmp, progress=lambda step, total, info: update(step, info, total=total))
+                _, metrics = train_dpo(model, tok, pairs, cfg.rro.dpo, options)
         except BaseException as exc:
             if world.main:
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -326,7 +329,7 @@ class RRORecipe:
         metrics["dpo/pairs_dropped"] = dropped
         if world.main:  # the metrics first: a complete dpo_model/ is the sign that DPO is done
             write_atomic(out / "dpo_metrics.json", json.dumps(metrics, indent=2))
-            inference.save(tmp, cfg)
+            inference.save(tmp, inference.settings_of(cfg.policy, cfg.rollout))
             publish_dir(tmp, target)
         distributed.barrier(world)
         log(f"DPO done: loss {metrics['dpo/train_loss']:.4f} over {metrics['dpo/steps']} steps -> {target}")

@@ -25,6 +25,7 @@ from creditflow.policy.tools import TOOL_MARKUP
 from creditflow.recipes.checks import check_run
 from creditflow.recipes.progress import RunProgress, rank_progress
 from creditflow.recipes.rundir import new_run_dir, start_world
+from creditflow.recipes.sections import engine_settings
 from creditflow.rollout.expert import expert_corpus, expert_tool_conversations, expert_trajectories
 from creditflow.policy.backends.factory import sampling_params
 from creditflow.rollout.evaluate import evaluate_seeds, rollout_metrics
@@ -34,6 +35,7 @@ from creditflow.trainer import distributed
 from creditflow.trainer.distributed import World
 from creditflow.trainer.sft import (check_max_length, demo_examples, prompt_lengths, tool_calling_tokenizer,
                                     tool_corpus, tool_examples, train_sft)
+from creditflow.trainer.trl_runner import TRLOptions
 
 
 class SFTRecipe:
@@ -55,23 +57,23 @@ class SFTRecipe:
         env = self.factory()
         seeds = [cfg.sft.seed_offset + i for i in range(cfg.sft.demos)]
         if cfg.sft.tools:  # tool-calling chats, for TRL's environment_factory (docs/trl.md)
-            demos = expert_tool_conversations(self.factory, seeds, success_rule(cfg))
+            demos = expert_tool_conversations(self.factory, seeds, success_rule(cfg.env))
         else:
-            demos = expert_trajectories(self.factory, seeds, success_rule(cfg))
+            demos = expert_trajectories(self.factory, seeds, success_rule(cfg.env))
         if not demos:
-            raise UserError(f"{env_label(cfg)}: the expert reached the goal in none of the {len(seeds)} demo "
+            raise UserError(f"{env_label(cfg.env)}: the expert reached the goal in none of the {len(seeds)} demo "
                             f"episodes (sft.demos, seeds {seeds[0]}..{seeds[-1]}; success is info['won']"
                             + (f" or score >= {cfg.env.success_threshold:g}" if cfg.env.success_threshold is not None
                                else "") + "): SFT would have no demonstration")
         if cfg.sft.tools:
             self.model, tok = load_or_build_policy(cfg, out, self.factory, notes.append, self.progress, self.world,
                                                    tool_corpus(demos), TOOL_MARKUP)
-            self.tokenizer = tool_calling_tokenizer(tok, env_label(cfg) if not cfg.policy.model else cfg.policy.model)
+            self.tokenizer = tool_calling_tokenizer(tok, cfg.policy.model or env_label(cfg.env))
             self.examples = tool_examples(demos)
         else:
             self.model, self.tokenizer = load_or_build_policy(cfg, out, self.factory, notes.append, self.progress,
                                                               self.world)
-            self.examples = demo_examples(demos, prompt_builder(cfg, env))
+            self.examples = demo_examples(demos, prompt_builder(cfg.policy, cfg.rollout, env))
         dropped = check_max_length(prompt_lengths(self.examples, self.tokenizer), cfg.sft.max_length)
         for note in notes:
             self.log(note)
@@ -90,9 +92,9 @@ class SFTRecipe:
         tmp = temporary_dir(target) if world.main else target.with_name(f".{target.name}.tmp")
         try:
             with self.progress.bar("SFT", None, unit="steps") as update:
-                metrics = train_sft(self.model, self.tokenizer, self.examples, out, cfg.sft, seed=cfg.seed,
-                                    lora=cfg.policy.lora, save_to=tmp, autocast=cfg.policy.autocast,
-                                    progress=lambda step, total, info: update(step, info, total=total))
+                options = TRLOptions(out, seed=cfg.seed, lora=cfg.policy.lora, autocast=cfg.policy.autocast,
+                                     save_to=tmp, progress=lambda step, total, info: update(step, info, total=total))
+                metrics = train_sft(self.model, self.tokenizer, self.examples, cfg.sft, options)
         except BaseException:
             if world.main:
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -102,7 +104,8 @@ class SFTRecipe:
                 shutil.rmtree(out / "sft_tmp", ignore_errors=True)  # TRL's scratch dir (nothing is saved there)
         if world.main:
             write_atomic(out / "sft_metrics.json", json.dumps(metrics, indent=2))
-            inference.save(tmp, cfg)  # the prompt layout π_SFT was trained with travels with it
+            # the prompt layout π_SFT was trained with travels with it
+            inference.save(tmp, inference.settings_of(cfg.policy, cfg.rollout))
             publish_dir(tmp, target)
         distributed.barrier(world)  # sft_model is there for every process
         return self.model, self.tokenizer, metrics
@@ -120,9 +123,9 @@ def load_or_build_policy(cfg: RunConfig, out: Path, factory, log: Callable[[str]
     if world.main and not tiny_model_built(tiny_dir):
         with (progress or RunProgress()).bar("building the tiny default policy", None, keep=False):
             env = factory()
-            texts = expert_corpus(factory, prompt_builder(cfg, env), list(TINY_CORPUS_SEEDS),
+            texts = expert_corpus(factory, prompt_builder(cfg.policy, cfg.rollout, env), list(TINY_CORPUS_SEEDS),
                                   rng_seed=cfg.seed) + list(corpus)
-            build_tiny_default(cfg, tiny_dir, env, texts, words)
+            build_tiny_default(cfg.policy, cfg.seed, tiny_dir, env, texts, words)
         log(f"built tiny default policy in {tiny_dir}")
     distributed.barrier(world)
     return load_policy(tiny_dir, cfg.policy.device, cfg.policy.weights_dtype)
@@ -132,8 +135,8 @@ def run_sft(cfg: RunConfig, progress: RunProgress | None = None) -> tuple[Path, 
     """SFT of ``cfg`` as a run of its own (``creditflow sft``): π_SFT in ``out_dir/sft_model``; its path and the
     SFT metrics. Everything is checked before any work."""
     check_run(cfg, tools=True)
-    train_factory = env_factory(cfg, "train")
-    require_expert(cfg, train_factory, "SFT trains on expert demonstrations (RL can start from a given --model "
+    train_factory = env_factory(cfg.env, cfg.rollout.max_steps, "train")
+    require_expert(cfg.env, train_factory, "SFT trains on expert demonstrations (RL can start from a given --model "
                                        "instead)")
     world = start_world(cfg)
     progress = rank_progress(progress or RunProgress(), world)
@@ -166,13 +169,13 @@ def run_sft(cfg: RunConfig, progress: RunProgress | None = None) -> tuple[Path, 
 def evaluate_in_memory(cfg: RunConfig, model, tok, world: World = World(), progress: RunProgress | None = None) -> dict:
     """``eval/*`` of ``model`` on the ``rl.eval_episodes`` validation tasks ``train`` evaluates at step 0 (greedy by
     default), each process a share of them under N processes."""
-    factory = env_factory(cfg, "test")
+    factory = env_factory(cfg.env, cfg.rollout.max_steps, "test")
     seeds = split_seeds(cfg.env, "validation", cfg.rl.eval_episodes, cfg.rl.eval_episodes)
     seed_everything(cfg.seed + world.rank)
     model.eval()
-    engine = make_engine(cfg, model, tok, factory, progress=progress, watch="eval π_SFT")
-    _, trajs = evaluate_seeds(engine, distributed.shard(seeds, world), sampling_params(cfg, tok, evaluation=True),
-                        cfg.env.name)
+    engine = make_engine(engine_settings(cfg), model, tok, factory, progress=progress, watch="eval π_SFT")
+    _, trajs = evaluate_seeds(engine, distributed.shard(seeds, world),
+                              sampling_params(cfg.generation, tok, evaluation=True), cfg.env.name)
     return rollout_metrics(distributed.gather_trajectories(trajs, world), "eval")
 
 

@@ -100,30 +100,41 @@ class RolloutStats:
     generate_seconds: float = 0.0
 
 
+@dataclass(frozen=True)
+class EpisodeRules:
+    """How the engine scores and ends an episode: ``invalid_penalty`` off the reward of an action that does not
+    parse or is not admissible (``rollout.invalid_penalty``), the turn limit ``max_steps`` (None: the env's own),
+    and the run's one ``success_rule``."""
+
+    invalid_penalty: float = 0.1
+    max_steps: int | None = None
+    success_rule: SuccessRule = SuccessRule()
+
+
 class RolloutEngine:
     """Runs episodes of ``env_factory()`` envs with a generation ``backend``.
 
     ``encode(messages) -> list[int]`` turns chat messages into prompt ids (the tokenizer's chat template
-    with the generation prompt). ``env_executor`` runs the env work (default: in this process). ``chat``
-    (the tokenizer's :class:`ChatTemplate`) continues conversations; the conversation layout needs it.
+    with the generation prompt). ``rules``: the penalty, turn limit and success rule (:class:`EpisodeRules`).
+    ``env_executor`` runs the env work (default: in this process). ``chat`` (the tokenizer's
+    :class:`ChatTemplate`) continues conversations; the conversation layout needs it.
     """
 
     def __init__(self, backend: Backend, encode: Callable[[list[dict]], list[int]],
                  env_factory: Callable[[], object], prompt_builder: PromptBuilder,
-                 sampling: SamplingParams, invalid_penalty: float = 0.1, max_steps: int | None = None,
-                 env_executor: EnvExecutor | None = None, success_rule: SuccessRule = SuccessRule(),
-                 chat: ChatTemplate | None = None):
+                 sampling: SamplingParams, rules: EpisodeRules = EpisodeRules(),
+                 env_executor: EnvExecutor | None = None, chat: ChatTemplate | None = None):
         if prompt_builder.conversation and chat is None:
             raise ValueError("the conversation layout needs the tokenizer's ChatTemplate (chat=...)")
         self.backend = backend
         self.chat = chat
-        self.success_rule = success_rule
+        self.success_rule = rules.success_rule
         self.encode = encode
         self.env_factory = env_factory
         self.prompts = prompt_builder
         self.sampling = sampling
-        self.invalid_penalty = invalid_penalty
-        self.max_steps = max_steps
+        self.invalid_penalty = rules.invalid_penalty
+        self.max_steps = rules.max_steps
         self.executor: EnvExecutor = env_executor or InProcessEnvExecutor(env_factory)
         self.stats = RolloutStats()
         self._env = None  # the engine's own env: verified replays that rebuild restored conversations

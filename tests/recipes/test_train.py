@@ -9,7 +9,8 @@ from creditflow.cli import main
 from creditflow.config import build_config
 from creditflow.errors import UserError
 from creditflow.recipes import sft as sft_recipe
-from creditflow.recipes.train import config_for_resume, run_train
+from creditflow.recipes.resolve import config_for_resume
+from creditflow.recipes.train import run_train
 from creditflow.trainer.metrics import read_metrics
 from creditflow.trainer.rl import RLTrainer
 

@@ -20,7 +20,8 @@ from safetensors.torch import load_file
 from creditflow.cli import main
 from creditflow.config import build_config
 from creditflow.errors import UserError
-from creditflow.recipes.train import config_for_resume, run_train
+from creditflow.recipes.resolve import config_for_resume
+from creditflow.recipes.train import run_train
 from creditflow.trainer.metrics import read_metrics
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,8 @@ from creditflow.cli import main
 from creditflow.config import build_config
 from creditflow.errors import UserError
 from creditflow.policy.load import load_policy
-from creditflow.recipes.train import config_for_resume, run_train
+from creditflow.recipes.resolve import config_for_resume
+from creditflow.recipes.train import run_train
 from creditflow.trainer.metrics import read_metrics
 
 # untrained tiny policy: every action is invalid, so all advantages are 0; the entropy bonus gives every step
