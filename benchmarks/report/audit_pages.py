@@ -144,6 +144,10 @@ def audit_page(a: Audit) -> str:
         lines += bias_section(a)
     if a.fresh:
         lines += race_section(a)
+    elif "race" in s.get("parts", ()):  # the cells that link here say "no record yet"; so does the page
+        lines += ["## Learning race", "", "No record yet of the race on a fresh pool per seed with each arm's rate "
+                  "tuned on other seeds (issue 85); `benchmarks/credit_audit.py --parts race` runs it. The earlier "
+                  "race, one pool shared by every seed at lr 1, is below.", ""]
     if s.get("race"):
         lines += shared_race_section(a)
     if s["rro"]:
