@@ -81,7 +81,7 @@ install: $(STAMP)
 demo: install
 	$(VENV)/bin/creditflow demo $(ARGS)
 
-# docs/results/ and the README's results and performance tables, from the committed records (benchmarks/report.py);
+# docs/results/ and the README's results and performance tables, from the committed records (benchmarks/report/);
 # tests/test_report.py fails when they are out of date
 report: install
 	$(PY) -m benchmarks.report

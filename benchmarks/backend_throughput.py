@@ -27,6 +27,7 @@ from creditflow.config import build_config
 from creditflow.envs.configured import env_factory
 from creditflow.policy.backends.factory import close_backend, make_backend
 from creditflow.recipes.sft import load_or_build_policy
+from creditflow.recipes.sections import engine_settings
 from creditflow.rollout.factory import make_engine
 from creditflow.rollout.engine import TaskSpec
 
@@ -60,17 +61,17 @@ def main() -> None:
         base = [f"out_dir={tmp}", f"generation.max_new_tokens={args.max_new_tokens}", f"policy.device={args.device}"]
         base += [f"policy.model={args.model}"] if args.model else []
         cfg = build_config(None, base)
-        factory = env_factory(cfg)
+        factory = env_factory(cfg.env, cfg.rollout.max_steps)
         model, tok = load_or_build_policy(cfg, Path(tmp), factory, log=lambda *_: None)
         model_dir = Path(args.model) if args.model else Path(tmp) / "tiny_model"
         specs = [TaskSpec(f"sokoban/{s}", s) for s in range(args.tasks)]
         for name in ("hf", "vllm"):
             cfg = build_config(None, base + [f"policy.backend={name}"])
             t0 = time.perf_counter()
-            backend = make_backend(cfg, model, tok, model_dir)
+            backend = make_backend(cfg.policy, cfg.seed, model, tok, model_dir)
             start = time.perf_counter() - t0
             try:
-                engine = make_engine(cfg, model, tok, factory, backend=backend)
+                engine = make_engine(engine_settings(cfg), model, tok, factory, backend=backend)
                 cold = measure(engine, [TaskSpec("warmup", 10_000)], 2)
                 results[name] = measure(engine, specs, args.group)
                 results[name].update(backend_start_s=start, cold_rollout_s=cold["seconds"])

@@ -54,7 +54,7 @@ continues where it was and processes given disjoint ``--seeds`` (``--jobs N`` st
 registered (the same seed gives the same episodes and Monte-Carlo values, so the arms it had keep their
 numbers), and a race arm without a file runs: a new estimator joins the records by re-running this script.
 The summary ``credit_audit_<setting>.json`` holds the settings, the machine (``benchmarks/machine.py``) and
-every per-seed result; ``benchmarks/report.py`` builds the page and the README rows from it.
+every per-seed result; ``benchmarks/report/`` builds the page and the README rows from it.
 Single-threaded (``OMP_NUM_THREADS=1``); ``--commit`` commits each finished file with git.
 """
 

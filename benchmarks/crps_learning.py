@@ -89,7 +89,8 @@ def mixture_check(env: list[str], curriculum: str, iters: int, B: int = 8, G: in
             return [Generation(f"<action>{self.rng.choice(['up', 'down', 'left', 'right'])}</action>", [1], [0.0])
                     for _ in prompts]
 
-    factory = env_factory(build_config(None, env))
+    cfg = build_config(None, env)
+    factory = env_factory(cfg.env, cfg.rollout.max_steps)
     engine = RolloutEngine(RandomPolicy(), lambda messages: [0], factory, PromptBuilder("sokoban"), SamplingParams())
     hooks = CurriculumHooks(CurriculumConfig(name=curriculum, p_replay=p_replay), factory, "sokoban", seed)
     task_rng = np.random.default_rng(seed)

@@ -8,7 +8,7 @@ Statistics (``benchmarks/stats.py``): mean and the interquartile mean (IQM) over
 stratified-bootstrap percentile interval, plus the per-seed values. This is rliable's method (Agarwal et al.,
 2021: resample runs with replacement within each task, aggregate, take the 2.5/97.5 percentiles; IQM = mean
 of the middle 50% of scores), written in NumPy because the rliable package (1.2.0, 2024) no longer imports
-with current pandas/arch releases. ``benchmarks/report.py`` adds the t-intervals and the paired differences
+with current pandas/arch releases. ``benchmarks/report/`` adds the t-intervals and the paired differences
 between arms that the docs' results pages report; run it (``make report``) once new records are committed, or
 tests/test_report.py fails.
 
@@ -321,7 +321,7 @@ def _config_key(cfg) -> dict:
     policy = key.get("policy")
     if isinstance(policy, dict) and policy.get("dtype") == "auto" and policy.get("autocast", "none") == "none":
         from creditflow.errors import UserError
-        from creditflow.policy.model import resolve_device, resolve_dtype
+        from creditflow.policy.load import resolve_device, resolve_dtype
 
         try:
             policy["dtype"] = str(resolve_dtype("auto", resolve_device(policy.get("device", "auto")))).removeprefix("torch.")

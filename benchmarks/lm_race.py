@@ -30,7 +30,7 @@ pi_SFT solves roughly 10-40% of a pool.
 
 Records, resume, ``--jobs``, ``--shared`` and ``--only-recorded`` are the learning checks' (``benchmarks/learning.py``):
 one record per (arm, seed) in ``benchmarks/results/lm_race_<setting>_runs/`` with its config and machine; a rerun
-trains only the runs without a record and continues a stopped one from its checkpoint. ``benchmarks/report.py``
+trains only the runs without a record and continues a stopped one from its checkpoint. ``benchmarks/report/``
 writes the pages from the records.
 """
 

@@ -40,7 +40,8 @@ from benchmarks.runner import child_env, module_command
 from creditflow.config import build_config
 from creditflow.policy import lora
 from creditflow.policy.backends.base import SamplingParams
-from creditflow.policy.model import build_tiny_policy
+from creditflow.policy.tiny import build_tiny_policy
+from creditflow.recipes.sections import rl_run
 from creditflow.envs.configured import env_factory
 from creditflow.policy.factory import prompt_builder, tiny_vocab_size
 from creditflow.rollout.expert import expert_corpus
@@ -63,10 +64,10 @@ def tiny_policy(root: Path) -> Path:
     out = root / "tiny_model"
     if not (out / "config.json").exists():
         cfg = build_config(None, [])
-        factory = env_factory(cfg)
+        factory = env_factory(cfg.env, cfg.rollout.max_steps)
         env = factory()
-        corpus = expert_corpus(factory, prompt_builder(cfg, env), list(range(900_000, 900_400)))
-        build_tiny_policy(out, corpus, vocab_size=tiny_vocab_size(cfg, env), seed=0,
+        corpus = expert_corpus(factory, prompt_builder(cfg.policy, cfg.rollout, env), list(range(900_000, 900_400)))
+        build_tiny_policy(out, corpus, vocab_size=tiny_vocab_size(cfg.policy, env), seed=0,
                           isolate_chars=env.tokenizer_isolate_chars)
     return out
 
@@ -123,8 +124,8 @@ def role_update(mode: str, steps: int, threads: int) -> dict:
     if mode == "lora":
         model = lora.wrap(model, cfg.policy.lora, base_dir=".")
     # token ids only (no text): a tokenizer is needed for its padding id alone
-    trainer = RLTrainer(cfg, model, SimpleNamespace(pad_token_id=0), None, None, Path("."), None,
-                        eval_sampling=SamplingParams())
+    trainer = RLTrainer(rl_run(cfg, eval_sampling=SamplingParams()), model, SimpleNamespace(pad_token_id=0), None,
+                        None, None)
     rng = np.random.default_rng(0)
     samples = [Sample(rng.integers(3, 1024, 128).tolist(), rng.integers(3, 1024, 8).tolist(), [-7.0] * 8,
                       float(rng.choice([-1.0, 1.0]))) for _ in range(16)]

@@ -23,6 +23,7 @@ from creditflow.config import build_config
 from creditflow.rollout.engine import TaskSpec
 from creditflow.envs.configured import env_factory
 from creditflow.recipes.sft import load_or_build_policy
+from creditflow.recipes.sections import engine_settings
 from creditflow.rollout.factory import make_engine
 
 
@@ -50,9 +51,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cfg = build_config(None, [f"out_dir={tmp}", f"generation.max_new_tokens={args.max_new_tokens}"]
                            + ([f"policy.model={args.model}"] if args.model else []))
-        factory = env_factory(cfg)
+        factory = env_factory(cfg.env, cfg.rollout.max_steps)
         model, tok = load_or_build_policy(cfg, Path(tmp), factory, log=lambda *_: None)
-        engine = make_engine(cfg, model, tok, factory)
+        engine = make_engine(engine_settings(cfg), model, tok, factory)
         engine.rollout([TaskSpec("warmup", 0)], 2)  # warm-up
         specs = [TaskSpec(f"sokoban/{s}", s) for s in range(args.tasks)]
         batched = measure(engine, specs, args.group)

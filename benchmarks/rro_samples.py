@@ -68,7 +68,9 @@ from benchmarks.machine import machine_info
 from benchmarks.sft_models import require_weights
 from creditflow.config import build_config
 from creditflow.envs.configured import env_factory
-from creditflow.recipes.rro import held_out_metrics, run_collect, run_dpo_training, sft_model_path
+from creditflow.recipes.rro import held_out_metrics, run_collect, run_dpo
+from creditflow.recipes.sft import SFTRecipe
+from creditflow.rollout.seeding import seed_everything
 
 METHODS = ("fixed", "rising")
 ENVS = {  # per-env settings on top of the shared ones
@@ -210,7 +212,11 @@ def build_sft(args, work: Path, log) -> Path:
     extra = ([f"sft.demos={args.sft_demos}", f"sft.epochs={args.sft_epochs}"]
              + (["policy.tiny_hidden_size=64", "policy.tiny_layers=2"] if args.smoke else []))
     cfg = build_config(None, settings(args) + extra + [f"out_dir={work / 'sft'}"])
-    return sft_model_path(cfg, work / "sft", env_factory(cfg, "train"), log)
+    target = work / "sft" / "sft_model"
+    if not (target / "config.json").exists():  # trained once, into the work directory
+        seed_everything(cfg.seed)
+        SFTRecipe(cfg, env_factory(cfg.env, cfg.rollout.max_steps, "train"), work / "sft", log).setup().run()
+    return target
 
 
 def _arm_stat(values: list[float]) -> dict:
@@ -253,7 +259,7 @@ def train_runs(args, base: list[str], key: dict, sft: Path, sft_eval: dict, work
                 col = run_collect(cfg, log, model_path=sft)
                 t1 = time.perf_counter()
                 if col["pairs"]:
-                    dpo_path, dpo = run_dpo_training(cfg, log, model_path=sft)
+                    dpo_path, dpo = run_dpo(cfg, log, model_path=sft)
                     ev = held_out_metrics(cfg, dpo_path, args.eval_episodes)
                 else:
                     log("no pairs: π_DPO = π_SFT")

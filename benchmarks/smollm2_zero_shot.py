@@ -43,8 +43,9 @@ from benchmarks.machine import cpu_label, machine_info
 from creditflow.config import build_config
 from creditflow.curriculum.hooks import build_hooks
 from creditflow.errors import UserError
-from creditflow.policy.model import load_policy
+from creditflow.policy.load import load_policy
 from creditflow.envs.configured import env_factory
+from creditflow.recipes.sections import engine_settings, rl_run
 from creditflow.rollout.factory import make_engine
 from creditflow.recipes.eval import evaluate_saved_policy
 from creditflow.trainer.rl import RLTrainer
@@ -102,12 +103,12 @@ def step_cost(args) -> dict:
     cfg = build_config(None, [f"out_dir={out}", "rl.algo=rewardflow", f"policy.model={args.model}",
                               f"rollout.tasks_per_step={args.step_tasks}", f"rollout.group_size={args.step_group}",
                               *settings(args)])
-    factory = env_factory(cfg)
+    factory = env_factory(cfg.env, cfg.rollout.max_steps)
     model, tok = load_policy(args.model, "cpu")
-    engine = make_engine(cfg, model, tok, factory)
+    engine = make_engine(engine_settings(cfg), model, tok, factory)
     ref_model = load_policy(args.model, "cpu")[0] if cfg.rl.kl_coef > 0 else None  # as `creditflow train` does
-    trainer = RLTrainer(cfg, model, tok, engine, engine, out, logger=None, hooks=build_hooks(cfg, factory),
-                        ref_model=ref_model)
+    trainer = RLTrainer(rl_run(cfg), model, tok, engine, engine, logger=None,
+                        hooks=build_hooks(cfg.curriculum, cfg.env, cfg.seed, factory), ref_model=ref_model)
     captured = {}
     rollout = engine.rollout_groups
 

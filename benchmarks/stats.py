@@ -1,7 +1,7 @@
 """Statistics for learning checks with 3-5 seeds: intervals over seeds, paired differences, the ordering verdict.
 
 Pure NumPy/SciPy (no torch), shared by the benchmark scripts (``learning.py``, ``rro_samples.py``,
-``demo_seeds.py``) and the report (``report.py``). Every number these functions give is named by what it is:
+``demo_seeds.py``) and the report (``benchmarks/report/``). Every number these functions give is named by what it is:
 
 - **mean ± sd**: the sample standard deviation over seeds, ``ddof=1`` (``mean_sd``); the older benchmark tables'
   ``±`` is ``ddof=0`` (``np.std``) and says so where the report shows it.

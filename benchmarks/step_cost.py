@@ -59,8 +59,9 @@ from benchmarks.machine import cpu_label, machine_info
 from creditflow import api
 from creditflow.config import build_config
 from creditflow.curriculum.hooks import build_hooks
-from creditflow.policy.model import CPU_FLOAT32_SDPA, load_policy
+from creditflow.policy.load import CPU_FLOAT32_SDPA, load_policy
 from creditflow.envs.configured import env_factory
+from creditflow.recipes.sections import engine_settings, rl_run
 from creditflow.rollout.factory import make_engine
 # the setting the issue names and the committed tables measured (the demo now runs RewardFlow on 8 x 8)
 from creditflow.recipes.demo import DEMO_DEFAULTS, DEMO_ENV_SETTINGS, EARLIER_GRPO_DEMO
@@ -141,11 +142,11 @@ class Trainer:
     def __init__(self, layout: str, model_dir: Path, out: Path):
         self.layout = layout
         self.cfg = demo_config(layout, out)
-        factory = env_factory(self.cfg)
+        factory = env_factory(self.cfg.env, self.cfg.rollout.max_steps)
         self.model, self.tok = load_policy(model_dir, "cpu")
-        engine = make_engine(self.cfg, self.model, self.tok, factory)
-        self.trainer = RLTrainer(self.cfg, self.model, self.tok, engine, engine, out, logger=None,
-                                 hooks=build_hooks(self.cfg, factory))
+        engine = make_engine(engine_settings(self.cfg), self.model, self.tok, factory)
+        self.trainer = RLTrainer(rl_run(self.cfg), self.model, self.tok, engine, engine, logger=None,
+                                 hooks=build_hooks(self.cfg.curriculum, self.cfg.env, self.cfg.seed, factory))
         self.trajs: list = []
         rollout = engine.rollout_groups
 

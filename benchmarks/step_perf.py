@@ -18,6 +18,7 @@ its arithmetic: the FLOPs of the matrix products and attention the lean path run
 from __future__ import annotations
 
 import copy
+import dataclasses
 import statistics
 import time
 from contextlib import contextmanager
@@ -192,7 +193,7 @@ def update_cost(model, rows, rl, fwd, repeats: int = 2) -> dict:
                                        weight_decay=rl.weight_decay)
 
     def once(work, opt, timer=None):
-        policy_update(work, opt, rows, rl, fwd, np.random.default_rng(0), clock=timer)
+        policy_update(work, opt, rows, rl, dataclasses.replace(fwd, clock=timer), np.random.default_rng(0))
 
     for _ in range(repeats):
         work, opt = fresh()

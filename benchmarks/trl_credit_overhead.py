@@ -47,15 +47,15 @@ def tiny_policy(out: Path) -> Path:
     if (out / "config.json").exists():
         return out
     from creditflow.config import RunConfig
-    from creditflow.policy.model import build_tiny_policy
+    from creditflow.policy.tiny import build_tiny_policy
     from creditflow.envs.configured import env_factory
     from creditflow.policy.factory import prompt_builder
     from creditflow.rollout.expert import expert_corpus
 
     cfg = RunConfig()
-    factory = env_factory(cfg)
+    factory = env_factory(cfg.env, cfg.rollout.max_steps)
     env = factory()
-    corpus = expert_corpus(factory, prompt_builder(cfg, env), list(range(40)))
+    corpus = expert_corpus(factory, prompt_builder(cfg.policy, cfg.rollout, env), list(range(40)))
     build_tiny_policy(out, corpus, vocab_size=1024, seed=0, isolate_chars=env.tokenizer_isolate_chars)
     return out
 

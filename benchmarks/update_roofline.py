@@ -39,7 +39,7 @@ from torch.profiler import ProfilerActivity, profile
 
 
 from benchmarks.machine import cpu_label, machine_info, matmul_gflops
-from creditflow.policy.model import tiny_config
+from creditflow.policy.tiny import tiny_config
 
 RESULTS = Path(__file__).resolve().parent / "results"
 LAYOUTS = {"window": "window+paper", "conversation": "conversation+compact"}  # step_cost.json's names

@@ -32,7 +32,8 @@ from benchmarks.machine import machine_info
 from creditflow.config import build_config
 from creditflow.envs.configured import env_factory
 from creditflow.recipes.eval import evaluate_saved_policy
-from creditflow.recipes.rro import sft_model_path
+from creditflow.recipes.sft import SFTRecipe
+from creditflow.rollout.seeding import seed_everything
 
 SHARED = ["env.name=webshop", "sft.max_length=2048", "policy.template=compact", "generation.max_new_tokens=48",
           "tensorboard=false"]
@@ -96,13 +97,24 @@ def markdown(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def sft_model(cfg, work: Path) -> Path:
+    """The run's π_SFT: ``policy.model`` when given, else ``work/sft_model``, trained there first when absent."""
+    if cfg.policy.model:
+        return Path(cfg.policy.model)
+    target = work / "sft_model"
+    if not (target / "config.json").exists():
+        seed_everything(cfg.seed)
+        SFTRecipe(cfg, env_factory(cfg.env, cfg.rollout.max_steps, "train"), work, print).setup().run()
+    return target
+
+
 def rebuild(cfg, work: Path, record: dict) -> None:
     """A recorded run whose π_SFT is gone (a fresh clone, a cleaned work directory): train it again from the
     same settings and check it against the record. Training is deterministic on a given machine, so the
     held-out metrics should repeat; the record itself is left as it is."""
     print(f"run {record['name']!r} is recorded but {work / 'sft_model'} is missing: rebuilding it")
     t0 = time.perf_counter()
-    model = sft_model_path(cfg, work, env_factory(cfg, "train"), print)
+    model = sft_model(cfg, work)
     minutes = (time.perf_counter() - t0) / 60
     _, trajs = evaluate_saved_policy(cfg, model, record["eval"]["episodes"])
     now = shopping_metrics(trajs)
@@ -138,7 +150,7 @@ def main() -> None:
         return
     load_start = os.getloadavg()
     t0 = time.perf_counter()
-    model = sft_model_path(cfg, work, env_factory(cfg, "train"), print)
+    model = sft_model(cfg, work)
     minutes = (time.perf_counter() - t0) / 60
     sft = json.loads((work / "sft_metrics.json").read_text()) if (work / "sft_metrics.json").exists() else {}
     metrics, trajs = evaluate_saved_policy(cfg, model, args.eval_episodes)

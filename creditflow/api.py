@@ -34,22 +34,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Union
 
-from creditflow import envs
+from creditflow import credit, envs
 from creditflow.arguments import check_callable, check_int, check_lines, check_mapping, check_number, check_path, shown
 from creditflow.auditing import AuditResult, AuditSettings
 from creditflow.auditing import audit as run_audit
 from creditflow.config import RunConfig, build_config, given_settings, setting
+from creditflow.configdoc import commented_yaml
+from creditflow.credit.draw import GroupGraph, group_graph, write_graph
+from creditflow.credit.registry import Knobs, parse_key_values
+from creditflow.envs.check import Check, check_env
 from creditflow.envs.configured import env_factory
 from creditflow.errors import Interrupted, UserError, UserTypeError
-from creditflow.recipes.demo import run_demo
-from creditflow.recipes.eval import evaluate_saved_policy
-from creditflow.recipes.export import export_gguf as run_export_gguf
-from creditflow.recipes.export import export_policy
-from creditflow.recipes.rro import run_collect, run_dpo_training, run_rro
-from creditflow.recipes.sft import sft as run_sft
-from creditflow.recipes.train import config_for_resume, run_train
-from creditflow.rollout.trajectory import SuccessRule, Trajectory
-from creditflow.trainer.checkpoint import checkpoint_root
+from creditflow.rollout.trajectory import SuccessRule, Trajectory, read_jsonl, read_jsonl_lines
+
+# Each function imports its recipe (and through it torch) when it is called, not here: the CLI imports this
+# module for every command, and `creditflow --help` or a config check loads no torch (tests/test_leftovers.py).
 
 ConfigLike = Union[RunConfig, dict, list, tuple, str, os.PathLike, None]
 """A :class:`RunConfig`, a dict of its sections, ``["key=value", ...]``, a YAML path, or None (the defaults)."""
@@ -58,7 +57,8 @@ EnvLike = Union[str, type, Callable[..., Any], object, None]
 """An env name, an env class, a factory, or an env object (None: ``env.name`` of the config)."""
 
 __all__ = ["RunResult", "EvalResult", "train", "sft", "evaluate", "rro", "audit", "demo", "export", "export_gguf",
-           "collect_preferences", "dpo", "load_config", "with_env"]
+           "collect_preferences", "dpo", "load_config", "with_env", "resolve", "config_yaml", "credit_knobs",
+           "score_file", "draw_graph", "env_checks"]
 
 
 @dataclass(frozen=True)
@@ -183,6 +183,33 @@ def with_env(cfg: RunConfig, env: EnvLike) -> RunConfig:
     return cfg
 
 
+def resolve(config: ConfigLike = None, overrides: list[str] | tuple[str, ...] = (), env: EnvLike = None,
+            resume: str | os.PathLike | None = None) -> RunConfig:
+    """The run config of the user's inputs (checked for type already), each later one winning over the earlier:
+
+    1. the defaults of :mod:`creditflow.config`;
+    2. ``config`` (a :class:`RunConfig`'s given settings, a dict, ``key=value`` lines or a YAML file) or, with
+       ``resume``, the run's own ``config.yaml`` (its paths read from where the run was started);
+    3. ``overrides`` in order, a command's named options first; a resume records in ``resumes`` what they change
+       (:func:`creditflow.recipes.resolve.config_for_resume`);
+    4. ``env``: names the run's env (an env object takes no options; a resume only the env it was made with);
+    5. the inference settings saved beside the model a recipe loads fill what 1-4 left at its default
+       (:func:`creditflow.recipes.resolve.with_model_settings`, applied by the recipe that knows the model directory).
+
+    The recipe then hands each part below it its own sections of the result (``creditflow.recipes.sections``)."""
+    if resume is None:
+        return with_env(load_config(config, overrides), env)
+    if config is not None and not isinstance(config, (list, tuple)):
+        raise UserError("resume: a resumed run keeps its own config.yaml; give changes as key=value overrides")
+    from creditflow.recipes.resolve import config_for_resume  # recipes import torch: only when a run starts
+
+    cfg = config_for_resume(resume, [*(config or []), *overrides])
+    name = env_name(env)
+    if name is not None and name != cfg.env.name:
+        raise UserError(f"resume: the run in {str(resume)!r} was made with env {cfg.env.name!r}, not {name!r}")
+    return cfg
+
+
 def train(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.PathLike | None = None,
           out: str | os.PathLike | None = None, algo: str | None = None, curriculum: str | None = None,
           overrides: list[str] | tuple[str, ...] = (), resume: str | os.PathLike | None = None) -> RunResult:
@@ -197,15 +224,10 @@ def train(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.Pat
     overrides = _named(_check_overrides(overrides), model=model, out=out, algo=algo, curriculum=curriculum)
     check_path(resume, "resume", "the run directory to continue")
     _check_env(env)
-    if resume is not None:
-        if config is not None and not isinstance(config, (list, tuple)):
-            raise UserError("resume: a resumed run keeps its own config.yaml; give changes as key=value overrides")
-        cfg = config_for_resume(resume, [*(config or []), *overrides])
-        name = env_name(env)
-        if name is not None and name != cfg.env.name:
-            raise UserError(f"resume: the run in {str(resume)!r} was made with env {cfg.env.name!r}, not {name!r}")
-    else:
-        cfg = with_env(load_config(config, overrides), env)
+    cfg = resolve(config, overrides, env, resume)
+    from creditflow.recipes.train import run_train
+    from creditflow.trainer.checkpoint import checkpoint_root
+
     run_dir, _, last = run_train(cfg, resume=resume is not None)
     marker = checkpoint_root(run_dir) / "latest"
     model = checkpoint_root(run_dir) / marker.read_text().strip() if marker.is_file() else None
@@ -220,7 +242,9 @@ def sft(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.PathL
     _check_config(config)
     overrides = _named(_check_overrides(overrides), model=model, out=out)
     _check_env(env)
-    cfg = with_env(load_config(config, overrides), env)
+    cfg = resolve(config, overrides, env)
+    from creditflow.recipes.sft import run_sft
+
     model, metrics = run_sft(cfg)
     return RunResult(Path(cfg.out_dir), model, dict(metrics))
 
@@ -244,10 +268,12 @@ def evaluate(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.
         raise UserError(f"evaluate: episodes must be a positive integer, got {episodes!r}")
     if split not in ("validation", "test"):
         raise UserError(f"evaluate: split must be 'validation' or 'test', got {split!r}")
-    cfg = with_env(load_config(config, overrides), env)
+    cfg = resolve(config, overrides, env)
     model = model if model is not None else cfg.policy.model
     if model is None:
         raise UserError("evaluate: give model=DIR (a model directory, checkpoint or run directory)")
+    from creditflow.recipes.eval import evaluate_saved_policy
+
     try:
         metrics, trajectories = evaluate_saved_policy(cfg, model, episodes, split=split)
     except KeyboardInterrupt:
@@ -263,7 +289,9 @@ def rro(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.PathL
     _check_config(config)
     overrides = _named(_check_overrides(overrides), model=model, out=out)
     _check_env(env)
-    cfg = with_env(load_config(config, overrides), env)
+    cfg = resolve(config, overrides, env)
+    from creditflow.recipes.rro import run_rro
+
     summary = run_rro(cfg)
     return RunResult(Path(cfg.out_dir), Path(summary["dpo_model"]), _numbers(summary))
 
@@ -314,7 +342,7 @@ def audit(env: EnvLike = "sokoban", *, env_options: dict | None = None, policy=N
     # the env through the run's own checks: its options, a user's env's first reset and turn limit, and every value
     # it returns during the audit (envs/checked.py), as train and sft make theirs
     cfg = build_config(None, [setting("env.name", name)], base={"env": {"kwargs": env_options}})
-    factory = env_factory(cfg, cuts=False)
+    factory = env_factory(cfg.env, cfg.rollout.max_steps, cuts=False)
     menu = None
     if model is not None:
         from creditflow.recipes.audit import policy_menu
@@ -358,6 +386,8 @@ def demo(config: str | os.PathLike | None = None, *, env: EnvLike = None, out: s
     check_path(out, "out", "the run directory")
     _check_env(env)
     overrides = _check_overrides(overrides)
+    from creditflow.recipes.demo import run_demo
+
     return run_demo(overrides, env=env_name(env), out_dir=None if out is None else os.fspath(out), quick=bool(quick),
                     config_file=None if config is None else os.fspath(config))
 
@@ -368,6 +398,8 @@ def export(source: str | os.PathLike, out: str | os.PathLike, *, dtype: str = "a
     may be a run directory (its newest checkpoint). ``dtype``: float32, bfloat16 or float16 (auto: float32)."""
     check_path(source, "source", "a checkpoint, run, adapter or model directory")
     check_path(out, "out", "the new model directory")
+    from creditflow.recipes.export import export_policy
+
     return export_policy(source, out, dtype)
 
 
@@ -376,7 +408,9 @@ def export_gguf(path: str | os.PathLike, out: str | os.PathLike, *, dtype: str =
     --from-gguf``): its weights dequantised to ``dtype``, its tokenizer and chat template (needs ``gguf``)."""
     check_path(path, "path", "a GGUF file")
     check_path(out, "out", "the new model directory")
-    return run_export_gguf(path, out, dtype)
+    from creditflow.recipes.export import model_from_gguf
+
+    return model_from_gguf(path, out, dtype)
 
 
 def collect_preferences(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.PathLike | None = None,
@@ -389,7 +423,10 @@ def collect_preferences(config: ConfigLike = None, *, env: EnvLike = None, model
     _check_config(config)
     overrides = _named(_check_overrides(overrides), model=model, out=out)
     _check_env(env)
-    return run_collect(with_env(load_config(config, overrides), env))
+    cfg = resolve(config, overrides, env)
+    from creditflow.recipes.rro import run_collect
+
+    return run_collect(cfg)
 
 
 def dpo(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.PathLike | None = None,
@@ -400,6 +437,56 @@ def dpo(config: ConfigLike = None, *, env: EnvLike = None, model: str | os.PathL
     _check_config(config)
     overrides = _named(_check_overrides(overrides), model=model, out=out)
     _check_env(env)
-    cfg = with_env(load_config(config, overrides), env)
-    target, metrics = run_dpo_training(cfg)
+    cfg = resolve(config, overrides, env)
+    from creditflow.recipes.rro import run_dpo
+
+    target, metrics = run_dpo(cfg)
     return RunResult(Path(cfg.out_dir), Path(target), dict(metrics))
+
+
+# --------------------------------------------------------------------------------------------------
+# the commands on files and envs: ``creditflow config``, ``credit``, ``graph`` and ``envs check`` call these
+# --------------------------------------------------------------------------------------------------
+
+
+def config_yaml(config: ConfigLike = None, overrides: list[str] | tuple[str, ...] = ()) -> str:
+    """The full run config as commented YAML (``creditflow config``): each field's docstring and constraints, the
+    values of ``config`` with ``overrides`` (:func:`load_config`); ``creditflow train --config`` reads it back."""
+    return commented_yaml(load_config(config, overrides))
+
+
+def credit_knobs(estimator: str, knobs: list[str] | tuple[str, ...] = ()) -> Knobs:
+    """The knobs of ``estimator`` from ``key=value`` lines (``creditflow credit``'s arguments), checked: an
+    unknown estimator or knob, or a bad value, is one line."""
+    return credit.validate_knobs(estimator, parse_key_values(knobs), strings=True)
+
+
+def score_file(path: str | os.PathLike, out: str | os.PathLike, estimator: str,
+               knobs: Knobs | dict | None = None) -> tuple[credit.Credit, credit.StepBatch]:
+    """Score the trajectories of the JSONL file ``path`` with ``estimator`` into ``out`` (``creditflow credit``):
+    every step gets ``process_reward``, ``step_reward`` and ``advantage``, every other byte stays as read. Returns
+    the credit (its ``metrics``) and the batch scored (``n_traj``, ``n_steps``)."""
+    values = knobs if isinstance(knobs, Knobs) else credit.validate_knobs(estimator, knobs or {})
+    lines = read_jsonl_lines(path)
+    if not lines:
+        raise UserError(f"--in {str(path)!r}: no trajectories")
+    return credit.score_lines(lines, estimator, values, out)
+
+
+def draw_graph(path: str | os.PathLike, out: str | os.PathLike, group: str | None = None, knobs=None,
+               estimator: str | None = None) -> GroupGraph:
+    """Draw one group's state graph (``creditflow graph``) from the trajectories of the JSONL file ``path`` into
+    ``out`` (png, svg, pdf, dot or html, by its suffix): ``group`` the group id (default: the first), ``knobs``
+    the graph knobs of ``estimator`` (an estimator registered with a drawing; default: the first registered,
+    RewardFlow), its paper's values where not given."""
+    graph = group_graph(read_jsonl(path), group, knobs, estimator=estimator)
+    write_graph(graph, out)
+    return graph
+
+
+def env_checks(env: EnvLike, options: dict | None = None, seeds: int = 3,
+               success_threshold: float | None = None) -> list[Check]:
+    """``env`` against the protocol (``creditflow envs check``) on seeds ``0 .. seeds-1``, with ``options`` its
+    keyword arguments: one :class:`~creditflow.envs.check.Check` (name, status, detail) per check."""
+    return check_env(envs.factory(env_name(env), **(options or {})), list(range(seeds)),
+                     success_threshold=success_threshold)

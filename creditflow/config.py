@@ -796,7 +796,7 @@ def _section_fields(loc: tuple) -> list[str]:
 def given_settings(cfg: BaseModel) -> dict:
     """The settings of ``cfg`` that were given (by a file, an override, a constructor or an assignment), nested
     as a config file holds them. Rebuilding a config from them keeps what was given apart from what defaulted,
-    which decides whether a model's saved settings apply (``policy/factory.with_model_settings``)."""
+    which decides whether a model's saved settings apply (``recipes/resolve.with_model_settings``)."""
     out: dict = {}
     for name in type(cfg).model_fields:
         value = getattr(cfg, name)

@@ -20,15 +20,15 @@ def one_torch_thread():
 def _tiny_policy(tmp_path_factory, name: str, num_attention_heads: int):
     """A very small Qwen2 policy built the way the CLI builds the default (tokenizer trained locally)."""
     from creditflow.config import RunConfig
-    from creditflow.policy.model import build_tiny_policy
+    from creditflow.policy.tiny import build_tiny_policy
     from creditflow.envs.configured import env_factory
     from creditflow.policy.factory import prompt_builder
     from creditflow.rollout.expert import expert_corpus
 
     cfg = RunConfig()
-    factory = env_factory(cfg)
+    factory = env_factory(cfg.env, cfg.rollout.max_steps)
     env = factory()
-    corpus = expert_corpus(factory, prompt_builder(cfg, env), list(range(40)))
+    corpus = expert_corpus(factory, prompt_builder(cfg.policy, cfg.rollout, env), list(range(40)))
     out = tmp_path_factory.mktemp(name) / "model"
     build_tiny_policy(out, corpus, vocab_size=400, seed=0, isolate_chars=env.tokenizer_isolate_chars,
                       hidden_size=32, intermediate_size=64, num_hidden_layers=2,

@@ -328,12 +328,12 @@ def test_eval_with_nowhere_to_write_still_prints_its_metrics(tiny_model_dir, tmp
                  "file write failed"),
 ])
 def test_a_full_disk_anywhere_is_one_line(error, capsys, monkeypatch):
-    import creditflow.api as api  # the CLI's train runs the API's, which runs the recipe
+    import creditflow.recipes.train as recipe  # the CLI's train runs the API's, which runs the recipe
 
     def run_train(cfg, resume=False):
         raise error
 
-    monkeypatch.setattr(api, "run_train", run_train)
+    monkeypatch.setattr(recipe, "run_train", run_train)
     with pytest.raises(SystemExit) as exc:
         main(["train", "rl.steps=1"])
     err = capsys.readouterr().err
@@ -342,9 +342,9 @@ def test_a_full_disk_anywhere_is_one_line(error, capsys, monkeypatch):
 
 
 def test_other_errors_are_not_taken_for_a_full_disk(monkeypatch):
-    import creditflow.api as api
+    import creditflow.recipes.train as recipe
 
-    monkeypatch.setattr(api, "run_train", lambda cfg, resume=False: (_ for _ in ()).throw(RuntimeError("a bug")))
+    monkeypatch.setattr(recipe, "run_train", lambda cfg, resume=False: (_ for _ in ()).throw(RuntimeError("a bug")))
     with pytest.raises(RuntimeError, match="a bug"):
         main(["train", "rl.steps=1"])
 
@@ -443,7 +443,7 @@ def test_zero_one_numbers_are_booleans_and_results_stay_finite():
 import signal  # noqa: E402
 
 from creditflow.atomic import CRASH_AT  # noqa: E402
-from creditflow.policy.model import build_tiny_policy, tiny_model_built  # noqa: E402
+from creditflow.policy.tiny import build_tiny_policy, tiny_model_built  # noqa: E402
 from creditflow.trainer.metrics import read_metrics  # noqa: E402
 
 # checkpoint.optimizer=all: both checkpoints keep AdamW's state, so a resume that falls back to step 1 is exact

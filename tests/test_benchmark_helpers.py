@@ -316,7 +316,7 @@ def test_roofline_flop_count_matches_torch_flop_counter():
     from transformers import Qwen2ForCausalLM
 
     from benchmarks.update_roofline import flops, model_shape
-    from creditflow.policy.model import tiny_config
+    from creditflow.policy.tiny import tiny_config
 
     config = tiny_config(attn_implementation="eager")
     config.vocab_size = 300
@@ -382,7 +382,7 @@ def fake_rro_runs(monkeypatch, calls: list) -> None:
         return model_path, {"dpo/steps": 1, "dpo/train_loss": 0.6}
 
     monkeypatch.setattr(rro_samples, "run_collect", collect)
-    monkeypatch.setattr(rro_samples, "run_dpo_training", dpo)
+    monkeypatch.setattr(rro_samples, "run_dpo", dpo)
     monkeypatch.setattr(rro_samples, "held_out_metrics", lambda cfg, path, n: {"eval/success_rate": 0.5,
                                                                               "eval/score": 0.5})
 

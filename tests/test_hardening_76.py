@@ -480,7 +480,7 @@ def test_sft_on_a_full_disk_leaves_nothing_and_says_one_line(where, tmp_path, ca
     elif where == "the tiny policy":
         monkeypatch.setattr(policy_factory, "build_tiny_policy", _full)
     else:
-        monkeypatch.setattr(sft, "run_sft", lambda *a, **k: (_ for _ in ()).throw(RuntimeError(
+        monkeypatch.setattr(sft, "train_sft", lambda *a, **k: (_ for _ in ()).throw(RuntimeError(
             "[enforce fail at inline_container.cc:672] . PytorchStreamWriter failed writing file data/0: file write "
             "failed\nsecond line")))
     code, err = _run(["sft", "--out", "runs/deep/x", "sft.demos=2", "sft.epochs=1", "policy.tiny_hidden_size=32",

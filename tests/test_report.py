@@ -1,4 +1,4 @@
-"""benchmarks/report.py: the committed results pages and README tables are what the records give."""
+"""benchmarks/report/: the committed results pages and README tables are what the records give."""
 
 import json
 import re
@@ -19,7 +19,7 @@ def test_committed_results_pages_and_readme_tables_are_generated_from_the_record
 def test_narratives_take_every_measured_number_from_the_records():
     """Outside template expressions a narrative holds no decimal with two or more places and no percentage: those
     come from ``{{ ... }}`` over the records (settings such as '100 steps' or 'Eq. 4' are fine)."""
-    for path in sorted(report.NARRATIVE.glob("*.md")):
+    for path in sorted(report.paths.NARRATIVE.glob("*.md")):
         text = re.sub(r"\{\{.*?\}\}|\{%.*?%\}", " ", path.read_text(encoding="utf-8"), flags=re.S)
         typed = re.findall(r"(?<![\w.])[+−-]?\d*\.\d{2,}|\d+(?:\.\d+)?%", text)
         assert not typed, f"{path.name} types measured numbers: {typed}"
@@ -75,19 +75,19 @@ def test_a_new_arm_landing_seed_by_seed_shows_up_on_the_page_and_in_the_table(tm
     summary is rewritten; the check then shows them with the seeds they have and pairs them with the others."""
     results = tmp_path / "benchmarks" / "results"
     records = results / "credit_learning_hard_runs"
-    shutil.copytree(report.RESULTS / "credit_learning_hard_runs", records)
+    shutil.copytree(report.paths.RESULTS / "credit_learning_hard_runs", records)
     for landed in records.glob("*_s*.json"):  # arms after the first three land seed by seed; this case sets its own
         if landed.stem.rsplit("_s", 1)[0] not in ("grpo", "gigpo", "rewardflow"):
             landed.unlink()
     for name in ("credit_learning_hard.json", "credit_learning_hard_diagnostics.json"):
-        shutil.copy(report.RESULTS / name, results / name)
+        shutil.copy(report.paths.RESULTS / name, results / name)
     for arm, seeds in (("rewardflow_official", (0, 1, 2)), ("gigpo_official", (0, 1))):
         for seed in seeds:
             stored = json.loads((records / f"rewardflow_s{seed}.json").read_text())
             stored["record"]["final_eval_success"] = 0.05 + 0.01 * seed
             stored["record"]["sft_sha256"] = "ab" * 32
             (records / f"{arm}_s{seed}.json").write_text(json.dumps(stored))
-    monkeypatch.setattr(report, "RESULTS", results)
+    monkeypatch.setattr(report.paths, "RESULTS", results)
     spec = next(s for s in report.SPECS if s.stem == "credit_learning_hard")
     check = report.load_check(spec)
     assert check.arms[-2:] == ["rewardflow_official", "gigpo_official"]
@@ -113,11 +113,11 @@ def test_readme_tables_replace_only_what_is_between_their_markers():
 
 
 def test_check_mode_names_what_is_out_of_date(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(report, "DOCS", tmp_path / "docs" / "results")
-    monkeypatch.setattr(report, "ROOT", tmp_path)
+    monkeypatch.setattr(report.paths, "DOCS", tmp_path / "docs" / "results")
+    monkeypatch.setattr(report.paths, "ROOT", tmp_path)
     readme = tmp_path / "README.md"
-    readme.write_text(report.README.read_text(encoding="utf-8"), encoding="utf-8")
-    monkeypatch.setattr(report, "README", readme)
+    readme.write_text(report.paths.README.read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setattr(report.paths, "README", readme)
     monkeypatch.setattr("sys.argv", ["report.py", "--check"])
     assert report.main() == 1
     assert "out of date: docs/results/index.md" in capsys.readouterr().err
@@ -145,7 +145,7 @@ def test_training_curve_area_is_the_mean_on_policy_training_success_of_every_com
         assert check.train_curves, spec.stem
         for r in check.runs:
             assert report.train_auc(r) == pytest.approx(r.extra["mean_train_success"]), (spec.stem, r.arm, r.seed)
-        page = (report.DOCS / check.page).read_text(encoding="utf-8")
+        page = (report.paths.DOCS / check.page).read_text(encoding="utf-8")
         assert "On the training curve ([area under on-policy training success](#training-curve)" in page
         assert "## Training curve" in page
 
@@ -188,7 +188,7 @@ def write_race(results, setting, runs, threshold=0.5):
 
 
 def test_lm_race_pages_say_not_run_yet_then_score_the_pool_curves_as_the_tabular_race(tmp_path, monkeypatch):
-    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    monkeypatch.setattr(report.paths, "RESULTS", tmp_path)
     races = report.load_lm_races()
     assert [r.setting for r in races] == list(report.LM_RACES) and not any(r.runs for r in races)
     assert "**Not run yet**" in report.lm_race_page(races[0])
@@ -216,26 +216,26 @@ def test_lm_race_pages_say_not_run_yet_then_score_the_pool_curves_as_the_tabular
 
 
 def test_readme_results_are_one_short_row_per_claim_and_one_column_per_level_of_evidence():
-    text = report.README.read_text(encoding="utf-8")
+    text = report.paths.README.read_text(encoding="utf-8")
     assert len(text.splitlines()) <= 250
-    begin, end = report.MARKERS["results"]
+    begin, end = report.paths.MARKERS["results"]
     block = text[text.index(begin):text.index(end)]
     rows = [line for line in block.splitlines() if line.startswith("| ")]
     assert rows[0] == "| claim | " + " | ".join(report.EVIDENCE.values()) + " |"
     assert [r.split(" | ")[0][2:] for r in rows[1:]] == [claim for claim, _ in report.CLAIM_ROWS]
     for target in re.findall(r"\]\((docs/results/[^)#]+)", block):  # every cell links to a page that exists
-        assert (report.ROOT / target).is_file(), target
+        assert (report.paths.ROOT / target).is_file(), target
     pool_cell = rows[1].split(" | ")[1 + list(report.EVIDENCE).index("pool")]
-    if not list(report.RESULTS.glob("lm_race_demo_runs/*.json")):  # no LM race record yet: the cell says so
+    if not list(report.paths.RESULTS.glob("lm_race_demo_runs/*.json")):  # no LM race record yet: the cell says so
         assert pool_cell == "[2 not run yet](docs/results/index.md#by-claim-and-level-of-evidence)"
     for row in rows[1:]:  # a cell counts its verdicts; the full lists are in docs/results/index.md
         assert all(len(cell) < 200 for cell in row.split(" | ")[1:]), row
-    index = (report.DOCS / "index.md").read_text(encoding="utf-8")
+    index = (report.paths.DOCS / "index.md").read_text(encoding="utf-8")
     assert "## By claim and level of evidence" in index and "**not run yet**: [6×6](lm-race-demo.md)" in index
 
 
 def test_claims_cells_group_settings_by_verdict_and_name_what_does_not_measure_a_claim(tmp_path, monkeypatch):
-    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    monkeypatch.setattr(report.paths, "RESULTS", tmp_path)
     spec = report.Spec("x", "learning", "X", "setting", "credit", report.CREDIT_CLAIM)
     good = [curve_run(arm, s, v + 0.01 * s, v + 0.011 * s) for s in range(5)
             for arm, v in (("grpo", 0.1), ("gigpo", 0.2), ("rewardflow", 0.3))]
@@ -257,7 +257,7 @@ def test_claims_cells_group_settings_by_verdict_and_name_what_does_not_measure_a
 def test_prediction_table_takes_each_column_from_its_own_level_and_says_no_record(tmp_path, monkeypatch):
     audits = {a.setting: a for a in report.load_audits()}
     checks = {c.spec.stem: c for c in (report.load_check(s) for s in report.SPECS if s.kind == "learning")}
-    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    monkeypatch.setattr(report.paths, "RESULTS", tmp_path)
     runs = {(arm, s): race_record(s, [[0, 0.4], [5, v + 0.01 * s]]) for s in range(3)
             for arm, v in (("grpo", 0.4), ("rewardflow", 0.6))}
     write_race(tmp_path, "demo", runs)

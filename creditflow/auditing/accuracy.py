@@ -14,9 +14,10 @@ from typing import Sequence
 import numpy as np
 
 from creditflow.auditing.errors import AuditError
-from creditflow.auditing.estimators import Arm, Columns, advantages
+from creditflow.auditing.estimators import Arm, arm_advantages
 from creditflow.auditing.metrics import all_metrics, resolved
 from creditflow.auditing.sim import Episode, Node, Sim
+from creditflow.credit.rows import Rows
 
 
 def q_estimates(sim: Sim, nodes: Sequence[Node], actions: Sequence[str | None], m: int, policy,
@@ -52,7 +53,7 @@ def subsample(n: int, size: int | None, rng: np.random.Generator) -> np.ndarray 
     return np.sort(rng.choice(n, size=int(size), replace=False))
 
 
-def accuracy(cols: Columns, truth: dict, arms: Sequence[Arm], rows: Sequence[int] | None = None) -> dict:
+def accuracy(cols: Rows, truth: dict, arms: Sequence[Arm], rows: Sequence[int] | None = None) -> dict:
     """Per arm: :func:`creditflow.auditing.metrics.all_metrics` of its advantages against ``truth``. The
     advantages are computed on every step of ``cols`` (an estimator sees whole groups); with ``rows`` the metrics
     compare those steps only (``truth`` holds theirs, a random subsample: :func:`subsample`)."""
@@ -61,7 +62,7 @@ def accuracy(cols: Columns, truth: dict, arms: Sequence[Arm], rows: Sequence[int
     if rows is not None:
         groups, keys = [groups[i] for i in rows], [keys[i] for i in rows]
     for arm in arms:
-        adv = advantages(arm, cols)
+        adv = arm_advantages(arm, cols)
         if rows is not None:
             adv = adv[np.asarray(rows)]
         out[arm.name] = all_metrics(adv, truth["a"], truth["se"], groups, keys)

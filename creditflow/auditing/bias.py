@@ -27,7 +27,7 @@ from typing import Sequence
 import numpy as np
 
 from creditflow.auditing.accuracy import q_estimates
-from creditflow.auditing.estimators import Arm, advantages, columns
+from creditflow.auditing.estimators import Arm, arm_advantages, episode_rows
 from creditflow.auditing.metrics import Z, pearson, spearman
 from creditflow.auditing.sim import Sim
 
@@ -112,9 +112,9 @@ def bias_noise(sim: Sim, policy, tasks: Sequence[int], k: int, group_size: int, 
     success = []
     for r in range(int(k)):
         episodes = sim.groups(list(tasks), group_size, policy, rng, prefix=f"r{r}/")
-        cols = columns(episodes)
+        cols = episode_rows(episodes)
         for arm in arms:
-            credit[arm.name].append(advantages(arm, cols))
+            credit[arm.name].append(arm_advantages(arm, cols))
         steps += [s for ep in episodes for s in ep.steps]
         rounds += [r] * cols.n
         success += [ep.success for ep in episodes]

@@ -20,8 +20,9 @@ from typing import Sequence
 
 import numpy as np
 
-from creditflow.auditing.estimators import Arm, Columns, advantages, reads_state, trajectory_level
+from creditflow.auditing.estimators import Arm, arm_advantages, reads_state, trajectory_level
 from creditflow.auditing.sim import Episode
+from creditflow.credit.rows import Rows
 
 SAME = 1e-9  # advantages this close are equal
 
@@ -74,10 +75,10 @@ def outcome_shares(episodes: Sequence[Episode]) -> tuple[float, float]:
             float(np.mean([all(v) for v in outcomes.values()])))
 
 
-def coverage(episodes: Sequence[Episode], cols: Columns, arms: Sequence[Arm]) -> dict:
+def coverage(episodes: Sequence[Episode], cols: Rows, arms: Sequence[Arm]) -> dict:
     same = {}
     for arm in arms:
-        adv, flat = advantages(arm, cols), trajectory_level(arm, cols)
+        adv, flat = arm_advantages(arm, cols), trajectory_level(arm, cols)
         same[arm.name] = float(np.mean(np.abs(adv - flat) <= SAME * np.maximum(1.0, np.abs(flat))))
     no_success, all_success = outcome_shares(episodes)
     return {"steps": cols.n, "groups": len({ep.group for ep in episodes}), "shared": shared_share(episodes),

@@ -3,8 +3,10 @@
 Arms come from the registry (:func:`creditflow.credit.estimator_names`): an estimator with a ``preset`` knob
 gives one arm per preset besides its default (``gigpo`` and ``gigpo_official``), so an estimator registered
 later joins every part of the audit with no change here. Each arm runs the registered kernel through
-:func:`creditflow.credit.api.credit_arrays` on the episodes' columns: the reward is the success outcome on an
-episode's last step and 0 elsewhere (the audit's target is success), ``valid`` the env's ``action_valid``.
+:func:`creditflow.credit.api.credit_arrays` on the episodes' :class:`~creditflow.credit.Rows`: the reward is the
+success outcome on an episode's last step and 0 elsewhere (the audit's target is success), ``valid`` the env's
+``action_valid``; the state after a step is the next row's (no ``next_state_keys``), so that an estimator closes
+an episode as it does a trainer's (a shared success node, a private dead end).
 
 :func:`trajectory_level` is the same estimator on the same episodes with every state made private to its
 step (no state is shared, so no step-level comparison can form): the value an estimator falls back to when
@@ -14,7 +16,7 @@ value"; an estimator that gives every step that value on every batch does not re
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -22,6 +24,7 @@ import numpy as np
 from creditflow.auditing.errors import AuditError
 from creditflow.auditing.sim import Episode
 from creditflow.credit.api import credit_arrays
+from creditflow.credit.rows import Rows
 from creditflow.credit.registry import CreditError, estimator_names, knob_model, validate_knobs
 
 
@@ -71,77 +74,54 @@ def check_knobs(knobs: Mapping[str, Mapping] | None) -> None:
             raise AuditError(f"knobs[{name!r}]: {e}") from None
 
 
-@dataclass
-class Columns:
-    """One row per step of a list of episodes (episode after episode)."""
-
-    group_ids: list
-    traj_ids: list
-    step_index: np.ndarray
-    state_keys: list
-    next_keys: list
-    rewards: np.ndarray
-    success: np.ndarray
-    valid: np.ndarray
-    observations: list
-
-    @property
-    def n(self) -> int:
-        return len(self.traj_ids)
-
-
-def columns(episodes: Sequence[Episode]) -> Columns:
-    group_ids, traj_ids, index, keys, nxt, rewards, success, valid, obs = [], [], [], [], [], [], [], [], []
+def episode_rows(episodes: Sequence[Episode]) -> Rows:
+    """One row per step of ``episodes``, episode after episode (module docstring)."""
+    group_ids, traj_ids, index, keys, rewards, success, valid, obs = [], [], [], [], [], [], [], []
     for e, ep in enumerate(episodes):
         n = len(ep.steps)
         group_ids += [ep.group] * n
         traj_ids += [f"t{e}"] * n
         index += range(n)
         keys += [s.node.key for s in ep.steps]
-        nxt += [s.next_key for s in ep.steps]
         rewards += [0.0] * (n - 1) + [1.0 if ep.success else 0.0]
         success += [ep.success] * n
         valid += [s.valid for s in ep.steps]
         obs += [s.node.observation for s in ep.steps]
-    return Columns(group_ids, traj_ids, np.asarray(index, dtype=np.int64), keys, nxt, np.asarray(rewards),
-                   np.asarray(success, dtype=bool), np.asarray(valid, dtype=bool), obs)
+    return Rows(group_ids, traj_ids, np.asarray(index, dtype=np.int64), keys, np.asarray(rewards),
+                np.asarray(success, dtype=bool), valid=np.asarray(valid, dtype=bool), observations=obs)
 
 
-def advantages(arm: Arm, cols: Columns, private: bool = False) -> np.ndarray:
-    """(S,) the arm's advantage of every row of ``cols``; ``private``: every state private to its row."""
-    keys = cols.state_keys
-    obs = cols.observations
+def arm_advantages(arm: Arm, rows: Rows, private: bool = False) -> np.ndarray:
+    """(S,) the arm's advantage of every row of ``rows``; ``private``: every state private to its row."""
     if private:
-        keys = [f"{t}#{i}" for t, i in zip(cols.traj_ids, cols.step_index.tolist())]
-        obs = [f"{k}\n{o}" for k, o in zip(keys, obs)]
+        keys = [f"{t}#{i}" for t, i in zip(rows.traj_ids, rows.step_index.tolist())]
+        rows = replace(rows, state_keys=keys, observations=[f"{k}\n{o}" for k, o in zip(keys, rows.observations)])
     try:
-        out = credit_arrays(arm.estimator, group_ids=cols.group_ids, traj_ids=cols.traj_ids,
-                            step_index=cols.step_index, state_keys=keys, rewards=cols.rewards, success=cols.success,
-                            valid=cols.valid, observations=obs, check_outcome=False, **arm.knobs)
+        out = credit_arrays(arm.estimator, rows, check_outcome=False, **arm.knobs)
     except CreditError as exc:
         raise AuditError(f"estimator {arm.name!r}: {exc}") from None
     return out.advantage
 
 
-def trajectory_level(arm: Arm, cols: Columns) -> np.ndarray:
+def trajectory_level(arm: Arm, rows: Rows) -> np.ndarray:
     """The arm's advantages with no state shared between steps (module docstring)."""
-    return advantages(arm, cols, private=True)
+    return arm_advantages(arm, rows, private=True)
 
 
-def _probe() -> Columns:
+def _probe() -> Rows:
     """Three rollouts of one task sharing states ``a`` and ``c``, two of them successful."""
     keys = [["a", "b"], ["a", "c"], ["a", "c", "b"]]
     won = [True, False, True]
     rows = [(t, i, k, w) for t, (ks, w) in enumerate(zip(keys, won)) for i, k in enumerate(ks)]
     last = {t: len(ks) - 1 for t, ks in enumerate(keys)}
-    return Columns(["g"] * len(rows), [f"t{t}" for t, *_ in rows], np.array([i for _, i, _, _ in rows]),
-                   [k for *_, k, _ in rows], [""] * len(rows),
-                   np.array([1.0 if w and i == last[t] else 0.0 for t, i, _, w in rows]),
-                   np.array([w for *_, w in rows]), np.ones(len(rows), dtype=bool), [k for *_, k, _ in rows])
+    return Rows(["g"] * len(rows), [f"t{t}" for t, *_ in rows], np.array([i for _, i, _, _ in rows]),
+                [k for *_, k, _ in rows], np.array([1.0 if w and i == last[t] else 0.0 for t, i, _, w in rows]),
+                np.array([w for *_, w in rows]), valid=np.ones(len(rows), dtype=bool),
+                observations=[k for *_, k, _ in rows])
 
 
 def reads_state(arm: Arm) -> bool:
     """Whether the arm's credit depends on shared states: on a probe batch whose rollouts share states, some
     advantage differs from its trajectory-level value."""
     cols = _probe()
-    return bool(np.any(np.abs(advantages(arm, cols) - trajectory_level(arm, cols)) > 1e-9))
+    return bool(np.any(np.abs(arm_advantages(arm, cols) - trajectory_level(arm, cols)) > 1e-9))

@@ -37,7 +37,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from creditflow.auditing.errors import AuditError
-from creditflow.auditing.estimators import Arm, advantages, arms as estimator_arms, columns
+from creditflow.auditing.estimators import Arm, arm_advantages, arms as estimator_arms, episode_rows
 from creditflow.auditing.policy import Tabular, ppo_clip_step
 from creditflow.auditing.sim import Episode, Sim
 from creditflow.config import CurriculumConfig
@@ -94,7 +94,8 @@ def race_arms(only: Sequence[str] | None = None, knobs: Mapping[str, Mapping] | 
 AdvantageFn = Callable[[Sequence[Episode], Tabular], np.ndarray]
 
 
-def evaluate(sim: Sim, policy: Tabular, pool: Sequence[int], rng: np.random.Generator) -> float:
+def greedy_success(sim: Sim, policy: Tabular, pool: Sequence[int], rng: np.random.Generator) -> float:
+    """The success rate of ``policy``, greedy, on one episode from each task of ``pool``."""
     policy.greedy = True
     try:
         wins = sim.run([(sim.start(s), None) for s in pool], policy, rng)
@@ -153,7 +154,7 @@ def race_run(sim: Sim, arm: RaceArm | None, seed, settings: RaceSettings,
             beta_max=cfg.beta_max, k_min=cfg.k_min, k_max=cfg.k_max, mastery_threshold=cfg.mastery_threshold,
             mastery_patience=cfg.mastery_patience)
     used = 0
-    curve = [[0, evaluate(sim, policy, st.pool, eval_rng)]]
+    curve = [[0, greedy_success(sim, policy, st.pool, eval_rng)]]
     iteration = 0
     while used < st.episodes:
         tasks = [int(t) for t in tasks_rng.choice(st.pool, size=st.groups, replace=len(st.pool) < st.groups)]
@@ -165,8 +166,8 @@ def race_run(sim: Sim, arm: RaceArm | None, seed, settings: RaceSettings,
             entries.append(entry)
             starts.append(paths[entry.uid][controller.start_of(entry)] if entry is not None else sim.start(task))
         episodes = sim.groups([n.seed for n in starts], st.group_size, policy, act_rng, starts=starts)
-        cols = columns(episodes)
-        adv = advantage_fn(episodes, policy) if advantage_fn is not None else advantages(arm.arm, cols)
+        cols = episode_rows(episodes)
+        adv = advantage_fn(episodes, policy) if advantage_fn is not None else arm_advantages(arm.arm, cols)
         rows = np.empty(cols.n, dtype=np.int64)
         picks = np.empty(cols.n, dtype=np.int64)
         i = 0
@@ -181,7 +182,7 @@ def race_run(sim: Sim, arm: RaceArm | None, seed, settings: RaceSettings,
         used += len(episodes)
         iteration += 1
         if iteration % st.eval_every == 0 or used >= st.episodes:
-            curve.append([used, evaluate(sim, policy, st.pool, eval_rng)])
+            curve.append([used, greedy_success(sim, policy, st.pool, eval_rng)])
     scores = curve_summary(curve, 0.5)
     return {"curve": curve, "auc": scores["auc"], "final": scores["final"], "episodes_to_half": scores["reached_at"],
             "states": len(policy.rows)}
@@ -247,8 +248,8 @@ class SnapshotTrainer:
             if len(out) == len(targets) or used >= self.max_episodes:
                 break
             episodes = sim.groups(tasks, self.group_size, policy, act_rng)
-            cols = columns(episodes)
-            adv = advantages(arm, cols)
+            cols = episode_rows(episodes)
+            adv = arm_advantages(arm, cols)
             rows = np.array([policy.row((s.node.seed, s.node.key), s.node.admissible) for ep in episodes
                              for s in ep.steps], dtype=np.int64)
             picks = np.array([policy.actions[r].index(s.action) for r, s in

@@ -32,7 +32,7 @@ from creditflow.auditing.accuracy import accuracy, subsample, true_advantages
 from creditflow.auditing.bias import bias_noise
 from creditflow.auditing.coverage import coverage, reading
 from creditflow.auditing.errors import AuditError
-from creditflow.auditing.estimators import Arm, arms, check_knobs, columns
+from creditflow.auditing.estimators import Arm, arms, check_knobs, episode_rows
 from creditflow.auditing.metrics import bootstrap_interval
 from creditflow.auditing.pairs import rro_pairs
 from creditflow.auditing.policy import DetourExpert, EpsilonExpert, TabularSnapshot, Uniform
@@ -225,7 +225,7 @@ def accuracy_seed(sim: Sim, policy, seed: int, settings: AuditSettings, parts: S
     tasks = _tasks(settings, seed)
     prepared = _prepare(sim, policy, tasks, seed)
     episodes = sim.groups(tasks, settings.group_size, policy, rng)
-    cols = columns(episodes)
+    cols = episode_rows(episodes)
     chosen = arms(settings.estimators, settings.knobs)
     out: dict = {"seed": seed, "tasks": tasks, "success": float(np.mean([ep.success for ep in episodes])),
                  "mean_steps": float(np.mean([len(ep.steps) for ep in episodes]))}
@@ -468,7 +468,7 @@ def _outcome_note(seeds: list[dict]) -> str | None:
     return None
 
 
-def accuracy_verdict(seeds: list[dict]) -> str:
+def accuracy_phrase(seeds: list[dict]) -> str:
     """One policy's accuracy part in a phrase: the arms whose credit is closest to A^π (Spearman)."""
     note = _outcome_note(seeds)
     if note is not None:
@@ -538,7 +538,7 @@ def short_lines(record: dict) -> list[str]:
             out.append("  reading: " + reading(pooled_coverage(seeds)))
         if seeds and "accuracy" in seeds[0]:
             out.append(f"accuracy ({label}, {len(seeds)} seeds, {sum(s['accuracy']['steps'] for s in seeds)} steps): "
-                       + accuracy_verdict(seeds))
+                       + accuracy_phrase(seeds))
     if record["race"]:
         out.append(f"race ({len(record['race'])} arms, tabular softmax, common rate): "
                    + race_verdict(race_common(record), (record.get("settings") or {}).get("race_episodes")))
@@ -595,7 +595,7 @@ def detail_lines(record: dict) -> list[str]:
                 for a, b in combinations(names, 2):
                     out.append(f"    {a} − {b}: " + _diff([x["arms"][a]["spearman"] for x in accs],
                                                        [x["arms"][b]["spearman"] for x in accs]))
-            out.append(f"  {label}: " + accuracy_verdict(seeds))
+            out.append(f"  {label}: " + accuracy_phrase(seeds))
     if record["race"]:
         common = race_common(record)  # every arm at the common rate (its own rate: fair_lines)
         out.append(f"race (tabular softmax, greedy success on the task pool; lr {record['settings'].get('race_lr', 1):g}):")

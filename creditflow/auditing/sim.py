@@ -30,7 +30,7 @@ import numpy as np
 from creditflow.auditing.errors import AuditError
 from creditflow.envs.base import INVALID_ACTION_PREFIX, ReplayMismatch, has_snapshot, replay
 from creditflow.envs.checked import CheckedEnv
-from creditflow.policy.prompts import env_name
+from creditflow.policy.prompts import name_of_env
 from creditflow.rollout.trajectory import SuccessRule
 
 
@@ -99,7 +99,7 @@ class Sim:
         self.menu = menu
         self._menus: dict[tuple[int, str], tuple[str, ...]] = {}
         probe = env_factory()
-        self.name = env_name(probe)
+        self.name = name_of_env(probe)
         self.snapshots = has_snapshot(probe)
         self.num_tasks = getattr(probe, "num_tasks", None)  # seed z plays task z % num_tasks, where an env says so
         self._pool: dict[int, list] = {}

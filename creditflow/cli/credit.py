@@ -16,12 +16,9 @@ from creditflow.atomic import write_atomic
 from creditflow.cli.options import ENV_HELP, check_input, check_output_file, config_overrides, csv, write_out
 from creditflow.cli.root import app
 from creditflow.config import build_config
-from creditflow.credit.draw import FORMATS, GraphError, group_graph, write_graph
-from creditflow.credit.graphgpo import GraphGPOKnobs
-from creditflow.credit.registry import Knobs, knob_lines, parse_key_values, validate_model
-from creditflow.credit.rewardflow import GraphKnobs
-from creditflow.errors import UserError
-from creditflow.rollout.trajectory import read_jsonl, read_jsonl_lines
+from creditflow.credit.draw import FORMATS, GraphError
+from creditflow.credit.registry import (Knobs, estimator_drawing, graph_estimators, knob_lines, parse_key_values,
+                                        validate_model)
 from creditflow.spill import write_results
 
 _KNOBS_HELP = "Estimator knobs as key=value (e.g. gamma=0.9 state_fn=observation); see the list below."
@@ -54,13 +51,10 @@ def credit_command(
 ) -> None:
     """Score trajectories: add process_reward, step_reward and advantage to every step (nothing else changes)."""
     # unknown estimator, bad knob or unusable --out => one line before reading anything
-    values = credit.validate_knobs(estimator, parse_key_values(knobs or []), strings=True)
+    values = api.credit_knobs(estimator, knobs or [])
     check_input(input_path)
     check_output_file(output_path, "--out")
-    lines = read_jsonl_lines(input_path)
-    if not lines:
-        raise UserError(f"--in {str(input_path)!r}: no trajectories")
-    scored, batch = write_out(output_path, lambda: credit.score_lines(lines, estimator, values, output_path))
+    scored, batch = write_out(output_path, lambda: api.score_file(input_path, output_path, estimator, values))
     shown = ", ".join(f"{k.split('/', 1)[-1]}={number(v)}" for k, v in scored.metrics.items()
                       if isinstance(v, (int, float)))
     typer.echo(f"{estimator}: scored {batch.n_traj} trajectories, {batch.n_steps} steps -> {output_path} ({shown})",
@@ -74,31 +68,40 @@ def number(value: float | int) -> str:
     return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.0f}"
 
 
-GRAPH_ESTIMATORS = {"rewardflow": GraphKnobs, "graphgpo": GraphGPOKnobs}
+# the estimators that declare a drawing (at registration), the first the default
+DRAWN = {name: estimator_drawing(name) for name in graph_estimators()}
+DEFAULT_GRAPH = next(iter(DRAWN))
 
 
-@app.command("graph", epilog=_knobs_epilog([_knob_block("RewardFlow graph", GraphKnobs),
-                                            _knob_block("GraphGPO (--estimator graphgpo)", GraphGPOKnobs)]))
+def _graph_block(name: str) -> str:
+    """The knobs of ``name``'s graph, titled by its drawing (the default's as "<title> graph")."""
+    title = DRAWN[name].title
+    return _knob_block(f"{title} graph" if name == DEFAULT_GRAPH else f"{title} (--estimator {name})",
+                       DRAWN[name].knobs)
+
+
+@app.command("graph", epilog=_knobs_epilog([_graph_block(name) for name in DRAWN]))
 def graph_command(
     knobs: Optional[list[str]] = typer.Argument(
-        None, show_default=False, help="RewardFlow graph knobs as key=value (e.g. gamma=0.5); see the list below."),
+        None, show_default=False,
+        help=f"{DRAWN[DEFAULT_GRAPH].title} graph knobs as key=value (e.g. gamma=0.5); see the list below."),
     input_path: Path = typer.Option(..., "--in", help="Trajectories (JSONL)."),
     group: Optional[str] = typer.Option(None, "--group", "-g", help="group_id to draw (default: the first)."),
     output_path: Path = typer.Option(..., "--out", help="graph.png, .svg, .pdf, .dot or .html"),
-    estimator: str = typer.Option("rewardflow", "--estimator", "-e",
-                                  help="whose graph: rewardflow (R(s) = gamma^d, kept transitions) or graphgpo "
-                                       "(omega^d(s), every step an edge); its knobs apply."),
+    estimator: str = typer.Option(DEFAULT_GRAPH, "--estimator", "-e",
+                                  help="whose graph: " + " or ".join(f"{name} ({drawing.shade})"
+                                                                     for name, drawing in DRAWN.items())
+                                       + "; its knobs apply."),
 ) -> None:
     """Draw one group's state graph (node shade = R(s), edge colour = r~) with a legend."""
-    if estimator not in GRAPH_ESTIMATORS:
-        raise GraphError(f"--estimator {estimator!r}: graphs are drawn for {', '.join(GRAPH_ESTIMATORS)}")
-    values = validate_model(GRAPH_ESTIMATORS[estimator], parse_key_values(knobs or []), "graph", strings=True)
+    if estimator not in DRAWN:
+        raise GraphError(f"--estimator {estimator!r}: graphs are drawn for {', '.join(DRAWN)}")
+    values = validate_model(DRAWN[estimator].knobs, parse_key_values(knobs or []), "graph", strings=True)
     if output_path.suffix.lower() not in FORMATS:
         raise GraphError(f"unsupported output {output_path.name!r}: use one of {', '.join(FORMATS)}")
     check_input(input_path)
     check_output_file(output_path, "--out")
-    graph = group_graph(read_jsonl(input_path), group, values, estimator=estimator)
-    write_out(output_path, lambda: write_graph(graph, output_path))
+    graph = write_out(output_path, lambda: api.draw_graph(input_path, output_path, group, values, estimator))
     typer.echo(f"group {graph.group_id}: {len(graph.labels)} nodes, {len(graph.edges)} edges -> {output_path}",
                err=True)
 

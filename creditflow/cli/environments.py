@@ -10,13 +10,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from creditflow import envs
+from creditflow import api, envs
 from creditflow.arguments import check_number
 from creditflow.cli.options import config_overrides
 from creditflow.cli.root import app
 from creditflow.config import build_config
 from creditflow.envs import adapters
-from creditflow.envs.check import check_env
 from creditflow.errors import UserError
 
 envs_app = typer.Typer(help="List the environments (built-in, plug-ins, adapters) and their options; "
@@ -85,8 +84,7 @@ def envs_check_command(
     30 turns. Prints a table; exit code 1 when a check fails."""
     cfg = build_config(None, config_overrides({"env.name": name}, options, prefix="env.kwargs."))
     check_number(success_threshold, "--success-threshold", optional=True)  # NaN or inf: no score reaches it
-    factory = envs.factory(cfg.env.name, **cfg.env.kwargs)
-    checks = check_env(factory, list(range(seeds)), success_threshold=success_threshold)
+    checks = api.env_checks(cfg.env.name, cfg.env.kwargs, seeds, success_threshold)
     where = envs.source(name)
     table = Table(title=f"creditflow envs check {name}" + ("" if where in ("built-in", name) else f" ({where})"),
                   title_justify="left")

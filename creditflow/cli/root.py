@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from creditflow.trainer import distributed
+from creditflow import world
 
 app = typer.Typer(
     add_completion=False,
@@ -24,12 +24,13 @@ DATA_PARALLEL = {"train", "sft", "rro train"}
 """The commands that run as N launched processes (data parallel); the others refuse to."""
 
 
-def refuse_copies(command: Optional[str]) -> None:
+def check_launch(command: Optional[str]) -> None:
+    """The launch rule: ``command`` runs as N launched processes only where it is data parallel."""
     if command is not None and command not in DATA_PARALLEL and command != "rro":  # rro: its subcommand decides
-        distributed.refuse_copies(command)
+        world.refuse_copies(command)
 
 
 @app.callback()
 def _root(ctx: typer.Context) -> None:
     """creditflow: credit assignment for multi-turn LLM agents (RewardFlow, CRPS, RRO, baselines)."""
-    refuse_copies(ctx.invoked_subcommand)
+    check_launch(ctx.invoked_subcommand)

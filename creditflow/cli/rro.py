@@ -9,12 +9,11 @@ from typing import Optional
 
 import typer
 
-from creditflow import api
+from creditflow import api, world
 from creditflow.cli.options import (BACKEND, BASE_URL, ENV_HELP, MODEL_NAME, OVERRIDES_HELP, backend_flags,
                                     config_overrides)
-from creditflow.cli.root import app, refuse_copies
+from creditflow.cli.root import app, check_launch
 from creditflow.config import build_config
-from creditflow.trainer import distributed
 
 rro_app = typer.Typer(no_args_is_help=True, help="RRO: MC process rewards, reward-rising sampling, DPO.")
 app.add_typer(rro_app, name="rro")
@@ -24,7 +23,7 @@ app.add_typer(rro_app, name="rro")
 def _rro_root(ctx: typer.Context) -> None:
     """RRO: MC process rewards, reward-rising sampling, DPO."""
     if ctx.invoked_subcommand is not None:
-        refuse_copies(f"rro {ctx.invoked_subcommand}")
+        check_launch(f"rro {ctx.invoked_subcommand}")
 
 
 # options shared by ``rro collect`` and ``rro run`` (one OptionInfo serves both commands)
@@ -83,7 +82,7 @@ def rro_train_command(
     merged into the saved model)."""
     flags = {"env.name": env, "policy.model": model, "out_dir": out, "rro.data_dir": data}
     result = api.dpo(config, overrides=config_overrides(flags, overrides))
-    if distributed.current().main:
+    if world.current().main:
         metrics = result.metrics
         typer.echo(f"DPO: {metrics['dpo/pairs']} pairs, {metrics['dpo/steps']} steps, loss "
                    f"{metrics['dpo/train_loss']:.4f} -> {result.model}")

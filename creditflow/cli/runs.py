@@ -9,16 +9,14 @@ from typing import Optional
 
 import typer
 
-from creditflow import api
+from creditflow import api, world
 from creditflow.cli.options import (BACKEND, BASE_URL, ENV_HELP, MODEL_NAME, OVERRIDES_HELP, backend_flags,
                                     check_output_file, config_overrides)
 from creditflow.cli.root import app
 from creditflow.config import build_config
-from creditflow.configdoc import commented_yaml
 from creditflow.errors import UserError
 from creditflow.rollout.trajectory import write_jsonl
 from creditflow.spill import write_results
-from creditflow.trainer import distributed
 
 
 @app.command("train", context_settings={"allow_extra_args": False})
@@ -39,7 +37,7 @@ def train_command(
                         "(give changes as key=value; they are recorded there)")
     result = api.train(config, model=model, out=out, algo=algo, curriculum=curriculum,
                        overrides=config_overrides({"env.name": env}, overrides), resume=resume)
-    if distributed.current().main:
+    if world.current().main:
         last = result.metrics
         typer.echo(f"done: step {last.get('step', 0)}, eval success {last.get('eval/success_rate', float('nan')):.3f} "
                    f"-> {result.run_dir}")
@@ -75,7 +73,7 @@ def config_command(
 
     The defaults, or what --config and key=value overrides give; `creditflow train --config FILE` reads the
     output back as it is."""
-    typer.echo(commented_yaml(build_config(config, list(overrides or []))), nl=False)
+    typer.echo(api.config_yaml(config, list(overrides or [])), nl=False)
 
 
 @app.command("eval")

@@ -79,9 +79,9 @@ from typing import Optional  # noqa: E402
 
 import typer  # noqa: E402
 
+from creditflow import world  # noqa: E402
 from creditflow.errors import RERUN, Interrupted, UserError  # noqa: E402
 from creditflow.spill import disk_full_line  # noqa: E402
-from creditflow.trainer import distributed  # noqa: E402
 
 try:  # typer >= 0.20 ships its own copy of click as typer._click; older typer runs on click itself
     from typer._click import exceptions as click_errors
@@ -146,18 +146,18 @@ def run(app: typer.Typer, argv: list[str]) -> int:
         typer.echo("error: aborted (end of input)", err=True)
         return 1
     except UserError as exc:
-        if distributed.reports_errors():
+        if world.reports_errors():
             typer.echo(f"error: {exc}", err=True)
         return 2
     except Interrupted as exc:
-        if distributed.current().main:  # every process stops; rank 0 says what was saved
+        if world.current().main:  # every process stops; rank 0 says what was saved
             typer.echo(_interrupt_line(exc, argv), err=True)
         return 130
     except Exception as exc:  # a full disk anywhere is one line too
         line = disk_full_line(exc)
         if line is None:
             raise
-        if distributed.reports_errors():
+        if world.reports_errors():
             typer.echo(f"error: {line}", err=True)
         return 2
     if code == 130:  # an interrupt outside a run: typer turns KeyboardInterrupt into exit code 130
@@ -183,7 +183,7 @@ def main(app: typer.Typer, argv: Optional[list[str]] = None) -> None:
     finally:
         code = 128 + signal.SIGTERM if code == 130 and _SIGNALS else code
         exiting = exit_on_interrupt("while exiting; the command had finished" if code == 0 else None)
-        distributed.shutdown()
+        world.shutdown()
         if not entry:
             exiting()
             if in_main_thread:

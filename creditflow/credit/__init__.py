@@ -4,7 +4,8 @@ The registry (``registry.py``) maps each estimator name to a kernel over the col
 (``batch.py``: one row per step) and a typed knob model; the method modules (``grpo``, ``rloo``,
 ``gigpo``, ``rewardflow``, ``graphgpo``, ``g2po``, ``gagpo``) register themselves when imported here. The
 public paths (``api.py``) all build a batch and run the same kernel: the trainer uses :func:`compute`; tools
-use :func:`score`; other frameworks :func:`score_arrays`; :func:`validate_knobs` checks a knob dict before any
+use :func:`score`; other frameworks :func:`score_arrays` (or :func:`credit_arrays` on :class:`Rows`, the one
+row type of the audit and the trainer bridges); :func:`validate_knobs` checks a knob dict before any
 work.
 This module only re-exports.
 """
@@ -41,6 +42,7 @@ from creditflow.credit.registry import (
 from creditflow.credit.returns import RETURN_SOURCES, trajectory_return
 from creditflow.credit.rewardflow import GraphKnobs, RewardFlowKnobs
 from creditflow.credit.rloo import RLOOKnobs, rloo_advantages
+from creditflow.credit.rows import Rows
 
 __all__ = [
     "ArrayCredit",
@@ -56,6 +58,7 @@ __all__ = [
     "RETURN_SOURCES",
     "RLOOKnobs",
     "RewardFlowKnobs",
+    "Rows",
     "StepBatch",
     "compute",
     "credit_arrays",

@@ -3,8 +3,8 @@ the registered kernel, so all of them compute the same numbers:
 
 - :func:`compute` - in place on ``Trajectory`` objects (the trainer's path);
 - :func:`score` - on copies of ``Trajectory`` objects or of JSONL-schema dicts;
-- :func:`score_arrays` / :func:`credit_arrays` - on flat per-row arrays (any framework; the verl
-  integration);
+- :func:`score_arrays` - on flat per-row arrays (any framework); :func:`credit_arrays` on the same as
+  :class:`~creditflow.credit.rows.Rows` (the audit, the trainer bridges);
 - :func:`score_records` - on parsed JSONL dicts, adding the three fields to each step dict and changing
   nothing else; :func:`score_lines` also writes the file (``creditflow credit`` after reading).
 
@@ -30,6 +30,7 @@ import numpy as np
 from creditflow.credit.batch import (
     BatchTypeError,
     StepBatch,
+    active_rows,
     batch_from_arrays,
     batch_from_dicts,
     batch_from_trajectories,
@@ -45,6 +46,7 @@ from creditflow.credit.registry import (
     validate_knobs,
 )
 from creditflow.credit.returns import check_outcome_source
+from creditflow.credit.rows import Rows
 from creditflow.jsonl import JsonLine
 from creditflow.rollout.trajectory import Step, Trajectory, write_scored_jsonl
 
@@ -138,22 +140,31 @@ class ArrayCredit:
     metrics: dict
 
 
-def credit_arrays(estimator: str, *, group_ids, traj_ids, step_index, state_keys, rewards, success, valid=None,
-                  observations=None, scores=None, next_state_keys=None, check_outcome: bool = True,
-                  **knobs) -> ArrayCredit:
-    """Like :func:`score_arrays`, returning every per-row field and the metrics. ``check_outcome=False`` skips
-    the default-``reward_source`` check (a trainer's own env rewards, as in :func:`compute`)."""
+def credit_arrays(estimator: str, rows: Rows, *, check_outcome: bool = True, **knobs) -> ArrayCredit:
+    """Every per-row field of :func:`score_arrays` and the metrics, for :class:`~creditflow.credit.rows.Rows`
+    (the audit and the trainer bridges build them). Rows whose ``active`` is False take no part and get 0 in
+    every field (no active row at all: advantages and step rewards 0, no process reward, no metrics).
+    ``check_outcome=False`` skips the default-``reward_source`` check (a trainer's own env rewards, as in
+    :func:`compute`)."""
     values = validate_knobs(estimator, knobs)
-    batch, order = batch_from_arrays(group_ids=group_ids, traj_ids=traj_ids, step_index=step_index,
-                                     state_keys=state_keys, rewards=rewards, success=success, valid=valid,
-                                     observations=observations, scores=scores, next_state_keys=next_state_keys)
+    keep = active_rows(rows)
+    if keep is not None and keep.size == 0:  # a batch of padding: nothing to score (an empty batch is an error)
+        zeros = np.zeros(rows.n, dtype=np.float64)
+        return ArrayCredit(zeros, zeros.copy(), None, {})
+    batch, order = batch_from_arrays(rows if keep is None else rows.select(keep))
     credit = (run_checked(estimator, batch, values) if check_outcome
               else run_kernel(estimator, batch, values.resolved()))
-    back = np.empty_like(order)
-    back[order] = np.arange(order.size)
-    pick = (lambda col: None if col is None else np.asarray(col, dtype=np.float64)[back])
+    back = order if keep is None else keep[order]  # the input row of each batch row
+    pick = (lambda col: None if col is None else _scattered(col, back, rows.n))
     return ArrayCredit(pick(credit.advantage), pick(credit.step_reward), pick(credit.process_reward),
                        credit.metrics)
+
+
+def _scattered(column: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
+    """(n,) float64: ``column[k]`` at row ``rows[k]``, 0 at the rows that are not there."""
+    out = np.zeros(n, dtype=np.float64)
+    out[rows] = column
+    return out
 
 
 def score_arrays(estimator: str, *, group_ids, traj_ids, step_index, state_keys, rewards, success, valid=None,
@@ -174,10 +185,9 @@ def score_arrays(estimator: str, *, group_ids, traj_ids, step_index, state_keys,
     kind or shape is a ``TypeError``, a wrong value or an empty batch a ``ValueError``, each naming the
     argument, the row and what it got; ``success`` and ``valid`` take booleans or the numbers 0 and 1 only.
     """
-    return credit_arrays(estimator, group_ids=group_ids, traj_ids=traj_ids, step_index=step_index,
-                         state_keys=state_keys, rewards=rewards, success=success, valid=valid,
-                         observations=observations, scores=scores, next_state_keys=next_state_keys,
-                         **knobs).advantage
+    rows = Rows(group_ids, traj_ids, step_index, state_keys, rewards, success, valid=valid,
+                observations=observations, scores=scores, next_state_keys=next_state_keys)
+    return credit_arrays(estimator, rows, **knobs).advantage
 
 
 # --------------------------------------------------------------------------------------------------

@@ -7,8 +7,9 @@ code once its input is in columns:
 - :func:`batch_from_dicts` - JSONL-schema dicts (``creditflow credit``, ``score`` on dicts), checked
   column by column against the rules of ``Trajectory.from_dict``; where a column fails, the offending
   trajectory goes through ``Trajectory.from_dict`` for its one-line ``file:line: steps[i]: field`` error;
-- :func:`batch_from_arrays` - flat per-row arrays in any row order (``score_arrays``, the verl
-  integration); it also returns the permutation that puts the rows back.
+- :func:`batch_from_arrays` - :class:`~creditflow.credit.rows.Rows`, flat per-row columns in any row order
+  (``credit_arrays``: the audit, the trainer bridges, ``score_arrays``); it also returns the permutation that
+  puts the rows back.
 
 Rows are laid trajectory after trajectory, steps in order. Rewards and scores must be finite: a NaN or an
 infinity is a one-line error naming where it is (JSON's ``NaN``/``Infinity`` would otherwise make every
@@ -29,6 +30,7 @@ from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
+from creditflow.credit.rows import Rows
 from creditflow.errors import UserError
 from creditflow.rollout.trajectory import Step, Trajectory, TrajectoryFormatError
 
@@ -380,10 +382,10 @@ def _check_finite_scores(batch: StepBatch, where) -> None:
 # --------------------------------------------------------------------------------------------------
 
 
-def batch_from_arrays(*, group_ids, traj_ids, step_index, state_keys, rewards, success, valid=None,
-                      observations=None, scores=None, next_state_keys=None) -> tuple[StepBatch, np.ndarray]:
-    """Columns of one-row-per-step arrays in any row order; returns ``(batch, order)`` where row ``k`` of
-    the batch is input row ``order[k]``.
+def batch_from_arrays(rows: Rows) -> tuple[StepBatch, np.ndarray]:
+    """Columns of :class:`~creditflow.credit.rows.Rows` (one row per step, in any order); returns ``(batch,
+    order)`` where row ``k`` of the batch is input row ``order[k]``. ``rows.active`` is not read here
+    (:func:`active_rows`).
 
     Trajectories are ordered by first appearance, their steps by ``step_index``. Every row of a
     trajectory must carry the same ``group_ids`` and ``success`` (and ``scores``, when given). The state
@@ -397,14 +399,12 @@ def batch_from_arrays(*, group_ids, traj_ids, step_index, state_keys, rewards, s
     (True/False, or the numbers 0 and 1); ``observations`` strings or None. Anything else is one
     :class:`BatchTypeError` / :class:`BatchError` naming the column, the row and what it got.
     """
-    columns = {"group_ids": group_ids, "traj_ids": traj_ids, "step_index": step_index, "state_keys": state_keys,
-               "rewards": rewards, "success": success, "valid": valid, "observations": observations,
-               "scores": scores, "next_state_keys": next_state_keys}
+    columns = {name: column for name, column in rows.columns().items() if name != "active"}
     n = _common_length(columns)
     if n == 0:
         raise BatchError("no rows to score: every column is empty (give one entry per step)")
-    traj_code, traj_names = _codes(traj_ids, "traj_ids")
-    steps_at = _integers(step_index, "step_index")
+    traj_code, traj_names = _codes(rows.traj_ids, "traj_ids")
+    steps_at = _integers(rows.step_index, "step_index")
     order = np.lexsort((steps_at, traj_code))
     sorted_traj = traj_code[order]
     sorted_steps = steps_at[order]
@@ -414,16 +414,21 @@ def batch_from_arrays(*, group_ids, traj_ids, step_index, state_keys, rewards, s
     lengths = np.bincount(traj_code, minlength=len(traj_names)).astype(np.int64)
     first_rows = order[np.cumsum(lengths) - lengths]  # input row of each trajectory's first step
 
-    group_code, group_names = _codes(group_ids, "group_ids")
-    won = _booleans(success, "success")
+    group_code, group_names = _codes(rows.group_ids, "group_ids")
+    won = _booleans(rows.success, "success")
     _same_within(group_code, order, sorted_traj, first_rows, traj_names, "group_ids")
     _same_within(won, order, sorted_traj, first_rows, traj_names, "success")
-    score_col = np.zeros(len(traj_names)) if scores is None else _numbers(scores, "scores")
-    if scores is not None:
+    score_col = np.zeros(len(traj_names)) if rows.scores is None else _numbers(rows.scores, "scores")
+    if rows.scores is not None:
         _same_within(score_col, order, sorted_traj, first_rows, traj_names, "scores")
         score_col = score_col[first_rows]
-    keys = _hashables(state_keys, "state_keys")
-    rows = order.tolist()
+    keys = _hashables(rows.state_keys, "state_keys")
+    taken = order.tolist()
+    # checked in this order, so that of several bad columns the same one is named first
+    next_keys = None if rows.next_state_keys is None else _hashables(rows.next_state_keys, "next_state_keys", none=True)
+    reward = _numbers(rows.rewards, "rewards")[order]
+    valid = np.ones(n, dtype=bool) if rows.valid is None else _booleans(rows.valid, "valid")[order]
+    texts = None if rows.observations is None else _texts(rows.observations, "observations")
     batch = StepBatch(
         group_ids=[group_names[g] for g in group_code[first_rows].tolist()],
         success=won[first_rows],
@@ -431,17 +436,25 @@ def batch_from_arrays(*, group_ids, traj_ids, step_index, state_keys, rewards, s
         final_state=[""] * len(traj_names),
         final_observation=[""] * len(traj_names),
         lengths=lengths,
-        state=[keys[i] for i in rows],
-        next_state=[None] * n if next_state_keys is None else
-        [_hashables(next_state_keys, "next_state_keys", none=True)[i] for i in rows],
-        reward=_numbers(rewards, "rewards")[order],
-        valid=np.ones(n, dtype=bool) if valid is None else _booleans(valid, "valid")[order],
-        observation=[""] * n if observations is None else [_texts(observations, "observations")[i] or "" for i in rows],
+        state=[keys[i] for i in taken],
+        next_state=[None] * n if next_keys is None else [next_keys[i] for i in taken],
+        reward=reward,
+        valid=valid,
+        observation=[""] * n if texts is None else [texts[i] or "" for i in taken],
         action=[""] * n,
         where=lambda i: f"trajectory {traj_names[i]!r}",
     )
     _check_finite(batch, batch.where)
     return batch, order
+
+
+def active_rows(rows: Rows) -> np.ndarray | None:
+    """Index of the rows that take part (``rows.active`` True, booleans as for ``valid``); None where every row
+    does (``active`` not given)."""
+    if rows.active is None:
+        return None
+    _common_length({"group_ids": rows.group_ids, "active": rows.active})
+    return np.flatnonzero(_booleans(rows.active, "active"))
 
 
 def _column_array(values, name: str) -> np.ndarray:
@@ -585,6 +598,6 @@ def _same_within(values: np.ndarray, order, sorted_traj, first_rows, traj_names,
         raise BatchError(f"trajectory {t!r} has rows with different {name}; a trajectory has one value")
 
 
-__all__ = ["BatchError", "BatchTypeError", "CREDIT_NAMES", "StepBatch", "batch_from_arrays", "batch_from_dicts",
-           "batch_from_trajectories", "check_trajectories", "final_observation", "write_record_fields",
-           "write_step_fields"]
+__all__ = ["BatchError", "BatchTypeError", "CREDIT_NAMES", "StepBatch", "active_rows", "batch_from_arrays",
+           "batch_from_dicts", "batch_from_trajectories", "check_trajectories", "final_observation",
+           "write_record_fields", "write_step_fields"]

@@ -29,9 +29,7 @@ from matplotlib.colors import LinearSegmentedColormap, Normalize
 from matplotlib.figure import Figure
 
 from creditflow.atomic import atomic_open
-from creditflow.credit.batch import batch_from_trajectories
-from creditflow.credit.graphgpo import GraphGPOKnobs, build_goal_graph, graph_success
-from creditflow.credit.rewardflow import GraphKnobs, batch_success, build_flow
+from creditflow.credit.registry import Knobs, estimator_drawing, graph_estimators
 from creditflow.credit.states import display_text
 from creditflow.errors import UserError
 from creditflow.rollout.trajectory import Trajectory
@@ -56,54 +54,19 @@ class GroupGraph:
     layer: np.ndarray  # BFS depth from the start states
     rollouts: int
     successes: int
-    estimator: str = "RewardFlow"  # whose graph: RewardFlow (R = gamma ** d) or GraphGPO (omega ** d)
+    estimator: str  # whose graph: the title its estimator declares (``registry.Drawing``)
 
 
-@dataclass
-class _Nodes:
-    """What a drawing needs from an estimator's graph: per step, the node it is drawn from and to and whether it
-    adds an edge; per node, its key, value and distance; the success and start nodes."""
-
-    src: np.ndarray
-    dst: np.ndarray
-    kept: np.ndarray
-    keys: list
-    display: dict
-    value: np.ndarray
-    dist: np.ndarray
-    success_nodes: np.ndarray
-    start_nodes: np.ndarray
-    in_graph: np.ndarray
-    successes: int  # successful rollouts (the success rule, with success_threshold where set)
-
-
-def _rewardflow_nodes(group: list[Trajectory], knobs: GraphKnobs | None) -> _Nodes:
-    flow = build_flow(group, **(knobs or GraphKnobs()).graph_args())
-    return _Nodes(flow.anchor, flow.post, flow.kept, flow.node_keys, flow.display, flow.node_reward,
-                  flow.dist.astype(np.float64), flow.success_nodes, flow.start_nodes, flow.in_graph,
-                  int(flow.traj_success.sum()))
-
-
-def _graphgpo_nodes(group: list[Trajectory], knobs: GraphGPOKnobs | None) -> _Nodes:
-    """GraphGPO's graph: every step is an edge; node value omega ** d(s) (1 at the goal, its Eq. 4 reward
-    scaled by R_succ * omega), 0 where no success is reachable."""
-    knobs = (knobs or GraphGPOKnobs()).resolved()
-    batch = batch_from_trajectories(group)
-    won = graph_success(batch, knobs)
-    g = build_goal_graph(batch, state_fn=knobs.state_fn, similarity=knobs.similarity, won=won, goal=knobs.goal)
-    dist = np.where(g.reached, np.nan_to_num(g.dist), -1.0)
-    value = np.where(g.reached, np.power(knobs.omega, np.nan_to_num(g.dist)), 0.0)
-    starts = g.pre[batch.traj_first[batch.lengths > 0]]
-    return _Nodes(g.pre, g.post, np.ones(batch.n_steps, dtype=bool), g.node_keys, g.display, value, dist,
-                  g.success_nodes, np.unique(starts), np.ones(g.n_nodes, dtype=bool),
-                  int(won.sum()))
-
-
-def group_graph(trajectories: Sequence[Trajectory], group_id: str | None = None,
-                knobs: GraphKnobs | GraphGPOKnobs | None = None, estimator: str = "rewardflow") -> GroupGraph:
+def group_graph(trajectories: Sequence[Trajectory], group_id: str | None = None, knobs: Knobs | None = None,
+                estimator: str | None = None) -> GroupGraph:
     """The state graph of one group (default: the first), numbered like Figs. 11-12. ``estimator``: whose graph,
-    ``rewardflow`` (node shade R(s) = gamma ** d, kept transitions) or ``graphgpo`` (node shade omega ** d(s),
-    every step an edge); ``knobs``: that estimator's knobs (default: its paper's values)."""
+    one that declares a :class:`~creditflow.credit.registry.Drawing` (default: the first registered,
+    :func:`~creditflow.credit.registry.graph_estimators`); ``knobs``: its graph knobs (default: their defaults)."""
+    drawn = graph_estimators()
+    estimator = drawn[0] if estimator is None else estimator
+    drawing = estimator_drawing(estimator)
+    if drawing is None:
+        raise GraphError(f"estimator {estimator!r} draws no graph; graphs are drawn for {', '.join(drawn)}")
     trajs = list(trajectories)
     if not trajs:
         raise GraphError("no trajectories in the input")
@@ -113,7 +76,7 @@ def group_graph(trajectories: Sequence[Trajectory], group_id: str | None = None,
         shown = ", ".join(ids[:10]) + (", ..." if len(ids) > 10 else "")
         raise GraphError(f"no group {gid!r} in the input; groups: {shown}")
     group = [t for t in trajs if t.group_id == gid]
-    g = _graphgpo_nodes(group, knobs) if estimator == "graphgpo" else _rewardflow_nodes(group, knobs)
+    g = drawing.nodes(group, knobs)
 
     # number nodes in order of first appearance along the rollouts (start state of rollout 0 is 0)
     order: dict[int, int] = {}
@@ -158,7 +121,7 @@ def group_graph(trajectories: Sequence[Trajectory], group_id: str | None = None,
                 queue.append(v)
     layer[layer < 0] = layer.max() + 1 if n else 0
     return GroupGraph(gid, labels, texts, reward, g.dist[nodes], success, start, edges, layer, len(group),
-                      g.successes, "GraphGPO" if estimator == "graphgpo" else "RewardFlow")
+                      g.successes, drawing.title)
 
 
 def legend_lines(graph: GroupGraph, width: int | None = None) -> list[str]:

@@ -69,21 +69,21 @@ def outcome_step_rewards(outcomes, lengths) -> np.ndarray:
     return r
 
 
-def gigpo_advantages(returns, group_ids, step_returns, anchor_ids, step_traj, *, step_weight: float = 1.0,
-                     normalize: str = "mean_std", eps: float = 1e-6, ddof: int = 1,
-                     traj_stats: str = "rollouts", row_penalty=0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """GiGPO Eq. 3, 7, 8: returns ``(A, A_E per step, A_S)``. ``traj_stats="steps"``: Eq. 3's statistics
-    over the group's steps (verl-agent's ``compute_mean_std_cross_steps``) instead of its rollouts, each row's
-    episode score less its ``row_penalty`` (verl-agent's invalid-action penalty)."""
-    norm = {"divide_std": normalize == "mean_std", "eps": eps, "ddof": ddof}
+def gigpo_advantages(returns, group_ids, step_returns, anchor_ids, step_traj, knobs: GiGPOKnobs,
+                     row_penalty=0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """GiGPO Eq. 3, 7, 8 with ``knobs``' ``step_weight``, ``normalize``, ``eps``, ``ddof`` and ``traj_stats``:
+    returns ``(A, A_E per step, A_S)``. ``traj_stats="steps"``: Eq. 3's statistics over the group's steps
+    (verl-agent's ``compute_mean_std_cross_steps``) instead of its rollouts, each row's episode score less its
+    ``row_penalty`` (verl-agent's invalid-action penalty)."""
+    norm = {"divide_std": knobs.normalize == "mean_std", "eps": knobs.eps, "ddof": knobs.ddof}
     step_traj = np.asarray(step_traj)
-    if traj_stats == "steps":
+    if knobs.traj_stats == "steps":
         a_episode = grouped_normalize(np.asarray(returns)[step_traj] - row_penalty,
                                       np.asarray(group_ids)[step_traj], **norm)
     else:
         a_episode = grouped_normalize(returns, group_ids, **norm)[step_traj]  # Eq. 3
     a_step = grouped_normalize(step_returns, anchor_ids, **norm)  # Eq. 7
-    return a_episode + step_weight * a_step, a_episode, a_step  # Eq. 8
+    return a_episode + knobs.step_weight * a_step, a_episode, a_step  # Eq. 8
 
 
 class GiGPOKnobs(Knobs):
@@ -144,9 +144,8 @@ def gigpo(batch: StepBatch, knobs: GiGPOKnobs) -> Credit:
     step_returns = discounted_returns(rewards, batch.lengths, knobs.gamma)  # Eq. 5
     penalty = knobs.invalid_penalty * ~batch.valid.astype(bool) if knobs.invalid_penalty and batch.n_steps else 0.0
     step_returns = step_returns - penalty  # verl-agent's apply_invalid_action_penalty on the step returns
-    advantage, _, _ = gigpo_advantages(returns, traj_group, step_returns, anchor, step_traj,
-                                       step_weight=knobs.step_weight, normalize=knobs.normalize, eps=knobs.eps,
-                                       ddof=knobs.ddof, traj_stats=knobs.traj_stats, row_penalty=penalty)
+    advantage, _, _ = gigpo_advantages(returns, traj_group, step_returns, anchor, step_traj, knobs,
+                                       row_penalty=penalty)
 
     sizes = np.bincount(anchor) if anchor.size else np.zeros(0, dtype=np.int64)
     n_groups = max(len(batch.group_names), 1)

@@ -4,6 +4,8 @@ Pure NumPy on integer node ids (the string -> id interning and the state normali
 ``states.py`` / ``rewardflow.py``). Many groups are handled at once as one disjoint graph: node ids of
 different groups never share an edge, so a single multi-source BFS serves the whole batch.
 
+- :class:`GraphNodes` - one group's graph as ``creditflow graph`` draws it (what a graph estimator's
+  ``Drawing.nodes`` returns).
 - :func:`bridge_transitions` - noisy-transition pruning (§3.2, App. B.2): invalid actions, no-op
   feedback ("Nothing happens") and self-loops add no edge; the next kept transition starts from the
   last state reached by a kept transition (the "bridge").
@@ -22,9 +24,30 @@ different groups never share an edge, so a single multi-source BFS serves the wh
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 _EMPTY = np.zeros(0, dtype=np.int64)
+
+
+@dataclass
+class GraphNodes:
+    """What a drawing needs from an estimator's graph of one group (``registry.Drawing``, ``draw.py``): per step,
+    the node it is drawn from and to and whether it adds an edge; per node, its key, value and distance; the
+    success and start nodes."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    kept: np.ndarray
+    keys: list
+    display: dict
+    value: np.ndarray
+    dist: np.ndarray
+    success_nodes: np.ndarray
+    start_nodes: np.ndarray
+    in_graph: np.ndarray
+    successes: int  # successful rollouts (the success rule, with success_threshold where set)
 
 
 # --------------------------------------------------------------------------------------------------

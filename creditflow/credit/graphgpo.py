@@ -46,13 +46,14 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from creditflow.credit.batch import StepBatch
-from creditflow.credit.graph import reverse_bfs, unique_edges
+from creditflow.credit.batch import StepBatch, batch_from_trajectories
+from creditflow.credit.graph import GraphNodes, reverse_bfs, unique_edges
 from creditflow.credit.groupnorm import grouped_normalize
-from creditflow.credit.registry import Credit, Knobs, register_estimator
+from creditflow.credit.registry import Credit, Drawing, Knobs, register_estimator
 from creditflow.credit.returns import ReturnSource, batch_returns
 from creditflow.credit.rewardflow import TrajStats, batch_success
 from creditflow.credit.states import SUCCESS_KEY, StateFn, intern_nodes, step_states
+from creditflow.rollout.trajectory import Trajectory
 
 Goal = Literal["sink", "final_state"]
 SuccessFrom = Literal["episode_score", "outcome"]
@@ -232,7 +233,22 @@ class GraphGPOKnobs(StateGraphKnobs):
     presets: ClassVar[dict[str, dict[str, Any]]] = {"reproduction": REPRODUCTION}
 
 
-@register_estimator("graphgpo", knobs=GraphGPOKnobs, needs={"state", "success"})
+def graph_nodes(group: list[Trajectory], knobs: GraphGPOKnobs | None) -> GraphNodes:
+    """GraphGPO's graph of one group, to draw: every step is an edge; node value omega ** d(s) (1 at the goal, its
+    Eq. 4 reward scaled by R_succ * omega), 0 where no success is reachable."""
+    knobs = (knobs or GraphGPOKnobs()).resolved()
+    batch = batch_from_trajectories(group)
+    won = graph_success(batch, knobs)
+    g = build_goal_graph(batch, state_fn=knobs.state_fn, similarity=knobs.similarity, won=won, goal=knobs.goal)
+    dist = np.where(g.reached, np.nan_to_num(g.dist), -1.0)
+    value = np.where(g.reached, np.power(knobs.omega, np.nan_to_num(g.dist)), 0.0)
+    starts = g.pre[batch.traj_first[batch.lengths > 0]]
+    return GraphNodes(g.pre, g.post, np.ones(batch.n_steps, dtype=bool), g.node_keys, g.display, value, dist,
+                      g.success_nodes, np.unique(starts), np.ones(g.n_nodes, dtype=bool), int(won.sum()))
+
+
+@register_estimator("graphgpo", knobs=GraphGPOKnobs, needs={"state", "success"},
+                    draws=Drawing("GraphGPO", "omega^d(s), every step an edge", GraphGPOKnobs, graph_nodes))
 def graphgpo(batch: StepBatch, knobs: GraphGPOKnobs) -> Credit:
     """GraphGPO: ``process_reward`` d(s_t) (the graph distance of the state the step leaves; -1 in a group
     without a distance), ``step_reward`` G (Eq. 4, after the invalid penalty; 0 where there is no graph term)

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.fields import FieldInfo
 
 from creditflow.credit.batch import StepBatch, batch_from_trajectories, write_step_fields
+from creditflow.credit.graph import GraphNodes
 from creditflow.errors import UserError
 from creditflow.rollout.trajectory import Trajectory
 
@@ -103,26 +104,40 @@ groups, graphs) and ``success`` (each trajectory's outcome, beyond its rewards).
 
 
 @dataclass(frozen=True)
+class Drawing:
+    """How an estimator that builds a state graph draws one group's (``creditflow graph``, ``credit/draw.py``),
+    declared where it is registered (``draws=``)."""
+
+    title: str  # whose graph, in the drawing and the help ("RewardFlow")
+    shade: str  # what a node's shade and the edges are, for ``--estimator``'s help
+    knobs: type[Knobs]  # the graph's knob model (``creditflow graph KEY=VALUE``)
+    nodes: Callable[[list[Trajectory], Any], GraphNodes]  # the group's graph; knobs None: their defaults
+
+
+@dataclass(frozen=True)
 class Registered:
-    """A registered estimator: its kernel, its knob model and what it needs from the data."""
+    """A registered estimator: its kernel, its knob model, what it needs from the data and how it draws its graph
+    (None: it draws none)."""
 
     kernel: Kernel
     knobs: type[Knobs]
     needs: frozenset = frozenset()
+    draws: Drawing | None = None
 
 
 _ESTIMATORS: dict[str, Registered] = {}
 
 
-def register_estimator(name: str, *, knobs: type[Knobs], needs: Iterable[str] = ()) -> Callable[[Kernel], Kernel]:
+def register_estimator(name: str, *, knobs: type[Knobs], needs: Iterable[str] = (),
+                       draws: Drawing | None = None) -> Callable[[Kernel], Kernel]:
     """Register the kernel ``fn(batch: StepBatch, knobs: <knobs model>) -> Credit`` under ``name``; ``needs``
-    declares what it reads beyond rewards (:data:`NEEDS`)."""
+    declares what it reads beyond rewards (:data:`NEEDS`), ``draws`` how it draws its state graph, if it has one."""
     needs = frozenset(needs)
     if not needs <= set(NEEDS):
         raise ValueError(f"needs must be a subset of {NEEDS}, got {sorted(needs)}")
 
     def deco(fn: Kernel) -> Kernel:
-        _ESTIMATORS[name] = Registered(fn, knobs, needs)
+        _ESTIMATORS[name] = Registered(fn, knobs, needs, draws)
         return fn
 
     return deco
@@ -132,6 +147,18 @@ def estimator_needs(name: str) -> frozenset:
     """What the registered estimator ``name`` reads beyond rewards (``state``, ``success``); unknown: empty."""
     entry = _ESTIMATORS.get(name)
     return entry.needs if entry else frozenset()
+
+
+def graph_estimators() -> list[str]:
+    """The estimators that draw a state graph, in the order they were registered (the first is ``creditflow
+    graph``'s default: importing ``creditflow.credit`` registers RewardFlow's module before the others)."""
+    return [name for name, entry in _ESTIMATORS.items() if entry.draws is not None]
+
+
+def estimator_drawing(name: str) -> Drawing | None:
+    """How the registered estimator ``name`` draws its state graph; None where it draws none (or is unknown)."""
+    entry = _ESTIMATORS.get(name)
+    return entry.draws if entry else None
 
 
 def estimator_names() -> list[str]:
@@ -367,11 +394,14 @@ __all__ = [
     "Credit",
     "CreditError",
     "CreditTypeError",
+    "Drawing",
     "Estimator",
     "Kernel",
     "Knobs",
+    "estimator_drawing",
     "estimator_names",
     "get_estimator",
+    "graph_estimators",
     "get_kernel",
     "knob_lines",
     "knob_model",

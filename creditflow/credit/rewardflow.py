@@ -35,6 +35,7 @@ from pydantic import Field, model_validator
 
 from creditflow.credit.batch import StepBatch, batch_from_trajectories
 from creditflow.credit.graph import (
+    GraphNodes,
     bellman_max,
     bridge_transitions,
     propagate,
@@ -43,7 +44,7 @@ from creditflow.credit.graph import (
     unique_edges,
 )
 from creditflow.credit.groupnorm import grouped_normalize
-from creditflow.credit.registry import Credit, Knobs, register_estimator
+from creditflow.credit.registry import Credit, Drawing, Knobs, register_estimator
 from creditflow.credit.returns import batch_returns
 from creditflow.credit.states import Embedder, StateFn, intern_nodes, step_states
 from creditflow.rollout.trajectory import SuccessRule, Trajectory
@@ -175,16 +176,18 @@ class Flow:
         return self.node_reward[self.anchor]
 
 
-def build_flow(data: StepBatch | Sequence[Trajectory], *, gamma: float = DEFAULT_GAMMA, distance: str = "min",
-               state_fn: str = "state_key", similarity: float = DEFAULT_SIMILARITY,
-               success_threshold: float | None = None, prune: bool = True,
-               noop_feedback: str = NOOP_FEEDBACK, max_hops: int = DEFAULT_MAX_HOPS, node_init: str = "success",
+def build_flow(data: StepBatch | Sequence[Trajectory], knobs: GraphKnobs | None = None,
                embedder: Embedder | None = None) -> Flow:
-    """Build the state graphs of all groups in a batch (or in trajectories) and propagate rewards (Eq. 2-4).
+    """Build the state graphs of all groups in a batch (or in trajectories) and propagate rewards (Eq. 2-4), with
+    the graph ``knobs`` (:class:`GraphKnobs`, or ``rewardflow``'s, which hold them; default: the defaults).
 
     ``node_init="success"``: R(s) = gamma ** d(s) (Eq. 3, ``distance`` min or mean). ``"env_reward"``: the
     official trainer's values, Bellman-max sweeps (``max_hops`` of them) from :func:`entering_rewards`.
     """
+    k = knobs if knobs is not None else GraphKnobs()
+    gamma, distance, state_fn, similarity = k.gamma, k.distance, k.state_fn, k.similarity
+    success_threshold, prune, noop_feedback, max_hops, node_init = (k.success_threshold, k.prune, k.noop_feedback,
+                                                                    k.max_hops, k.node_init)
     batch = data if isinstance(data, StepBatch) else batch_from_trajectories(data)
     traj_group = batch.traj_group
     won = batch_success(batch, success_threshold)
@@ -302,10 +305,6 @@ class GraphKnobs(Knobs):
             raise ValueError("distance=mean needs node_init=success (App. D.4 averages hops to success terminals)")
         return self
 
-    def graph_args(self) -> dict:
-        """The graph knobs as keyword arguments of :func:`build_flow`."""
-        return {name: getattr(self, name) for name in GraphKnobs.model_fields}
-
 
 class RewardFlowKnobs(GraphKnobs):
     """Knobs of ``rewardflow``: the graph knobs plus the advantages (Eq. 5-9)."""
@@ -333,14 +332,23 @@ class RewardFlowKnobs(GraphKnobs):
     presets: ClassVar[dict[str, dict[str, Any]]] = {"official": OFFICIAL}
 
 
-@register_estimator("rewardflow", knobs=RewardFlowKnobs, needs={"state", "success"})
+def graph_nodes(group: list[Trajectory], knobs: GraphKnobs | None) -> GraphNodes:
+    """RewardFlow's graph of one group, to draw: kept transitions are edges; node value R(s) = gamma ** d."""
+    flow = build_flow(group, knobs or GraphKnobs())
+    return GraphNodes(flow.anchor, flow.post, flow.kept, flow.node_keys, flow.display, flow.node_reward,
+                      flow.dist.astype(np.float64), flow.success_nodes, flow.start_nodes, flow.in_graph,
+                      int(flow.traj_success.sum()))
+
+
+@register_estimator("rewardflow", knobs=RewardFlowKnobs, needs={"state", "success"},
+                    draws=Drawing("RewardFlow", "R(s) = gamma^d, kept transitions", GraphKnobs, graph_nodes))
 def rewardflow(batch: StepBatch, knobs: RewardFlowKnobs) -> Credit:
     """RewardFlow (paper 003, Eq. 2-9): ``process_reward`` R(s_t), ``step_reward`` r~_t and ``advantage``
     per row. Returns graph metrics (means over groups) and ``credit/time_ms`` (wall time of this call for
     the whole batch)."""
     t0 = time.perf_counter()
     knobs = knobs.resolved()
-    flow = build_flow(batch, **knobs.graph_args())
+    flow = build_flow(batch, knobs)
     norm = {"normalize": knobs.normalize, "eps": knobs.eps, "ddof": knobs.ddof}
     # Eq. 5-7: state-wise groups keyed by the node the step is credited from (graph nodes are per group)
     a_action = state_advantages(flow.step_reward, flow.anchor, **norm)

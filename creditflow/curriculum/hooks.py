@@ -24,7 +24,7 @@ from typing import Callable
 
 import numpy as np
 
-from creditflow.config import CurriculumConfig, RunConfig
+from creditflow.config import CurriculumConfig, EnvConfig
 from creditflow.curriculum.crps import BufferEntry, SuccessBuffer, SuffixController, group_success_rate, \
     insertion_gate, replay_mixture
 from creditflow.curriculum.diagnostics import group_diagnostics
@@ -199,10 +199,12 @@ class CurriculumHooks(Hooks):
         self.restore_mismatches = int(state.get("restore_mismatches", 0))
 
 
-def build_hooks(cfg: RunConfig, env_factory: Callable[[], object], warm_start: bool = True) -> CurriculumHooks:
-    """The hooks ``run_train`` uses when none are given: ``cfg.curriculum`` (+ optional expert warm start)."""
-    rule = SuccessRule(cfg.env.success_threshold)
-    hooks = CurriculumHooks(cfg.curriculum, env_factory, env_name=cfg.env.name, seed=cfg.seed, success_rule=rule)
-    if warm_start and hooks.active and cfg.curriculum.warm_start_demos > 0:
-        hooks.warm_start(expert_trajectories(env_factory, list(range(cfg.curriculum.warm_start_demos)), rule))
+def build_hooks(curriculum: CurriculumConfig, env: EnvConfig, seed: int, env_factory: Callable[[], object],
+                warm_start: bool = True) -> CurriculumHooks:
+    """The hooks ``run_train`` uses when none are given: ``curriculum`` (+ optional expert warm start) on the
+    run's ``env`` section, seeded by the run's ``seed``."""
+    rule = SuccessRule(env.success_threshold)
+    hooks = CurriculumHooks(curriculum, env_factory, env_name=env.name, seed=seed, success_rule=rule)
+    if warm_start and hooks.active and curriculum.warm_start_demos > 0:
+        hooks.warm_start(expert_trajectories(env_factory, list(range(curriculum.warm_start_demos)), rule))
     return hooks

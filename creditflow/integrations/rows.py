@@ -1,12 +1,13 @@
 """What every trainer bridge shares: one row per step. The bridges (:mod:`creditflow.integrations.verl`,
 :mod:`creditflow.integrations.verl_v1`, :mod:`creditflow.integrations.skyrl`, :mod:`creditflow.integrations.trl`)
-each build a trainer's batch into :class:`Columns`, get the per-row advantages and the estimator's metrics from
-:func:`advantages`, and put them on the tokens. Framework-free (numpy).
+each build a trainer's batch into :class:`~creditflow.credit.Rows` (``Rows.filled``: credit's one row type, which
+the audit builds too), get the per-row advantages and the estimator's metrics from :func:`advantages`, and put them
+on the tokens. Framework-free (numpy).
 
 :data:`ESTIMATORS`: the name a trainer knows each registered estimator by (from the registry: an estimator
 registered with :func:`creditflow.credit.register_estimator` is in every bridge with no edit here).
 
-How the columns reach :func:`advantages`: one route, bent only where a trainer leaves no other way.
+How the rows reach :func:`advantages`: one route, bent only where a trainer leaves no other way.
 
 - The bridge overrides the trainer's advantage hook, builds the columns there, calls :func:`advantages` and
   puts the result on the tokens (TRL, SkyRL).
@@ -23,12 +24,13 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import warnings
-from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Sequence, TypedDict
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from creditflow.credit import credit_arrays, estimator_names
+from creditflow.credit import Rows, credit_arrays, estimator_names
+from creditflow.credit.rows import FIELDS as _FIELDS
 from creditflow.curriculum.diagnostics import group_diagnostics
 from creditflow.errors import UserError
 
@@ -69,52 +71,24 @@ class _TrainerNames(Mapping):
 ESTIMATORS: Mapping[str, str] = _TrainerNames()
 """trainer name -> creditflow estimator (``rewardflow`` -> ``rewardflow``, ``creditflow_grpo`` -> ``grpo``, ...)."""
 
-FIELDS = ("traj_ids", "step_index", "state_keys", "next_state_keys", "observations", "rewards", "success", "valid",
-          "active", "scores")
+
+def columns(group_ids: Sequence, **given: Any) -> Rows:
+    """Deprecated (one release): ``creditflow.credit.Rows.filled``, the one row type."""
+    warnings.warn("creditflow.integrations.rows.columns is deprecated: use creditflow.credit.Rows.filled",
+                  DeprecationWarning, stacklevel=2)
+    return Rows.filled(group_ids, **given)
 
 
-class Columns(TypedDict, total=False):
-    """The row columns every bridge builds (one row per step; the names :func:`creditflow.credit.credit_arrays`
-    takes, plus ``active``). Required: ``group_ids`` (the rollouts compared with one another), ``traj_ids``,
-    ``step_index``, ``rewards``, ``success``. Optional (None: absent): ``state_keys``, ``next_state_keys`` (None: the
-    next row's state), ``observations``, ``valid``, ``active`` (inactive rows get advantage 0 and take no part),
-    ``scores``. :func:`columns` fills the defaults."""
-
-    group_ids: Sequence
-    traj_ids: Sequence
-    step_index: np.ndarray
-    state_keys: Sequence | None
-    next_state_keys: Sequence | None
-    observations: Sequence | None
-    rewards: np.ndarray
-    success: np.ndarray
-    valid: np.ndarray | None
-    active: np.ndarray | None
-    scores: np.ndarray | None
+_RENAMED = {"Columns": ("creditflow.credit.Rows", Rows), "FIELDS": ("creditflow.credit.rows.FIELDS", _FIELDS)}
 
 
-def columns(group_ids: Sequence, **given: Any) -> Columns:
-    """:class:`Columns` with the defaults filled in: ``step_index`` the row order within each trajectory, ``active``
-    every row, ``state_keys`` empty keys, the optional columns None; numbers and flags as arrays."""
-    unknown = sorted(set(given) - set(FIELDS))
-    if unknown:  # a bridge's typo would otherwise drop a column silently
-        raise TypeError(f"columns() got unknown column(s) {', '.join(unknown)}; columns: {', '.join(FIELDS)}")
-    n = len(group_ids)
-    cols: dict = {name: given.get(name) for name in FIELDS}
-    cols["group_ids"] = list(group_ids)
-    cols["traj_ids"] = list(given.get("traj_ids") if given.get("traj_ids") is not None else [])
-    steps = given.get("step_index")
-    cols["step_index"] = row_order(cols["traj_ids"]) if steps is None else np.asarray(steps).astype(np.int64)
-    cols["rewards"] = np.asarray(given.get("rewards") if given.get("rewards") is not None else [], dtype=np.float64)
-    cols["success"] = np.asarray(given.get("success") if given.get("success") is not None else [], dtype=bool)
-    cols["active"] = (np.ones(n, dtype=bool) if given.get("active") is None
-                      else np.asarray(given["active"]).astype(bool))
-    cols["state_keys"] = list(given["state_keys"]) if given.get("state_keys") is not None else [""] * n
-    for name in ("next_state_keys", "observations"):
-        cols[name] = None if given.get(name) is None else list(given[name])
-    cols["valid"] = None if given.get("valid") is None else np.asarray(given["valid"]).astype(bool)
-    cols["scores"] = None if given.get("scores") is None else np.asarray(given["scores"], dtype=np.float64)
-    return cols  # type: ignore[return-value]
+def __getattr__(name: str):
+    if name in _RENAMED:  # one release: the bridges' own row type, now credit's
+        new, value = _RENAMED[name]
+        warnings.warn(f"creditflow.integrations.rows.{name} is deprecated: use {new}", DeprecationWarning,
+                      stacklevel=2)
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class LayoutError(UserError):
@@ -139,35 +113,25 @@ class RowUid(str):
         return (RowUid, (str(self), self.fields))
 
 
-def row_order(traj_ids) -> np.ndarray:
-    """Position of each row among the rows of its trajectory, in row order."""
-    count: dict = {}
-    out = np.empty(len(traj_ids), dtype=np.int64)
-    for row, traj in enumerate(traj_ids):
-        out[row] = count.get(traj, 0)
-        count[traj] = out[row] + 1
-    return out
-
-
 def _as_list(values) -> list:
     return values.tolist() if isinstance(values, np.ndarray) else list(values)
 
 
-def uids_from_columns(cols: Mapping[str, Any]) -> np.ndarray:
-    """The :class:`RowUid` of every row of ``cols``: its group id carrying the row's other columns (a column
+def uids_from_rows(rows: Rows) -> np.ndarray:
+    """The :class:`RowUid` of every row of ``rows``: its group id carrying the row's other columns (a column
     that is None is left out)."""
-    values = {k: _as_list(v) for k, v in cols.items() if k != "group_ids" and v is not None}
-    return np.array([RowUid(g, {k: column[i] for k, column in values.items()}) for i, g in enumerate(cols["group_ids"])],
+    values = {k: _as_list(v) for k, v in rows.columns().items() if k != "group_ids" and v is not None}
+    return np.array([RowUid(g, {k: column[i] for k, column in values.items()}) for i, g in enumerate(rows.group_ids)],
                     dtype=object)
 
 
-def columns_from_rows(rows: Sequence[RowUid]) -> Columns:
-    """The row columns carried by :class:`RowUid` values (the reverse of :func:`uids_from_columns`)."""
-    fields = [u.fields for u in rows]
+def rows_from_uids(uids: Sequence[RowUid]) -> Rows:
+    """The rows carried by :class:`RowUid` values (the reverse of :func:`uids_from_rows`)."""
+    fields = [u.fields for u in uids]
     column = (lambda k: [f[k] for f in fields] if fields and k in fields[0] else None)
-    given = {k: column(k) for k in FIELDS}
+    given = {k: column(k) for k in _FIELDS}
     given["step_index"] = np.asarray(given["step_index"] or [], dtype=np.int64)  # carried: never re-derived
-    return columns([str(u) for u in rows], **given)
+    return Rows.filled([str(u) for u in uids], **given)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -217,7 +181,7 @@ def call_of(index: Sequence, estimator: str, hint: str) -> Call:
 def estimate_call(estimator: str, call: Call, config: Any = None) -> np.ndarray:
     """:func:`advantages` of the rows of ``call`` with the knobs of ``config``; its metrics are left on ``call``
     (and, for rows that carry themselves, on each :class:`RowUid`, where :func:`row_metrics` finds them)."""
-    advantage, call.metrics = advantages(estimator, columns_from_rows(call.rows), estimator_knobs(estimator, config))
+    advantage, call.metrics = advantages(estimator, rows_from_uids(call.rows), estimator_knobs(estimator, config))
     if _ATTACHED.get() is not call:
         for row in call.rows:
             row.metrics = call.metrics
@@ -238,48 +202,30 @@ def estimator_knobs(estimator: str, config: Any) -> dict:
     return dict(section or {})
 
 
-def advantages(estimator: str, cols: Columns, knobs: Mapping[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+def advantages(estimator: str, rows: Rows, knobs: Mapping[str, Any] | None = None) -> tuple[np.ndarray, dict]:
     """Per-row advantages of creditflow's ``estimator`` (its registered name, or its trainer name in
-    :data:`ESTIMATORS`) on the rows ``cols``, with ``knobs`` (the estimator's defaults for the others), and the
+    :data:`ESTIMATORS`) on ``rows``, with ``knobs`` (the estimator's defaults for the others), and the
     estimator's metrics. Inactive rows get 0; rows repeated to pad a batch (same trajectory and step) share their
     original's advantage."""
     name = ESTIMATORS.get(estimator, estimator)
-    n = len(cols["group_ids"])
-    active = np.asarray(cols["active"], dtype=bool) if cols.get("active") is not None else np.ones(n, bool)
-    traj = np.asarray(cols["traj_ids"], dtype=object)
-    steps = np.asarray(cols["step_index"], dtype=np.int64)
+    active = np.ones(rows.n, dtype=bool) if rows.active is None else np.asarray(rows.active, dtype=bool)
     keep = np.flatnonzero(active)
-    if keep.size == 0:  # nothing to score (credit_arrays refuses an empty batch)
-        return np.zeros(n, dtype=np.float64), {}
-    first_of, inverse = _first_occurrence(traj[keep], steps[keep])
-    rows = keep[first_of].tolist()
-    picked = {column: _pick(cols.get(column), rows) for column in _ARRAY_COLUMNS}
-    picked["step_index"] = steps[rows]
-    result = credit_arrays(name, check_outcome=False, **picked, **dict(knobs or {}))
-    advantage = np.zeros(n, dtype=np.float64)
-    advantage[keep] = result.advantage[inverse]
+    traj = np.asarray(rows.traj_ids, dtype=object)[keep]
+    steps = np.asarray(rows.step_index, dtype=np.int64)[keep]
+    first_of, inverse = _first_occurrence(traj, steps)
+    originals = np.zeros(rows.n, dtype=bool)
+    originals[keep[first_of]] = True  # a padding copy takes no part: it gets its original's advantage below
+    result = credit_arrays(name, replace(rows, active=originals), check_outcome=False, **dict(knobs or {}))
+    advantage = np.zeros(rows.n, dtype=np.float64)
+    advantage[keep] = result.advantage[keep[first_of]][inverse]
     return advantage, result.metrics
 
 
-def row_advantages(estimator: str, cols: Columns, config: Any = None) -> tuple[np.ndarray, dict]:
+def row_advantages(estimator: str, rows: Rows, config: Any = None) -> tuple[np.ndarray, dict]:
     """Deprecated (one release): :func:`advantages` with the knobs of ``config`` (:func:`estimator_knobs`)."""
     warnings.warn("creditflow.integrations.rows.row_advantages is deprecated: use advantages(estimator, cols, "
                   "estimator_knobs(estimator, config))", DeprecationWarning, stacklevel=2)
-    return advantages(estimator, cols, estimator_knobs(estimator, config))
-
-
-# the columns credit_arrays takes, by their names there
-_ARRAY_COLUMNS = ("group_ids", "traj_ids", "state_keys", "rewards", "success", "valid", "observations", "scores",
-                  "next_state_keys")
-
-
-def _pick(column, rows: list[int]):
-    """``column`` at ``rows`` (an array stays an array; None stays None)."""
-    if column is None:
-        return None
-    if isinstance(column, np.ndarray):
-        return column[rows]
-    return [column[i] for i in rows]
+    return advantages(estimator, rows, estimator_knobs(estimator, config))
 
 
 def _first_occurrence(traj: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -297,13 +243,12 @@ def _first_occurrence(traj: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, 
 # --------------------------------------------------------------------------------------------------
 
 
-def group_metrics(cols: Columns) -> dict:
+def group_metrics(rows: Rows) -> dict:
     """The group diagnostics of CRPS Eq. 14 (``groups/all_zero_frac``, ``groups/all_one_frac``,
     ``groups/entropy``) over the active rows' trajectories, for a trainer's metrics dict."""
     outcome: dict = {}
-    active = np.asarray(cols["active"], dtype=bool) if cols.get("active") is not None else None
-    for row, (group, traj, won) in enumerate(zip(cols["group_ids"], cols["traj_ids"],
-                                                 np.asarray(cols["success"]).tolist())):
+    active = np.asarray(rows.active, dtype=bool) if rows.active is not None else None
+    for row, (group, traj, won) in enumerate(zip(rows.group_ids, rows.traj_ids, np.asarray(rows.success).tolist())):
         if active is None or active[row]:
             outcome.setdefault(group, {})[traj] = won
     return group_diagnostics([list(trajs.values()) for trajs in outcome.values()])
@@ -312,7 +257,7 @@ def group_metrics(cols: Columns) -> dict:
 def call_metrics(call: Call) -> dict:
     """For a trainer's metrics dict: :func:`group_metrics` of the call's rows and the metrics of the creditflow
     estimator that ran on them (RewardFlow's graph statistics ``credit/graph_nodes``, ...)."""
-    out = group_metrics(columns_from_rows(call.rows))
+    out = group_metrics(rows_from_uids(call.rows))
     out.update({k: float(v) for k, v in call.metrics.items()})
     return out
 

@@ -48,8 +48,10 @@ from skyrl.backends.skyrl_train.utils.ppo_utils import AdvantageEstimatorRegistr
 from skyrl.train.config import AlgorithmConfig, make_config
 from skyrl.train.trainer import RayPPOTrainer
 
-from creditflow.integrations.rows import (ESTIMATORS, Columns, LayoutError, advantages, call_of, columns, estimate_call,
-                                          estimator_knobs, group_metrics, row_order, uids_from_columns)
+from creditflow.credit import Rows
+from creditflow.credit.rows import row_order
+from creditflow.integrations.rows import (ESTIMATORS, LayoutError, advantages, call_of, estimate_call, estimator_knobs,
+                                          group_metrics, uids_from_rows)
 
 NO_ROWS = ("SkyRL's trainer passes estimators only the uids (and in step-wise mode only the last steps): run it "
            "through creditflow's trainer, python -m creditflow.integrations.skyrl_main or a RayPPOTrainer subclass "
@@ -126,22 +128,22 @@ class CreditflowAdvantage:
             return super().compute_advantages_and_returns(data)
         if getattr(self.cfg.generator, "merge_stepwise_output", False):
             raise LayoutError(MERGED)
-        cols = self.creditflow_columns(data)
-        advantage, found = advantages(name, cols, estimator_knobs(name, self.cfg.trainer.algorithm))
+        rows = self.creditflow_columns(data)
+        advantage, found = advantages(name, rows, estimator_knobs(name, self.cfg.trainer.algorithm))
         scores = _on_tokens(advantage, data["rewards"], data["loss_mask"])
         data["advantages"], data["returns"] = scores, scores
-        self._creditflow_metrics(data, cols, found)
+        self._creditflow_metrics(data, rows, found)
         return data
 
     def creditflow_rows(self, data) -> np.ndarray:
         """The :class:`~creditflow.integrations.rows.RowUid` of every row (:meth:`creditflow_columns`, carried by the
         group ids: for a SkyRL path that calls the registered estimator itself, under
         :func:`~creditflow.integrations.rows.attached`)."""
-        return uids_from_columns(self.creditflow_columns(data))
+        return uids_from_rows(self.creditflow_columns(data))
 
-    def creditflow_columns(self, data) -> Columns:
-        """The rows of a SkyRL ``TrainingInputBatch``, one per step (module docstring); SkyRL's padding rows (the
-        last ``metadata["pad_size"]``) are inactive."""
+    def creditflow_columns(self, data) -> Rows:
+        """The :class:`~creditflow.credit.Rows` of a SkyRL ``TrainingInputBatch``, one per step (module docstring);
+        SkyRL's padding rows (the last ``metadata["pad_size"]``) are inactive."""
         uids = [str(u) for u in data.metadata["uids"]]
         n = len(uids)
         pad = int(data.metadata.get("pad_size", 0) or 0)
@@ -170,8 +172,8 @@ class CreditflowAdvantage:
         final = {traj_ids[row]: rewards[row] for row in range(n) if active[row] and last[row]}
         score = np.array([final.get(t, 0.0) for t in traj_ids])
         states = self.creditflow_states(data, traj_ids, steps)
-        return columns(uids, traj_ids=traj_ids, step_index=steps, state_keys=states, rewards=rewards,
-                       success=score > 0, scores=score, active=active)
+        return Rows.filled(uids, traj_ids=traj_ids, step_index=steps, state_keys=states, rewards=rewards,
+                           success=score > 0, scores=score, active=active)
 
     def creditflow_states(self, data, traj_ids: list[str], steps: np.ndarray) -> list[str]:
         """The state key of each row: the observation the step answers. Step 0: its prompt; step t: the env's
@@ -196,10 +198,10 @@ class CreditflowAdvantage:
             previous[traj] = _key(response[tail:].tolist())
         return states
 
-    def _creditflow_metrics(self, data, cols: Columns, found: dict) -> None:
+    def _creditflow_metrics(self, data, rows: Rows, found: dict) -> None:
         """The credit metrics (the group diagnostics and the estimator's ``found``) in SkyRL's step metrics, and
         SkyRL's advantage statistics under its own names."""
-        n = len(cols["group_ids"]) - int(data.metadata.get("pad_size", 0) or 0)
+        n = rows.n - int(data.metadata.get("pad_size", 0) or 0)
         mask = data["loss_mask"][:n].bool()
         values = data["advantages"][:n][mask]
         last = data.metadata.get("is_last_step") if self.cfg.generator.step_wise_trajectories else None
@@ -213,7 +215,7 @@ class CreditflowAdvantage:
         self.all_metrics.update({"loss/avg_final_rewards": stats["avg_final_rewards"],
                                  "loss/avg_raw_advantages": stats["avg_advantages"],
                                  "loss/avg_raw_advantages_abs": stats["avg_advantages_abs"]})
-        self.all_metrics.update(group_metrics(cols))
+        self.all_metrics.update(group_metrics(rows))
         self.all_metrics.update({k: float(v) for k, v in found.items()})
 
 

@@ -27,7 +27,7 @@ assistant tokens is one step; a completion without such a mask is one step. Step
 Groups are TRL's: consecutive blocks of ``num_generations`` rollouts of the global batch (the same prompt),
 so a prompt that occurs twice in a batch forms two groups. The hook is ``_generate_and_score_completions``
 (TRL computes its advantages there): it builds the rows of the whole generation batch, gathered over the
-processes as TRL gathers its rewards, as the :class:`~creditflow.integrations.rows.Columns` every bridge builds,
+processes as TRL gathers its rewards, as the :class:`~creditflow.credit.Rows` every bridge builds,
 and takes their advantages and metrics from :func:`creditflow.integrations.rows.advantages` (the kernel every
 public path runs, with the estimator's own defaults for the knobs not given); step k's advantage goes on
 exactly the tokens of turn k, 0 elsewhere, as an advantages tensor of shape (B, T) that TRL's ``_compute_loss``
@@ -54,12 +54,12 @@ from accelerate.utils import gather_object
 from packaging.version import Version
 from trl import GRPOTrainer  # this module is the TRL bridge: TRL is its reason to exist
 
-from creditflow.credit import estimator_names, estimator_needs, validate_knobs
+from creditflow.credit import Rows, estimator_names, estimator_needs, validate_knobs
 from creditflow.curriculum.diagnostics import group_diagnostics
 from creditflow.envs.adapters.trl_env import CREDITFLOW_READS, outcome_of
 from creditflow.errors import UserError
-from creditflow.integrations.rows import advantages, columns
-from creditflow.policy.model import DEPRECATIONS_OF_OTHERS
+from creditflow.integrations.rows import advantages
+from creditflow.policy.load import DEPRECATIONS_OF_OTHERS
 
 MIN_TRL = "1.16.0"  # the GRPOTrainer whose methods CreditGRPOTrainer extends (docs/trl.md)
 if Version(trl.__version__) < Version(MIN_TRL):
@@ -130,8 +130,8 @@ def rollout_credit(estimator: str, knobs: dict, rollouts: Sequence[Rollout], rew
     return np.split(advantage, ends[:-1]) if len(rollouts) else [], metrics
 
 
-def rollout_columns(rollouts: Sequence[Rollout], rewards: np.ndarray, group_size: int):
-    """The rows of the rollouts, one per turn, as the :class:`~creditflow.integrations.rows.Columns` every bridge
+def rollout_columns(rollouts: Sequence[Rollout], rewards: np.ndarray, group_size: int) -> Rows:
+    """The rows of the rollouts, one per turn, as the :class:`~creditflow.credit.Rows` every bridge
     builds: rollout i is trajectory i of group ``i // group_size``, its reward on its last step and its score."""
     group_ids, traj_ids, steps, keys, obs, step_rewards, success, valid, scores = ([] for _ in range(9))
     for i, r in enumerate(rollouts):
@@ -145,8 +145,8 @@ def rollout_columns(rollouts: Sequence[Rollout], rewards: np.ndarray, group_size
         success += [bool(r.success)] * n
         valid += r.valid if r.valid is not None else [True] * n
         scores += [float(rewards[i])] * n
-    return columns(group_ids, traj_ids=traj_ids, step_index=steps, state_keys=keys, observations=obs,
-                   rewards=step_rewards, success=success, valid=valid, scores=scores)
+    return Rows.filled(group_ids, traj_ids=traj_ids, step_index=steps, state_keys=keys, observations=obs,
+                       rewards=step_rewards, success=success, valid=valid, scores=scores)
 
 
 def place_advantages(step_advantages: Sequence[np.ndarray], spans: Sequence[list[tuple[int, int]]],

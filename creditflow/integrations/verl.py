@@ -53,12 +53,11 @@ import torch
 from verl import DataProto  # this module is the verl bridge: verl is its reason to exist
 from verl.trainer.ppo import core_algos
 
-from creditflow.credit import estimator_needs
+from creditflow.credit import Rows, estimator_needs
 from creditflow.errors import UserError
 from creditflow.integrations import plugins
-from creditflow.integrations.rows import (ESTIMATORS, Columns, LayoutError, RowUid, advantages, attached, call_of,
-                                          columns, columns_from_rows, estimate_call, estimator_knobs, group_metrics,
-                                          row_advantages, row_metrics, uids_from_columns)
+from creditflow.integrations.rows import (ESTIMATORS, LayoutError, RowUid, advantages, attached, call_of, estimate_call,
+                                          estimator_knobs, group_metrics, row_metrics, rows_from_uids, uids_from_rows)
 from creditflow.rollout.trajectory import Step, Trajectory
 
 # the fields of a row's state (creditflow's state key, else the observation) and outcome, in order of preference:
@@ -78,9 +77,9 @@ NO_ROWS = ("with verl's legacy trainer call creditflow.integrations.verl.attach_
 # --------------------------------------------------------------------------------------------------
 
 
-def layout_columns(non_tensor_batch: Mapping[str, np.ndarray], estimator: str = "rewardflow") -> Columns:
-    """The row columns of a verl-agent ``non_tensor_batch`` (see the module docstring); a missing key is one
-    :class:`VerlLayoutError` naming it."""
+def layout_columns(non_tensor_batch: Mapping[str, np.ndarray], estimator: str = "rewardflow") -> Rows:
+    """The :class:`~creditflow.credit.Rows` of a verl-agent ``non_tensor_batch`` (see the module docstring); a
+    missing key is one :class:`VerlLayoutError` naming it."""
     n = len(_need(non_tensor_batch, "uid", estimator, "the group of each row"))
     get = non_tensor_batch.get
     state_key = next((k for k in STATE_KEYS if k in non_tensor_batch), None)
@@ -92,12 +91,12 @@ def layout_columns(non_tensor_batch: Mapping[str, np.ndarray], estimator: str = 
         raise VerlLayoutError(f"verl batch for {estimator!r}: non_tensor_batch has no 'success' (or 'won'): the "
                               "episode outcome of each row (docs/verl.md)")
     traj = _need(non_tensor_batch, "traj_uid", estimator, "the trajectory of each row")
-    return columns([str(u) for u in non_tensor_batch["uid"]], traj_ids=list(traj), step_index=get("step_index"),
-                   state_keys=list(non_tensor_batch[state_key]) if state_key else [""] * n,
-                   next_state_keys=get("next_state_key"), observations=get("anchor_obs"),
-                   rewards=_need(non_tensor_batch, "rewards", estimator, "the env reward of each step"),
-                   success=np.asarray(non_tensor_batch[success_key]).astype(bool), valid=get("is_action_valid"),
-                   active=get("active_masks"), scores=get("score"))
+    return Rows.filled([str(u) for u in non_tensor_batch["uid"]], traj_ids=list(traj), step_index=get("step_index"),
+                       state_keys=list(non_tensor_batch[state_key]) if state_key else [""] * n,
+                       next_state_keys=get("next_state_key"), observations=get("anchor_obs"),
+                       rewards=_need(non_tensor_batch, "rewards", estimator, "the env reward of each step"),
+                       success=np.asarray(non_tensor_batch[success_key]).astype(bool), valid=get("is_action_valid"),
+                       active=get("active_masks"), scores=get("score"))
 
 
 def _need(batch: Mapping[str, np.ndarray], key: str, estimator: str, what: str) -> np.ndarray:
@@ -109,7 +108,7 @@ def _need(batch: Mapping[str, np.ndarray], key: str, estimator: str, what: str) 
 def row_uids(non_tensor_batch: Mapping[str, np.ndarray], estimator: str = "rewardflow") -> np.ndarray:
     """The :class:`RowUid` of every row of a batch in the layout (see the module docstring): its ``uid``
     carrying the row's fields."""
-    return uids_from_columns(layout_columns(non_tensor_batch, estimator))
+    return uids_from_rows(layout_columns(non_tensor_batch, estimator))
 
 
 def attach_rows(data: DataProto, estimator: str = "rewardflow") -> DataProto:
@@ -284,39 +283,45 @@ def from_dataproto(data: DataProto) -> list[Trajectory]:
     left out. A step's ``advantage`` is the row's advantage where ``advantages`` were computed."""
     nt = data.non_tensor_batch
     uid = nt["uid"]
-    cols = (columns_from_rows(uid) if len(uid) and isinstance(uid[0], RowUid)
-            else layout_columns(nt, "creditflow_grpo"))
-    n = len(cols["group_ids"])
+    rows = rows_from_uids(uid) if len(uid) and isinstance(uid[0], RowUid) else layout_columns(nt, "creditflow_grpo")
+    n = rows.n
     mask = data.batch["response_mask"] if "response_mask" in data.batch.keys() else None
     first_token = mask.argmax(-1) if mask is not None else None
     adv = (data.batch["advantages"][torch.arange(n), first_token].tolist()
            if "advantages" in data.batch.keys() and mask is not None else [None] * n)
     actions = nt.get("action")
     by_traj: dict = {}
-    for row in np.flatnonzero(np.asarray(cols["active"], dtype=bool)).tolist():
-        by_traj.setdefault(cols["traj_ids"][row], []).append(row)
+    for row in np.flatnonzero(np.asarray(rows.active, dtype=bool)).tolist():
+        by_traj.setdefault(rows.traj_ids[row], []).append(row)
     out = []
     for traj_id, trows in by_traj.items():
-        trows.sort(key=lambda r: int(cols["step_index"][r]))
-        steps = [Step(state=str(cols["state_keys"][r]),
-                      observation=str(cols["observations"][r]) if cols.get("observations") is not None else "",
+        trows.sort(key=lambda r: int(rows.step_index[r]))
+        steps = [Step(state=str(rows.state_keys[r]),
+                      observation=str(rows.observations[r]) if rows.observations is not None else "",
                       action=str(actions[r]) if actions is not None else "",
-                      valid=bool(cols["valid"][r]) if cols.get("valid") is not None else True,
-                      reward=float(cols["rewards"][r]),
-                      next_state=(cols["next_state_keys"][r] if cols.get("next_state_keys") is not None else None),
+                      valid=bool(rows.valid[r]) if rows.valid is not None else True,
+                      reward=float(rows.rewards[r]),
+                      next_state=(rows.next_state_keys[r] if rows.next_state_keys is not None else None),
                       advantage=adv[r])
                  for r in trows]
         head = trows[0]
-        out.append(Trajectory(task_id=cols["group_ids"][head], group_id=cols["group_ids"][head], traj_id=str(traj_id),
+        out.append(Trajectory(task_id=rows.group_ids[head], group_id=rows.group_ids[head], traj_id=str(traj_id),
                               steps=steps, final_state=steps[-1].next_state or "",
-                              success=bool(cols["success"][head]),
-                              score=float(cols["scores"][head]) if cols.get("scores") is not None else 0.0))
+                              success=bool(rows.success[head]),
+                              score=float(rows.scores[head]) if rows.scores is not None else 0.0))
     return out
 
 
 __all__ = ["ESTIMATORS", "STATE_KEYS", "SUCCESS_KEYS", "RowUid", "VerlEstimator", "VerlLayoutError", "attach_rows",
            "attached", "compute_advantage", "credit_metrics", "estimator_knobs", "from_dataproto", "layout_columns",
            "register", "row_advantages", "row_metrics", "row_uids", "to_dataproto"]
+
+
+def __getattr__(name: str):
+    if name == "row_advantages":  # deprecated (one release): rows.row_advantages, which warns when called
+        from creditflow.integrations import rows as row_bridge  # the alias lives there; nothing imports it eagerly
+        return row_bridge.row_advantages
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 plugins.imported(__name__)  # the last line: a verl.plugins registration that waited for this module runs now

@@ -19,22 +19,24 @@ import yaml
 from pydantic import ValidationError
 
 from creditflow.atomic import write_atomic
-from creditflow.config import RunConfig
+from creditflow.config import PolicyConfig, RolloutConfig
 from creditflow.errors import UserError
 
 FILE = "creditflow_inference.json"
 KEYS: tuple[tuple[str, str], ...] = (("policy", "template"), ("rollout", "history"), ("rollout", "history_length"))
+SECTIONS = {"policy": PolicyConfig, "rollout": RolloutConfig}
+"""The config section of each key's first part, in the run config's order (which one's error is said first)."""
 
 
-def settings_of(cfg) -> dict[str, Any]:
-    """The inference settings of a run config, as ``{"policy.template": ..., ...}``."""
-    return {f"{section}.{name}": getattr(getattr(cfg, section), name) for section, name in KEYS}
+def settings_of(policy: PolicyConfig, rollout: RolloutConfig) -> dict[str, Any]:
+    """The inference settings of a run's ``policy`` and ``rollout`` sections, as ``{"policy.template": ..., ...}``."""
+    sections = {"policy": policy, "rollout": rollout}
+    return {f"{section}.{name}": getattr(sections[section], name) for section, name in KEYS}
 
 
-def save(model_dir: str | Path, cfg=None, settings: dict[str, Any] | None = None) -> None:
-    """Write the settings of ``cfg`` (or ``settings``) into ``model_dir`` (atomically)."""
-    values = settings if settings is not None else settings_of(cfg)
-    write_atomic(Path(model_dir) / FILE, json.dumps({"inference": values}, indent=2) + "\n")
+def save(model_dir: str | Path, settings: dict[str, Any]) -> None:
+    """Write the inference ``settings`` (:func:`settings_of`) into ``model_dir`` (atomically)."""
+    write_atomic(Path(model_dir) / FILE, json.dumps({"inference": settings}, indent=2) + "\n")
 
 
 def load(model_dir: str | Path) -> tuple[dict[str, Any], Path] | None:
@@ -75,11 +77,12 @@ def _checked(values: dict[str, Any], path: Path, fix: str) -> dict[str, Any]:
     for key, value in values.items():
         section, name = key.split(".")
         nested.setdefault(section, {})[name] = value
-    try:
-        RunConfig.model_validate(nested)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        key = ".".join(str(part) for part in err["loc"])
-        msg = str(err["ctx"]["error"]) if err["type"] == "value_error" else err["msg"]
-        raise UserError(f"{path}: {key}: {msg} (got {err.get('input')!r}); {fix}") from None
+    for section, model in SECTIONS.items():
+        try:
+            model.model_validate(nested.get(section, {}))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            key = ".".join(str(part) for part in (section, *err["loc"]))
+            msg = str(err["ctx"]["error"]) if err["type"] == "value_error" else err["msg"]
+            raise UserError(f"{path}: {key}: {msg} (got {err.get('input')!r}); {fix}") from None
     return values

@@ -1,4 +1,5 @@
-"""Compatibility re-exports: what was ``creditflow.policy.model`` now lives in three modules by concern.
+"""Deprecated: what was ``creditflow.policy.model`` now lives in three modules by concern. Importing this module
+warns (``DeprecationWarning``); it goes in the next release.
 
 - :mod:`creditflow.policy.load`: loading a policy and its tokenizer (``load_policy``, ``load_tokenizer``,
   ``count_parameters``), the device, dtype and autocast settings (``resolve_device``, ``resolve_dtype``,
@@ -12,10 +13,12 @@
   ``TINY_DEFAULTS``, ``tiny_config``, ``train_tokenizer``, ``TINY_RECORD``, ``tiny_model_built``,
   ``build_tiny_policy``).
 
-Import from those modules; this one keeps the old import path working.
+Import from those modules; this one keeps the old import path working for one release, the very same objects.
 """
 
 from __future__ import annotations
+
+import warnings
 
 from creditflow.policy.load import (CPU_FLOAT32_SDPA, DEPRECATIONS_OF_OTHERS, autocast_note, check_device_and_dtype,
                                     count_parameters, cpu_has_native_bf16, float32_attention_on_cpu, load_policy,
@@ -26,6 +29,9 @@ from creditflow.policy.tiny import (CHAT_TEMPLATE, SPECIAL_TOKENS, TINY_DEFAULTS
 from creditflow.policy.validate import (ADAPTER_CONFIG, JSON_FILES, TOKENIZER_FILES, WEIGHT_FILES, adapter_base,
                                         check_model_dir, is_adapter_dir, model_config, safetensors_header,
                                         weights_dir)
+
+warnings.warn("creditflow.policy.model is split into creditflow.policy.load, .validate and .tiny; import from "
+              "those (the old path goes in the next release)", DeprecationWarning, stacklevel=2)
 
 __all__ = [
     "ADAPTER_CONFIG", "CHAT_TEMPLATE", "CPU_FLOAT32_SDPA", "DEPRECATIONS_OF_OTHERS", "JSON_FILES", "SPECIAL_TOKENS",

@@ -19,7 +19,7 @@ class ParsedAction:
     reason: str = ""  # why invalid
 
 
-def parse_action(response: str, admissible_actions: list[str] | None = None) -> ParsedAction:
+def parse_response(response: str, admissible_actions: list[str] | None = None) -> ParsedAction:
     """Extract the action. Exactly one ``<action>`` block is required; ``<think>`` is optional but, if
     opened, must be closed before the action. With ``admissible_actions`` the action must match one of
     them (case- and surrounding-whitespace-insensitive)."""

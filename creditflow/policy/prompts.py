@@ -161,7 +161,7 @@ def format_response(action: str, thought: str = "") -> str:
     return f"<think>{thought}</think><action>{action}</action>"
 
 
-def env_name(env) -> str:
+def name_of_env(env) -> str:
     """The env's ``name``, else its class name (an env of a plug-in may have no ``name``)."""
     name = getattr(env, "name", None)
     return name if isinstance(name, str) and name else type(env).__name__
@@ -169,7 +169,7 @@ def env_name(env) -> str:
 
 def environment_description(env) -> str:
     """What the prompt calls the env: its ``description``, else ``the <name> environment``."""
-    return getattr(env, "description", None) or f"the {env_name(env)} environment"
+    return getattr(env, "description", None) or f"the {name_of_env(env)} environment"
 
 
 def chat_ids(tokenizer, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:

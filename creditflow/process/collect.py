@@ -1,7 +1,6 @@
-"""Deprecated alias of :mod:`creditflow.pairs.collect` (see :mod:`creditflow.process`)."""
+"""Deprecated alias of :mod:`creditflow.pairs.collect` (see :mod:`creditflow.process`): its public names, the very
+same objects. Import :mod:`creditflow.pairs.collect` instead; this module goes in the next release."""
 
-import sys
+from creditflow.pairs.collect import PreferenceCollector, task_seed
 
-from creditflow.pairs import collect as _module
-
-sys.modules[__name__] = _module
+__all__ = ["PreferenceCollector", "task_seed"]

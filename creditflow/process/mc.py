@@ -1,7 +1,6 @@
-"""Deprecated alias of :mod:`creditflow.pairs.mc` (see :mod:`creditflow.process`)."""
+"""Deprecated alias of :mod:`creditflow.pairs.mc` (see :mod:`creditflow.process`): its public names, the very
+same objects. Import :mod:`creditflow.pairs.mc` instead; this module goes in the next release."""
 
-import sys
+from creditflow.pairs.mc import MCProcessReward, MCStats, PrefixRestoreError
 
-from creditflow.pairs import mc as _module
-
-sys.modules[__name__] = _module
+__all__ = ["MCProcessReward", "MCStats", "PrefixRestoreError"]

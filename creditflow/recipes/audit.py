@@ -35,10 +35,11 @@ from creditflow.config import RunConfig, build_config
 from creditflow.envs.base import has_snapshot
 from creditflow.errors import UserError
 from creditflow.policy.backends.factory import make_backend
-from creditflow.policy.factory import with_model_settings
-from creditflow.policy.model import load_policy
+from creditflow.policy.load import load_policy
 from creditflow.policy.validate import check_model_dir
 from creditflow.recipes.checks import check_run
+from creditflow.recipes.resolve import with_model_settings
+from creditflow.recipes.sections import engine_settings
 from creditflow.rollout.engine import env_action, shown_action
 from creditflow.rollout.factory import make_engine
 from creditflow.rollout.trajectory import StartState
@@ -79,8 +80,8 @@ class ModelPolicy:
         check_run(cfg, model=self.model_dir)
         cfg = with_model_settings(cfg, self.model_dir, lambda *_: None)
         model, tok = load_policy(self.model_dir, cfg.policy.device, cfg.policy.weights_dtype)
-        backend = make_backend(cfg, model, tok, self.model_dir)
-        self.engine = make_engine(cfg, model, tok, factory, backend=backend)
+        backend = make_backend(cfg.policy, cfg.seed, model, tok, self.model_dir)
+        self.engine = make_engine(engine_settings(cfg), model, tok, factory, backend=backend)
         if self.engine.prompts.conversation:
             raise UserError("the audit's LM policy builds window prompts; this model was trained with "
                             "rollout.history=conversation")
@@ -182,4 +183,4 @@ def policy_menu(cfg: RunConfig, model_path: str | Path, factory, size: int = 4, 
     check_run(cfg, model=model_path)
     cfg = with_model_settings(cfg, model_path, log)
     model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.weights_dtype)
-    return PolicyMenu(make_engine(cfg, model, tok, factory), size, expert)
+    return PolicyMenu(make_engine(engine_settings(cfg), model, tok, factory), size, expert)

@@ -12,7 +12,9 @@ from creditflow import credit, envs
 from creditflow.config import RunConfig
 from creditflow.errors import UserError
 from creditflow.policy import lora
-from creditflow.policy.model import autocast_note, check_device_and_dtype, check_model_dir, model_config, tiny_config
+from creditflow.policy.load import autocast_note, check_device_and_dtype
+from creditflow.policy.tiny import tiny_config
+from creditflow.policy.validate import check_model_dir, model_config
 from creditflow.trainer import distributed
 
 _NOTED: set[str] = set()  # notes check_run has printed in this process

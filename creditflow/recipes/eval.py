@@ -8,11 +8,12 @@ from pathlib import Path
 from creditflow.config import RunConfig
 from creditflow.envs.configured import env_factory
 from creditflow.policy.backends.factory import check_backend, close_backend, make_backend, sampling_params
-from creditflow.policy.factory import with_model_settings
-from creditflow.policy.model import load_policy, load_tokenizer
+from creditflow.policy.load import load_policy, load_tokenizer
 from creditflow.recipes.checks import check_run
 from creditflow.recipes.progress import RunProgress
-from creditflow.rollout.evaluate import evaluate
+from creditflow.recipes.resolve import with_model_settings
+from creditflow.recipes.sections import engine_settings
+from creditflow.rollout.evaluate import evaluate_seeds
 from creditflow.rollout.factory import make_engine
 from creditflow.rollout.seeding import seed_everything, split_seeds
 from creditflow.rollout.trajectory import Trajectory
@@ -32,20 +33,20 @@ def evaluate_saved_policy(cfg: RunConfig, model_path: str | Path, episodes: int,
     check_run(cfg, model=model_path)
     progress = progress or RunProgress()
     cfg = with_model_settings(cfg, model_path, progress.log)  # the prompt layout it was trained with
-    check_backend(cfg)
+    check_backend(cfg.policy)
     seed_everything(cfg.seed)
-    factory = env_factory(cfg, "test")
+    factory = env_factory(cfg.env, cfg.rollout.max_steps, "test")
     seeds = split_seeds(cfg.env, split, episodes, cfg.rl.eval_episodes, factory)
     if cfg.policy.backend == "openai":
         model, tok = None, load_tokenizer(model_path)
     else:
         model, tok = load_policy(model_path, cfg.policy.device, cfg.policy.weights_dtype)
-    backend = make_backend(cfg, model, tok, model_path)
+    backend = make_backend(cfg.policy, cfg.seed, model, tok, model_path)
     try:
-        engine = make_engine(cfg, model, tok, factory, backend=backend, progress=progress,
+        engine = make_engine(engine_settings(cfg), model, tok, factory, backend=backend, progress=progress,
                              watch=f"eval {Path(model_path).name}")
         engine.keep_bar = True
-        return evaluate(engine, seeds, sampling_params(cfg, tok, evaluation=True), cfg.env.name)
+        return evaluate_seeds(engine, seeds, sampling_params(cfg.generation, tok, evaluation=True), cfg.env.name)
     finally:
         close_backend(backend)
 

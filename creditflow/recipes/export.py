@@ -17,7 +17,8 @@ from creditflow.atomic import atomic_dir
 from creditflow.config import PolicyConfig
 from creditflow.errors import UserError
 from creditflow.policy import gguf, inference
-from creditflow.policy.model import check_model_dir, load_policy
+from creditflow.policy.load import load_policy
+from creditflow.policy.validate import check_model_dir
 from creditflow.trainer.checkpoint import policy_in
 
 
@@ -41,7 +42,7 @@ def export_policy(source: str | Path, out: str | Path, dtype: str = "auto") -> P
     return target
 
 
-def export_gguf(path: str | Path, out: str | Path, dtype: str = "auto") -> Path:
+def model_from_gguf(path: str | Path, out: str | Path, dtype: str = "auto") -> Path:
     """Write the model of the GGUF file ``path`` to the new directory ``out`` as a plain HF model + tokenizer
     (with the file's chat template), dequantised to ``dtype`` (``auto``: float32)."""
     target = _check_out(out, dtype)

@@ -11,7 +11,7 @@ from typing import Iterator
 
 from creditflow.config import RunConfig, dump_config
 from creditflow.errors import UserError
-from creditflow.policy.model import resolve_device
+from creditflow.policy.load import resolve_device
 from creditflow.spill import disk_full_line
 from creditflow.trainer import distributed
 from creditflow.trainer.distributed import World

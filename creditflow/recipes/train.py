@@ -16,23 +16,25 @@ Launched as N processes (``accelerate launch``, ``torchrun``), ``train`` and ``s
 from __future__ import annotations
 
 import contextlib
-import os
 import shlex
 from pathlib import Path
 from typing import Callable, Iterator
 
 from creditflow.atomic import clear_temporaries
-from creditflow.config import RunConfig, build_config, changed_settings, dump_config
+from creditflow.config import RunConfig, dump_config
 from creditflow.curriculum.hooks import build_hooks
 from creditflow.envs.configured import env_factory, require_expert
 from creditflow.errors import Interrupted, UserError, noted
 from creditflow.policy import lora
 from creditflow.policy.backends.factory import check_backend, close_backend, make_backend, sampling_params
-from creditflow.policy.factory import with_model_settings
-from creditflow.policy.model import is_adapter_dir, load_policy, tiny_model_built
+from creditflow.policy.load import load_policy
+from creditflow.policy.tiny import tiny_model_built
+from creditflow.policy.validate import is_adapter_dir
 from creditflow.recipes.checks import check_data_parallel, check_run
 from creditflow.recipes.progress import RunProgress, rank_progress
+from creditflow.recipes.resolve import with_model_settings
 from creditflow.recipes.rundir import new_run_dir, start_world
+from creditflow.recipes.sections import engine_settings, rl_run
 from creditflow.recipes.sft import SFTRecipe
 from creditflow.rollout.factory import make_engine
 from creditflow.rollout.seeding import seed_everything
@@ -86,16 +88,16 @@ class TrainRecipe:
         if not self.resume and cfg.policy.model:  # the prompt layout the given model was trained with
             cfg = with_model_settings(cfg, cfg.policy.model, self.log)
         self.cfg = cfg
-        check_backend(cfg, trains=True)
+        check_backend(cfg.policy, trains=True)
         check_data_parallel(cfg)
         check_trackers(cfg.logging.report_to)
-        self.train_factory = env_factory(cfg, "train")
-        self.eval_factory = env_factory(cfg, "test")
+        self.train_factory = env_factory(cfg.env, cfg.rollout.max_steps, "train")
+        self.eval_factory = env_factory(cfg.env, cfg.rollout.max_steps, "test")
         if not self.resume and not cfg.policy.model:
-            require_expert(cfg, self.train_factory, "without --model, train starts from SFT on expert "
+            require_expert(cfg.env, self.train_factory, "without --model, train starts from SFT on expert "
                                                     "demonstrations; give --model DIR, the policy to start RL from")
         if cfg.curriculum.warm_start_demos:
-            require_expert(cfg, self.train_factory, "curriculum.warm_start_demos fills the buffer with expert "
+            require_expert(cfg.env, self.train_factory, "curriculum.warm_start_demos fills the buffer with expert "
                                                     "solutions; set it to 0")
         if not self.resume:
             if (self.out / "metrics.jsonl").exists():
@@ -177,7 +179,7 @@ class TrainRecipe:
             self.log(f"reusing π_SFT in {sft}")
             model, tok = load_policy(sft, cfg.policy.device, cfg.policy.weights_dtype)
         else:
-            model, tok, _ = SFTRecipe(cfg, self.train_factory, self.log, self.progress, self.world).setup(out).run()
+            model, tok, _ = SFTRecipe(cfg, self.train_factory, out, self.log, self.progress, self.world).setup().run()
         seed_everything(cfg.seed + self.world.rank)
         return model, tok, sft
 
@@ -187,20 +189,20 @@ class TrainRecipe:
         cfg, progress = self.cfg, self.progress
         hooks = self.hooks
         if hooks is None:  # curriculum (CRPS / ExpReplay) or diagnostics only, from cfg.curriculum
-            hooks = build_hooks(cfg, self.train_factory, warm_start=self.found is None)
+            hooks = build_hooks(cfg.curriculum, cfg.env, cfg.seed, self.train_factory, warm_start=self.found is None)
         # hf: each engine generates with the trained module; vllm: one engine serves both, synced every step
-        backend = make_backend(cfg, model, tok, model_path) if cfg.policy.backend != "hf" else None
-        train_engine = make_engine(cfg, model, tok, self.train_factory, backend=backend, progress=progress,
+        backend = None if cfg.policy.backend == "hf" else make_backend(cfg.policy, cfg.seed, model, tok, model_path)
+        engine = engine_settings(cfg)
+        train_engine = make_engine(engine, model, tok, self.train_factory, backend=backend, progress=progress,
                                    watch="  rollout")
-        eval_engine = make_engine(cfg, model, tok, self.eval_factory, backend=backend, progress=progress,
+        eval_engine = make_engine(engine, model, tok, self.eval_factory, backend=backend, progress=progress,
                                   watch="  eval")
         # rank 0 writes metrics.jsonl and the trackers of logging.report_to (resume_step: drop rows logged after it, -1: all)
         logger = MetricsLogger(self.out, cfg.logging.report_to, resume_step=resume_step, project=cfg.logging.project,
                                run_name=cfg.logging.run_name, config=cfg.model_dump(mode="json")) \
             if self.world.main else NullLogger()
-        return RLTrainer(cfg, model, tok, train_engine, eval_engine, self.out, logger, hooks=hooks,
-                         ref_model=ref_model, eval_sampling=sampling_params(cfg, tok, evaluation=True),
-                         world=self.world)
+        run = rl_run(cfg, self.world, eval_sampling=sampling_params(cfg.generation, tok, evaluation=True))
+        return RLTrainer(run, model, tok, train_engine, eval_engine, logger, hooks=hooks, ref_model=ref_model)
 
     def run(self) -> dict:
         """``trainer.fit()``: the last step's metrics (empty when no step ran)."""
@@ -356,74 +358,3 @@ def _changes(cfg: RunConfig, step: int) -> str:
     record = cfg.resumes[-1]
     shown = ", ".join(f"{key} {old!r} -> {new!r}" for key, (old, new) in record.changed.items())
     return f"; from step {record.from_step}: {shown} (recorded in config.yaml)"
-
-
-def _run_paths(run: Path, cfg: RunConfig, strict: bool = True) -> RunConfig:
-    """The run's config with ``policy.model`` where it is from here: a run directory keeps it absolute (since
-    0.3); an earlier run's relative path was relative to the directory the run was started in, which its
-    ``out_dir`` tells when that was relative too (``runs/rf`` started in ``byo/`` is ``byo/runs/rf``). A path that
-    exists nowhere is a one-line UserError naming the file it came from (``strict``; not when an override replaces
-    it)."""
-    model = cfg.policy.model
-    if not model:
-        return cfg
-    path = Path(model).expanduser()
-    started = _started_in(run, cfg.out_dir)
-    if not path.is_absolute() and started is not None and (started / path).exists():
-        cfg.policy.model = str(started / path)
-        return cfg
-    if path.exists() or not strict:  # absolute, or relative to here (a run whose start is unknown); or replaced
-        return cfg
-    where = "" if path.is_absolute() else f" (a relative path there is read from the directory the run was " \
-                                             f"started in{f', {started}' if started is not None else ''})"
-    raise UserError(f"--resume {str(run)!r}: policy.model {model!r} in {run / 'config.yaml'} does not exist"
-                    f"{where}; give policy.model=PATH, where that model is now")
-
-
-def _started_in(run: Path, out_dir: str) -> Path | None:
-    """The directory a run was started in, when its recorded ``out_dir`` is a relative path that ``run`` ends
-    with (None otherwise)."""
-    recorded = Path(out_dir)
-    here = Path(os.path.abspath(run))
-    if recorded.is_absolute() or not recorded.parts or here.parts[-len(recorded.parts):] != recorded.parts:
-        return None
-    return Path(*here.parts[: len(here.parts) - len(recorded.parts)])
-
-
-def config_for_resume(run_dir: str | Path, overrides: list[str]) -> RunConfig:
-    """The config of the run in ``run_dir`` with ``overrides``; what they change is recorded in
-    ``cfg.resumes`` with the step it takes effect (step 1 for a run without a checkpoint yet, which starts
-    again). A conflicting ``out_dir`` and a run that is already done (``rl.steps`` reached by its newest intact
-    checkpoint) are one-line UserErrors."""
-    run = Path(run_dir)
-    if not run.exists():
-        raise UserError(f"--resume {str(run)!r}: no such directory")
-    if not run.is_dir():
-        raise UserError(f"--resume {str(run)!r} is a file; give the run directory")
-    if not (run / "config.yaml").exists():
-        raise UserError(f"--resume {str(run)!r}: no config.yaml there (not a creditflow run directory)")
-    named = {str.partition(item, "=")[0].strip() for item in overrides}
-    moved = "policy.model" in named  # the user's own value is read from here, as any path on the command line
-    saved = _run_paths(run, build_config(run / "config.yaml"), strict=not moved)
-    cfg = build_config(run / "config.yaml", overrides)
-    if not moved:
-        cfg.policy.model = saved.policy.model
-    given = [item.partition("=")[2] for item in overrides if item.partition("=")[0].strip() == "out_dir"]
-    if given and Path(given[-1]).resolve() != run.resolve():
-        raise UserError(f"--out {given[-1]!r} conflicts with --resume {str(run)!r}: a resumed run stays in its "
-                        f"directory (drop --out, or start a new run there)")
-    cfg.out_dir = str(run)
-    found = resume_checkpoint(run)
-    step = found.step if found is not None else 0  # no checkpoint yet: the run starts again
-    if cfg.rl.steps <= step:
-        raise UserError(f"--resume {str(run)!r}: the run is already at step {step} and rl.steps is {cfg.rl.steps}, "
-                        f"nothing to do (set rl.steps above {step} to train further)")
-    changed = changed_settings(saved, cfg)
-    lora_changed = sorted(key for key in changed if key.startswith("policy.lora."))
-    if lora_changed:
-        raise UserError(f"--resume {str(run)!r}: {lora_changed[0]} cannot change in a resumed run (the checkpoint's "
-                        f"{'adapter' if saved.policy.lora.enabled else 'weights'} were trained with "
-                        f"{lora_changed[0]}={changed[lora_changed[0]][0]!r}); start a new run")
-    if changed:
-        cfg.resumes = [*saved.resumes, {"from_step": step + 1, "changed": changed}]
-    return cfg

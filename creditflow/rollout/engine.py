@@ -36,7 +36,7 @@ from typing import Callable
 
 from creditflow.envs.base import INVALID_ACTION_PREFIX, ReplayMismatch
 from creditflow.policy.backends.base import Backend, SamplingParams
-from creditflow.policy.parsing import ParsedAction, parse_action
+from creditflow.policy.parsing import ParsedAction, parse_response
 from creditflow.policy.prompts import ChatTemplate, PromptBuilder, Turn, format_response
 from creditflow.rollout.executors import EnvExecutor, InProcessEnvExecutor
 from creditflow.rollout.trajectory import StartState, Step, SuccessRule, Trajectory
@@ -100,30 +100,41 @@ class RolloutStats:
     generate_seconds: float = 0.0
 
 
+@dataclass(frozen=True)
+class EpisodeRules:
+    """How the engine scores and ends an episode: ``invalid_penalty`` off the reward of an action that does not
+    parse or is not admissible (``rollout.invalid_penalty``), the turn limit ``max_steps`` (None: the env's own),
+    and the run's one ``success_rule``."""
+
+    invalid_penalty: float = 0.1
+    max_steps: int | None = None
+    success_rule: SuccessRule = SuccessRule()
+
+
 class RolloutEngine:
     """Runs episodes of ``env_factory()`` envs with a generation ``backend``.
 
     ``encode(messages) -> list[int]`` turns chat messages into prompt ids (the tokenizer's chat template
-    with the generation prompt). ``env_executor`` runs the env work (default: in this process). ``chat``
-    (the tokenizer's :class:`ChatTemplate`) continues conversations; the conversation layout needs it.
+    with the generation prompt). ``rules``: the penalty, turn limit and success rule (:class:`EpisodeRules`).
+    ``env_executor`` runs the env work (default: in this process). ``chat`` (the tokenizer's
+    :class:`ChatTemplate`) continues conversations; the conversation layout needs it.
     """
 
     def __init__(self, backend: Backend, encode: Callable[[list[dict]], list[int]],
                  env_factory: Callable[[], object], prompt_builder: PromptBuilder,
-                 sampling: SamplingParams, invalid_penalty: float = 0.1, max_steps: int | None = None,
-                 env_executor: EnvExecutor | None = None, success_rule: SuccessRule = SuccessRule(),
-                 chat: ChatTemplate | None = None):
+                 sampling: SamplingParams, rules: EpisodeRules = EpisodeRules(),
+                 env_executor: EnvExecutor | None = None, chat: ChatTemplate | None = None):
         if prompt_builder.conversation and chat is None:
             raise ValueError("the conversation layout needs the tokenizer's ChatTemplate (chat=...)")
         self.backend = backend
         self.chat = chat
-        self.success_rule = success_rule
+        self.success_rule = rules.success_rule
         self.encode = encode
         self.env_factory = env_factory
         self.prompts = prompt_builder
         self.sampling = sampling
-        self.invalid_penalty = invalid_penalty
-        self.max_steps = max_steps
+        self.invalid_penalty = rules.invalid_penalty
+        self.max_steps = rules.max_steps
         self.executor: EnvExecutor = env_executor or InProcessEnvExecutor(env_factory)
         self.stats = RolloutStats()
         self._env = None  # the engine's own env: verified replays that rebuild restored conversations
@@ -203,7 +214,7 @@ class RolloutEngine:
         self.stats.generate_seconds += time.perf_counter() - g0
         self.stats.generate_calls += 1
         self.stats.generated_tokens += sum(len(o.token_ids) for o in outs)
-        return [parse_action(out.text, adm) for (_, _, _, adm), out in zip(states, outs)]
+        return [parse_response(out.text, adm) for (_, _, _, adm), out in zip(states, outs)]
 
     def rollout(self, specs: list[TaskSpec], group_size: int = 1, sampling: SamplingParams | None = None,
                 on_turn: Callable[[int, int], None] | None = None,
@@ -267,7 +278,7 @@ class RolloutEngine:
             outs = self.backend.generate(prompt_ids, sampling)
             self.stats.generate_seconds += time.perf_counter() - g0
             self.stats.generate_calls += 1
-            parsed = [parse_action(out.text, ep.info.get("admissible_actions")) for ep, out in zip(active, outs)]
+            parsed = [parse_response(out.text, ep.info.get("admissible_actions")) for ep, out in zip(active, outs)]
             results = self.executor.step([(ep.index, env_action(p)) for ep, p in zip(active, parsed)])
             results = self._cut(active, results)
             for ep, ids, out, p, res in zip(active, prompt_ids, outs, parsed, results):

@@ -9,8 +9,8 @@ from creditflow.rollout.engine import RolloutEngine, TaskSpec
 from creditflow.rollout.trajectory import Trajectory
 
 
-def evaluate(engine: RolloutEngine, seeds: list[int], sampling: SamplingParams,
-             env_name: str) -> tuple[dict, list[Trajectory]]:
+def evaluate_seeds(engine: RolloutEngine, seeds: list[int], sampling: SamplingParams,
+                   env_name: str) -> tuple[dict, list[Trajectory]]:
     """Greedy (by default) held-out evaluation: one episode per seed."""
     specs = [TaskSpec(task_id=f"{env_name}/{s}", seed=s) for s in seeds]
     trajs = engine.rollout(specs, 1, sampling=sampling)

@@ -12,7 +12,7 @@ from typing import Callable
 
 from creditflow.envs.adapters.trl_env import parse_tool_call
 from creditflow.errors import UserError
-from creditflow.policy.prompts import PromptBuilder, env_name, format_response
+from creditflow.policy.prompts import PromptBuilder, format_response, name_of_env
 from creditflow.policy.tools import tool_call_message, tool_result_message
 from creditflow.rollout.trajectory import Step, SuccessRule, Trajectory
 
@@ -23,7 +23,7 @@ def play(env, seed: int, actions: list[str], success_rule: SuccessRule = Success
     Each step's ``info`` holds the ``task`` and ``admissible_actions`` shown before it (what a prompt of
     that step needs)."""
     obs, info = env.reset(seed=seed)
-    traj = Trajectory(task_id=f"{env_name(env)}/{seed}", meta={"seed": seed})
+    traj = Trajectory(task_id=f"{name_of_env(env)}/{seed}", meta={"seed": seed})
     for action in actions:
         nobs, reward, terminated, truncated, nxt = env.step(action)
         traj.steps.append(Step(state=info.get("state_key", ""), observation=obs, action=action,
@@ -43,11 +43,11 @@ def play(env, seed: int, actions: list[str], success_rule: SuccessRule = Success
 def _expert_env(env_factory: Callable[[], object]):
     env = env_factory()
     if not callable(getattr(env, "expert_actions", None)):
-        raise UserError(f"env {env_name(env)!r} has no expert (expert_actions) for demonstrations")
+        raise UserError(f"env {name_of_env(env)!r} has no expert (expert_actions) for demonstrations")
     return env
 
 
-def expert_plan(env, seed: int) -> list[str]:
+def planned_actions(env, seed: int) -> list[str]:
     """The expert's actions from ``seed``'s start."""
     env.reset(seed=seed)
     return list(env.expert_actions() or [])
@@ -59,7 +59,7 @@ def expert_trajectories(env_factory: Callable[[], object], seeds: list[int],
     env = _expert_env(env_factory)
     out = []
     for seed in seeds:
-        traj = play(env, seed, expert_plan(env, seed), success_rule)
+        traj = play(env, seed, planned_actions(env, seed), success_rule)
         traj.meta["expert"] = True
         if traj.success:
             out.append(traj)
@@ -103,7 +103,7 @@ def expert_tool_conversations(env_factory: Callable[[], object], seeds: list[int
     env = _expert_env(env_factory)
     out = []
     for seed in seeds:
-        traj = play(env, seed, expert_plan(env, seed), success_rule)
+        traj = play(env, seed, planned_actions(env, seed), success_rule)
         if not traj.success:
             continue
         first = traj.steps[0] if traj.steps else None
@@ -117,7 +117,7 @@ def expert_tool_conversations(env_factory: Callable[[], object], seeds: list[int
             call = parse_tool_call(step.action)
             if call is None:
                 if k != len(traj.steps) - 1:
-                    raise UserError(f"env {env_name(env)!r}: sft.tools: the expert's action {step.action!r} (seed "
+                    raise UserError(f"env {name_of_env(env)!r}: sft.tools: the expert's action {step.action!r} (seed "
                                     f"{seed}, step {k}) is not a tool call (name(arg=value) or {{\"name\": ..., "
                                     "\"arguments\": {...}}); --tools trains tool-call demonstrations, for an env whose "
                                     "actions are tool calls, such as a trl:module:Class env (docs/trl.md)")
@@ -125,7 +125,7 @@ def expert_tool_conversations(env_factory: Callable[[], object], seeds: list[int
                 break
             name, args, kwargs = call
             if args:
-                raise UserError(f"env {env_name(env)!r}: sft.tools: the expert's call {step.action!r} (seed {seed}, "
+                raise UserError(f"env {name_of_env(env)!r}: sft.tools: the expert's call {step.action!r} (seed {seed}, "
                                 f"step {k}) passes arguments by position; a tool call names them ({name}(arg=value))")
             chat.append(tool_call_message(name, kwargs))
             nxt = traj.steps[k + 1].observation if k + 1 < len(traj.steps) else traj.meta.get("final_observation", "")
@@ -133,7 +133,7 @@ def expert_tool_conversations(env_factory: Callable[[], object], seeds: list[int
         out.append(chat)
     if out and not any(m.get("tool_calls") for chat in out for m in chat):
         action = next(m["content"] for m in out[0] if m["role"] == "assistant")
-        raise UserError(f"env {env_name(env)!r}: sft.tools: the expert called no tool in any episode (its action "
+        raise UserError(f"env {name_of_env(env)!r}: sft.tools: the expert called no tool in any episode (its action "
                         f"{action!r} is not a tool call); --tools trains tool-call demonstrations, for an env whose "
                         "actions are tool calls, such as a trl:module:Class env (docs/trl.md)")
     return out

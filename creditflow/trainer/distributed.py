@@ -24,7 +24,6 @@ touch nothing, which keeps the single-process run bit-for-bit what it was.
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any, Iterable, Sequence, TypeVar
 
 import numpy as np
@@ -35,63 +34,12 @@ from accelerate import PartialState
 from creditflow.errors import UserError
 from creditflow.rollout.engine import RolloutResult
 from creditflow.rollout.trajectory import Trajectory
+from creditflow.world import World, launched_size, sharded_launch
 
 T = TypeVar("T")
 
 BUCKET_BYTES = 64 << 20
 """Gradients are all-reduced in flat buckets of at most this size (one transient copy of a bucket)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class World:
-    """This process's place among the launched ones: ``rank`` of ``size``; rank 0 writes the run directory."""
-
-    rank: int = 0
-    size: int = 1
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-    @property
-    def distributed(self) -> bool:
-        return self.size > 1
-
-
-def launched_size() -> int:
-    """How many processes the launcher started (``WORLD_SIZE``; 1 without a launcher), read before joining."""
-    try:
-        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
-    except ValueError:
-        return 1
-
-
-def sharded_launch() -> str | None:
-    """The launcher's sharding mode (``accelerate launch`` with an FSDP or DeepSpeed config), or None."""
-    if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true":
-        return "FSDP"
-    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
-        return "DeepSpeed"
-    return None
-
-
-def refuse_copies(command: str) -> None:
-    """A one-line UserError when ``command``, which runs in one process, was launched as several: they would
-    each do the whole job into the same place."""
-    n = launched_size()
-    if n > 1:
-        raise UserError(f"creditflow {command} runs in one process, but {n} were launched (WORLD_SIZE={n}) and "
-                        f"each would redo it into the same place; run it without accelerate launch / torchrun "
-                        f"(data-parallel commands: train, sft, rro train)")
-
-
-def reports_errors() -> bool:
-    """Whether this process prints a user error. Before the launched processes join, every one of them
-    runs the same checks and fails alike, so rank 0 alone says it; after, an error may be one process's own,
-    so each says it."""
-    if dist.is_available() and dist.is_initialized():
-        return True
-    return os.environ.get("RANK", "0") == "0"
 
 
 def start(cpu: bool) -> World:
@@ -110,19 +58,6 @@ def start(cpu: bool) -> World:
         raise UserError(f"WORLD_SIZE={launched_size()} but accelerate joined {state.num_processes} process(es); "
                         "launch with accelerate launch --config_file configs/accelerate/ddp.yaml or torchrun")
     return World(state.process_index, state.num_processes)
-
-
-def current() -> World:
-    """The world of this process as torch.distributed sees it (one process when no group was started)."""
-    if dist.is_available() and dist.is_initialized():
-        return World(dist.get_rank(), dist.get_world_size())
-    return World()
-
-
-def shutdown() -> None:
-    """Leave the process group (at the end of a command), so no backend complains at exit."""
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
 
 
 def barrier(world: World) -> None:

@@ -13,33 +13,29 @@ tiny CPU default needs a larger learning rate).
 from __future__ import annotations
 
 import copy
-from pathlib import Path
-from typing import Callable
+from dataclasses import replace
 
 import trl
 
-from creditflow.config import LoRAConfig, RRODPOConfig
+from creditflow.config import RRODPOConfig
 from creditflow.errors import UserError
 from creditflow.policy import lora as policy_lora
 from creditflow.pairs.preferences import TRL_COLUMNS
-from creditflow.trainer.distributed import current, sharded_launch
-from creditflow.trainer.trl_runner import run_trl
+from creditflow.trainer.trl_runner import TRLOptions, TRLStage, run_trl
+from creditflow.world import current, sharded_launch
 
 
-def run_dpo(model, tokenizer, pairs: list[dict], out_dir: str | Path, cfg: RRODPOConfig, *, seed: int = 0,
-            lora: LoRAConfig | None = None, ref_model=None, log: Callable[[dict], None] | None = None,
-            progress: Callable[[int, int, str], None] | None = None, save_to: str | Path | None = None,
-            autocast: str = "none"):
+def train_dpo(model, tokenizer, pairs: list[dict], cfg: RRODPOConfig, options: TRLOptions, ref_model=None):
     """Train ``model`` (π_SFT) on preference ``pairs`` with settings ``cfg`` (``cfg.rro.dpo``); returns
-    ``(trained_model, metrics)``.
+    ``(trained_model, metrics)``. ``options``: the run's directory, seed, LoRA, autocast, callbacks and
+    ``save_to`` (:class:`~creditflow.trainer.trl_runner.TRLOptions`).
 
-    ``lora`` (``policy.lora``, when enabled): train a LoRA adapter; the reference is then the
+    ``options.lora`` (``policy.lora``, when enabled): train a LoRA adapter; the reference is then the
     adapter-disabled model (no copy), and the adapter is merged into the returned model, so it saves and
-    generates like any other. Otherwise ``ref_model`` defaults to a frozen copy of ``model``.
-    ``progress(step, total, info)`` after every optimizer step. ``save_to``: write the trained (merged)
-    model and the tokenizer there (every launched process calls this; rank 0 writes). ``autocast``:
-    ``policy.autocast`` (bf16 mixed precision).
+    generates like any other. Otherwise ``ref_model`` defaults to a frozen copy of ``model``. ``save_to``: write
+    the trained (merged) model and the tokenizer there (every launched process calls this; rank 0 writes).
     """
+    lora, save_to = options.lora, options.save_to
     if not pairs:
         raise UserError("DPO: no preference pairs to train on (the collection produced none)")
     sharded = sharded_launch()
@@ -54,18 +50,16 @@ def run_dpo(model, tokenizer, pairs: list[dict], out_dir: str | Path, cfg: RRODP
         ref_model = copy.deepcopy(model).eval()  # π_ref = π_SFT, frozen
         for p in ref_model.parameters():
             p.requires_grad_(False)
-    run = run_trl(trl.DPOTrainer, trl.DPOConfig, model, tokenizer, [{c: p[c] for c in TRL_COLUMNS} for p in pairs],
-                  out_dir, name="dpo", seed=seed, log=log, progress=progress,
-                  settings=dict(beta=cfg.beta, num_train_epochs=cfg.epochs, learning_rate=cfg.lr,
-                                per_device_train_batch_size=cfg.batch_size, lr_scheduler_type=cfg.scheduler,
-                                warmup_steps=cfg.warmup,  # < 1: a ratio of the total steps (transformers >= 5)
-                                max_length=cfg.max_length, logging_steps=1,
-                                # RPO: DPO's sigmoid loss + sft_weight x NLL of the chosen response
-                                **(dict(loss_type=["sigmoid", "sft"], loss_weights=[1.0, cfg.sft_weight])
-                                   if cfg.sft_weight > 0 else {})),
-                  log_keys=("rewards/accuracies", "rewards/margins", "rewards/chosen", "rewards/rejected"),
-                  ref_model=ref_model, peft_config=peft_config, save_to=None if peft_config is not None else save_to,
-                  autocast=autocast)
+    stage = TRLStage("dpo", trl.DPOTrainer, trl.DPOConfig, settings=dict(
+        beta=cfg.beta, num_train_epochs=cfg.epochs, learning_rate=cfg.lr, per_device_train_batch_size=cfg.batch_size,
+        lr_scheduler_type=cfg.scheduler, warmup_steps=cfg.warmup,  # < 1: a ratio of the total steps (transformers >= 5)
+        max_length=cfg.max_length, logging_steps=1,
+        # RPO: DPO's sigmoid loss + sft_weight x NLL of the chosen response
+        **(dict(loss_type=["sigmoid", "sft"], loss_weights=[1.0, cfg.sft_weight]) if cfg.sft_weight > 0 else {})),
+        log_keys=("rewards/accuracies", "rewards/margins", "rewards/chosen", "rewards/rejected"))
+    trl_options = replace(options, save_to=None) if peft_config is not None else options  # merged and saved below
+    run = run_trl(stage, model, tokenizer, [{c: p[c] for c in TRL_COLUMNS} for p in pairs], trl_options,
+                  ref_model=ref_model, peft_config=peft_config)
     trained = run.model.merge_and_unload() if peft_config is not None else run.model
     trained.eval()
     if peft_config is not None and save_to is not None and current().main:  # merged (TRL would save the adapter)

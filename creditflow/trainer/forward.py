@@ -17,13 +17,13 @@ Two things keep that pass cheap, and both live here:
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
-from typing import Iterator
+from dataclasses import dataclass, field
+from typing import Callable, ContextManager, Iterator
 
 import torch
 from transformers.cache_utils import DynamicLayer
 
-from creditflow.config import RunConfig
+from creditflow.config import PolicyConfig, RLConfig, RolloutConfig
 from creditflow.policy.load import mixed_precision
 from creditflow.trainer.loss import token_logprobs
 from creditflow.trainer.sequences import Row, collate, decisions, pack_microbatches
@@ -44,7 +44,9 @@ class Forward:
     :func:`~creditflow.trainer.sequences.pack_microbatches`; the conversation layout's choice). ``autocast``
     (``policy.autocast``): the passes in bfloat16, logits back in float32. ``share_prefix``
     (``policy.share_prefix``): distinct rows and shared prefixes computed once, in at most ``max_levels``
-    passes of a prefix tree whose levels each save more than ``level_cost`` positions.
+    passes of a prefix tree whose levels each save more than ``level_cost`` positions. ``clock(phase)``, if
+    given, is entered around each phase of an update's work (:func:`creditflow.trainer.rl.policy_update`;
+    benchmarks/step_cost.py times them).
     """
 
     pad_id: int
@@ -54,13 +56,14 @@ class Forward:
     share_prefix: bool = True
     max_levels: int = PREFIX_LEVELS
     level_cost: int = LEVEL_COST
+    clock: Callable[[str], ContextManager] | None = field(default=None, compare=False)
 
     @classmethod
-    def from_config(cls, cfg: RunConfig, pad_id: int) -> Forward:
+    def from_sections(cls, rl: RLConfig, rollout: RolloutConfig, policy: PolicyConfig, pad_id: int) -> Forward:
         """The run's forward pass: ``rl.token_budget``, ``policy.autocast``, ``policy.share_prefix``, and
         padding unless the rows are whole conversations (``rollout.history``)."""
-        return cls(pad_id, cfg.rl.token_budget, pad=cfg.rollout.history == "window", autocast=cfg.policy.autocast,
-                   share_prefix=cfg.policy.share_prefix)
+        return cls(pad_id, rl.token_budget, pad=rollout.history == "window", autocast=policy.autocast,
+                   share_prefix=policy.share_prefix)
 
     def batches(self, rows: list[Row], device) -> Iterator[tuple[list[Row], dict[str, torch.Tensor]]]:
         """Each micro-batch of ``rows``, with its collated tensors (:func:`~creditflow.trainer.sequences.collate`)."""

@@ -33,6 +33,7 @@ import hashlib
 import pickle
 import time
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ContextManager
 
@@ -40,11 +41,11 @@ import numpy as np
 import torch
 
 from creditflow import credit
-from creditflow.config import RLConfig, RunConfig
+from creditflow.config import CheckpointConfig, EnvConfig, PolicyConfig, RLConfig, RolloutConfig
 from creditflow.policy import lora
 from creditflow.policy.backends.base import SamplingParams
 from creditflow.rollout.engine import RolloutEngine, TaskSpec
-from creditflow.rollout.evaluate import evaluate, rollout_metrics
+from creditflow.rollout.evaluate import evaluate_seeds, rollout_metrics
 from creditflow.rollout.hooks import Hooks
 from creditflow.rollout.seeding import rng_state, set_rng_state, split_seeds
 from creditflow.trainer.checkpoint import save_checkpoint
@@ -77,8 +78,7 @@ def rollout_mismatch(model, rows: list[Row], fwd: Forward, tis_cap: float | None
 
 
 def policy_update(model, optimizer, rows: list[Row], rl: RLConfig, fwd: Forward, rng: np.random.Generator,
-                  world: World = World(), skip: bool = False,
-                  clock: Callable[[str], ContextManager] | None = None) -> dict:
+                  world: World = World(), skip: bool = False) -> dict:
     """PPO epochs x mini-batches over ``rows``, one optimizer step per mini-batch; returns mean stats
     (none when there is no row). ``rl``: the objective's settings; ``fwd``: how the policy runs on rows.
 
@@ -93,7 +93,7 @@ def policy_update(model, optimizer, rows: list[Row], rl: RLConfig, fwd: Forward,
     the step one process would take on that union. With ``rl.minibatches=1`` that is the whole step's
     batch: the update equals the one-process update on all rows (up to float summation order).
 
-    ``clock(phase)``, if given, is entered around each phase of the work: ``pack`` (micro-batches packed and
+    ``fwd.clock(phase)``, if given, is entered around each phase of the work: ``pack`` (micro-batches packed and
     collated), ``forward`` (logits at the trained positions, log-probs, entropy), ``loss``, ``backward``,
     ``step`` (gradient sum over processes, clipping, the optimizer); benchmarks/step_cost.py times them.
 
@@ -103,7 +103,7 @@ def policy_update(model, optimizer, rows: list[Row], rl: RLConfig, fwd: Forward,
     they still move the weights. Where it has none yet and there is no weight decay, nothing would move, and no
     optimizer step is taken (AdamW's step count then starts at the first step with signal).
     """
-    phase = clock or _untimed
+    phase = fwd.clock or _untimed
     device = next(model.parameters()).device
     stats = {"loss": [], "pg_loss": [], "kl": [], "entropy": [], "clip_frac": [], "ratio": [], "grad_norm": []}
     parts = min(rl.minibatches, all_max(len(rows), world))  # the same on every process; no empty part overall
@@ -200,33 +200,50 @@ class Stopwatch(dict):
         return self
 
 
+@dataclass(frozen=True)
+class RLRun:
+    """One RL run as the trainer sees it, handed down by the recipe: the sections of the run config it reads
+    (never the whole config), the run directory, this process among the launched ones (``world``,
+    :mod:`creditflow.trainer.distributed`) and the sampling of held-out evaluation (default: the eval engine's)."""
+
+    rl: RLConfig
+    env: EnvConfig
+    rollout: RolloutConfig
+    policy: PolicyConfig
+    checkpoint: CheckpointConfig
+    seed: int
+    out_dir: Path
+    world: World = World()
+    eval_sampling: SamplingParams | None = None
+
+
 class RLTrainer:
     """Owns policy, reference, optimizer, engines and the loop state of one RL run.
 
-    ``world``: this process among the launched ones (:mod:`creditflow.trainer.distributed`); every process
-    runs the same loop, rank 0's ``logger`` writes the metrics and rank 0 writes the checkpoints.
+    ``run.world``: this process among the launched ones; every process runs the same loop, rank 0's ``logger``
+    writes the metrics and rank 0 writes the checkpoints. ``progress(step, metrics)``, set by the recipe, is
+    called after each step (and with step 0 after the first evaluation).
     """
 
-    def __init__(self, cfg: RunConfig, model, tokenizer, train_engine: RolloutEngine, eval_engine: RolloutEngine,
-                 out_dir: Path, logger, hooks: Hooks | None = None, progress: Callable | None = None,
-                 ref_model=None, eval_sampling: SamplingParams | None = None, world: World = World()):
-        self.cfg = cfg
-        self.world = world
+    def __init__(self, run: RLRun, model, tokenizer, train_engine: RolloutEngine, eval_engine: RolloutEngine,
+                 logger, hooks: Hooks | None = None, ref_model=None):
+        cfg = self.cfg = run
+        self.world = world = run.world
         broadcast_parameters(model, world)  # the copies start equal (as DDP's wrapper makes them)
         self.model = model
         self.tok = tokenizer
         self.train_engine = train_engine
         self.eval_engine = eval_engine
-        self.out_dir = Path(out_dir)
+        self.out_dir = Path(run.out_dir)
         self.logger = logger
         self.hooks = hooks or Hooks()
-        self.progress = progress
-        self.eval_sampling = eval_sampling or eval_engine.sampling
+        self.progress: Callable | None = None
+        self.eval_sampling = run.eval_sampling or eval_engine.sampling
         # unknown algo or bad knob => one-line error before any work; the knobs are validated once, here
         self.estimator = credit.get_estimator(cfg.rl.algo)
         self.credit_knobs = credit.validate_knobs(cfg.rl.algo, cfg.rl.credit)
         # how the policy runs on training rows (update, reference and trainer log-probs), once for the run
-        self.forward = Forward.from_config(cfg, tokenizer.pad_token_id)
+        self.forward = Forward.from_sections(cfg.rl, cfg.rollout, cfg.policy, tokenizer.pad_token_id)
         # the trainer's own log-probs of the sampled tokens: for rl.logprob_gap (default: when another
         # backend generates) and for TIS (rl.tis_cap), which trains against them (mismatch.py)
         gap = cfg.rl.logprob_gap if cfg.rl.logprob_gap is not None else (
@@ -279,7 +296,7 @@ class RLTrainer:
         """Held-out evaluation on the validation split (``eval/*``) or the test split (``test/*``); under N
         processes each evaluates its share of the seeds and the metrics are those of all the episodes."""
         seeds = self.eval_seeds if split == "validation" else self.test_seeds
-        _, trajs = evaluate(self.eval_engine, shard(seeds, self.world), self.eval_sampling, self.cfg.env.name)
+        _, trajs = evaluate_seeds(self.eval_engine, shard(seeds, self.world), self.eval_sampling, self.cfg.env.name)
         return rollout_metrics(gather_trajectories(trajs, self.world), "eval" if split == "validation" else "test")
 
     # -- one step ------------------------------------------------------------------------------

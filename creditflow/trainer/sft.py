@@ -16,20 +16,19 @@ saved model is one TRL's ``environment_factory`` accepts and whose tool calls it
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Callable
+from dataclasses import replace
 
 import trl
 from trl.chat_template_utils import add_response_schema, supports_tool_calling
 
-from creditflow.config import LoRAConfig, SFTConfig
+from creditflow.config import SFTConfig
 from creditflow.errors import UserError
 from creditflow.policy import lora as policy_lora
 from creditflow.policy.prompts import PromptBuilder, Turn
 from creditflow.policy.tools import add_tool_calling
 from creditflow.rollout.trajectory import Trajectory
-from creditflow.trainer.distributed import current
-from creditflow.trainer.trl_runner import run_trl
+from creditflow.trainer.trl_runner import TRLOptions, TRLStage, run_trl
+from creditflow.world import current
 
 
 def demo_examples(trajectories: list[Trajectory], prompts: PromptBuilder) -> list[dict]:
@@ -106,31 +105,25 @@ def check_max_length(lengths: list[int], max_length: int) -> int:
     return dropped
 
 
-def run_sft(model, tokenizer, examples: list[dict], out_dir: str | Path, cfg: SFTConfig, *, seed: int = 0,
-            lora: LoRAConfig | None = None, log: Callable[[dict], None] | None = None,
-            progress: Callable[[int, int, str], None] | None = None, save_to: str | Path | None = None,
-            autocast: str = "none") -> dict:
+def train_sft(model, tokenizer, examples: list[dict], cfg: SFTConfig, options: TRLOptions) -> dict:
     """Fine-tune ``model`` in place with TRL's SFTTrainer (loss on completion tokens only, unless
-    ``cfg.prompt_loss``), settings ``cfg``
-    (``cfg.sft``): cosine schedule after a 5% warmup, no weight decay. ``progress(step, total, info)``
-    after every optimizer step. ``save_to``: write the model and tokenizer there (see ``run_trl``).
-    ``autocast``: ``policy.autocast`` (bf16 mixed precision).
+    ``cfg.prompt_loss``), settings ``cfg`` (``cfg.sft``): cosine schedule after a 5% warmup, no weight decay.
+    ``options``: the run's directory, seed, LoRA, autocast, callbacks and ``save_to`` (:class:`TRLOptions`).
 
-    ``lora`` (``policy.lora``, when enabled): TRL trains a LoRA adapter on ``model``, which is then merged
+    ``options.lora`` (``policy.lora``, when enabled): TRL trains a LoRA adapter on ``model``, which is then merged
     into ``model``'s weights, so ``model`` is a plain model afterwards, as with full fine-tuning (and
     ``save_to`` gets the merged model, not the adapter TRL would save)."""
     if not examples:
         raise UserError("SFT: no demonstrations (the expert won no episode)")
+    lora, save_to = options.lora, options.save_to
     peft_config = policy_lora.peft_config(lora) if lora is not None and lora.enabled else None
-    run = run_trl(trl.SFTTrainer, trl.SFTConfig, model, tokenizer, examples, out_dir, name="sft", seed=seed, log=log,
-                  progress=progress, save_to=None if peft_config is not None else save_to,
-                  settings=dict(num_train_epochs=cfg.epochs, learning_rate=cfg.lr,
-                                per_device_train_batch_size=cfg.batch_size, lr_scheduler_type="cosine",
-                                warmup_steps=0.05,  # < 1: a ratio of the total steps (transformers >= 5)
-                                max_length=cfg.max_length, completion_only_loss=not cfg.prompt_loss,
-                                packing=False, logging_steps=10,
-                                train_sampling_strategy="group_by_length" if cfg.group_by_length else "random"),
-                  peft_config=peft_config, autocast=autocast)
+    stage = TRLStage("sft", trl.SFTTrainer, trl.SFTConfig, settings=dict(
+        num_train_epochs=cfg.epochs, learning_rate=cfg.lr, per_device_train_batch_size=cfg.batch_size,
+        lr_scheduler_type="cosine", warmup_steps=0.05,  # < 1: a ratio of the total steps (transformers >= 5)
+        max_length=cfg.max_length, completion_only_loss=not cfg.prompt_loss, packing=False, logging_steps=10,
+        train_sampling_strategy="group_by_length" if cfg.group_by_length else "random"))
+    trl_options = replace(options, save_to=None) if peft_config is not None else options  # merged and saved below
+    run = run_trl(stage, model, tokenizer, examples, trl_options, peft_config=peft_config)
     if peft_config is not None:
         run.model.merge_and_unload()  # the adapter's layers are replaced, in ``model``, by merged plain ones
         if save_to is not None and current().main:

@@ -5,7 +5,8 @@ It owns what every TRL run here does the same way: quiet logging (no progress ba
 transformers errors only), the seed, CPU / bf16 flags taken from the model, a scratch ``output_dir``
 (``<out_dir>/<name>_tmp``; nothing is saved there), no activation checkpointing, a callback that turns
 TRL's log lines into ``<name>/...`` metric rows, and left padding restored for generation afterwards. The
-caller passes only its trainer's own settings. Launched as N processes, TRL trains data parallel through
+caller passes its trainer (:class:`TRLStage`: TRL's classes and its own settings) and where and how the run runs
+(:class:`TRLOptions`, the same for SFT and DPO). Launched as N processes, TRL trains data parallel through
 accelerate (each process a share of every batch: the global batch is N x the per-device batch size).
 """
 
@@ -20,7 +21,39 @@ import datasets
 import torch
 from transformers import PrinterCallback, TrainerCallback, TrainingArguments
 
+from creditflow.config import LoRAConfig
 from creditflow.policy.load import float32_attention_on_cpu, others_deprecations_hidden
+
+
+@dataclass(frozen=True)
+class TRLStage:
+    """One TRL trainer as a stage uses it: ``trainer_cls`` (e.g. ``trl.SFTTrainer``) configured by ``config_cls``
+    (``trl.SFTConfig``) with the stage's own ``settings`` (learning rate, epochs, batch size, scheduler, ...),
+    its metrics named ``<name>/...``, and the TRL log keys copied into them besides the loss (``log_keys``:
+    ``rewards/margins`` -> ``<name>/margins``)."""
+
+    name: str
+    trainer_cls: type
+    config_cls: type[TrainingArguments]
+    settings: dict
+    log_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TRLOptions:
+    """Where and how a TRL run runs, the same for SFT and DPO: ``out_dir`` (TRL's scratch ``<name>_tmp`` goes
+    there), the ``seed``, ``lora`` (``policy.lora``: an adapter when enabled) and ``autocast`` (``policy.autocast``,
+    bf16 mixed precision), ``save_to`` (a directory for the trained model and the tokenizer, written by TRL's
+    ``save_model``, which every launched process calls: under FSDP / ZeRO-3 it gathers the full weights, and rank 0
+    writes), ``log(row)`` for each metric row and ``progress(step, total, info)`` after every optimizer step."""
+
+    out_dir: str | Path
+    seed: int = 0
+    lora: LoRAConfig | None = None
+    autocast: str = "none"
+    save_to: str | Path | None = None
+    log: Callable[[dict], None] | None = None
+    progress: Callable[[int, int, str], None] | None = None
 
 
 @dataclass
@@ -101,30 +134,23 @@ def training_args(config_cls: type[TrainingArguments], model, out_dir: str | Pat
     )
 
 
-def run_trl(trainer_cls: type, config_cls: type[TrainingArguments], model, tokenizer, rows: list[dict],
-            out_dir: str | Path, *, name: str, seed: int, settings: dict,
-            log_keys: tuple[str, ...] = (), log: Callable[[dict], None] | None = None,
-            progress: Callable[[int, int, str], None] | None = None, save_to: str | Path | None = None,
-            autocast: str = "none", **trainer_kwargs) -> TRLRun:
-    """Train ``model`` with ``trainer_cls`` (e.g. ``trl.SFTTrainer``) configured by ``config_cls`` on ``rows``.
-
-    ``settings``: the trainer's own arguments (learning rate, epochs, batch size, scheduler, ...), passed to
-    ``config_cls`` with the shared ones (:func:`training_args`). ``log_keys``: TRL log keys copied into the
-    metric rows besides the loss (``rewards/margins`` -> ``<name>/margins``). ``progress(step, total, info)``
-    is called after every optimizer step. ``trainer_kwargs`` go to the trainer (``ref_model``, ``peft_config``).
-    ``save_to``: a directory for the trained model and the tokenizer, written by TRL's ``save_model``, which
-    every launched process calls: under FSDP / ZeRO-3 it gathers the full weights, and rank 0 writes.
+def run_trl(stage: TRLStage, model, tokenizer, rows: list[dict], options: TRLOptions, **trainer_kwargs) -> TRLRun:
+    """Train ``model`` on ``rows`` with the ``stage``'s TRL trainer, its settings passed to its config class with
+    the shared ones (:func:`training_args`); ``options``: where and how (:class:`TRLOptions`; its ``lora`` is the
+    caller's to turn into ``peft_config``). ``trainer_kwargs`` go to the trainer (``ref_model``, ``peft_config``).
     """
     logging.getLogger("transformers").setLevel(logging.ERROR)
     datasets.disable_progress_bars()
-    args = training_args(config_cls, model, out_dir, name=name, seed=seed, settings=settings, autocast=autocast)
+    autocast, save_to = options.autocast, options.save_to
+    args = training_args(stage.config_cls, model, options.out_dir, name=stage.name, seed=options.seed,
+                         settings=stage.settings, autocast=autocast)
     if autocast == "bf16" and args.use_cpu:
         float32_attention_on_cpu(model)  # bf16 linear layers, float32 attention (policy.load.mixed_precision)
-    logger = _LogRows(name, log_keys, log)
-    callbacks = [logger] + ([_Progress(progress)] if progress is not None else [])
+    logger = _LogRows(stage.name, stage.log_keys, options.log)
+    callbacks = [logger] + ([_Progress(options.progress)] if options.progress is not None else [])
     with others_deprecations_hidden():  # TRL reads a name transformers 5 deprecated, every step
-        trainer = trainer_cls(model=model, args=args, train_dataset=datasets.Dataset.from_list(rows),
-                              processing_class=tokenizer, callbacks=callbacks, **trainer_kwargs)
+        trainer = stage.trainer_cls(model=model, args=args, train_dataset=datasets.Dataset.from_list(rows),
+                                    processing_class=tokenizer, callbacks=callbacks, **trainer_kwargs)
         trainer.remove_callback(PrinterCallback)
         result = trainer.train()
     tokenizer.padding_side = "left"  # TRL may switch it; generation needs left padding

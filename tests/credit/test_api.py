@@ -2,13 +2,14 @@
 
 import copy
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from tests.credit.credit_testlib import traj
 
 from benchmarks.credit_speed import sokoban_batch
-from creditflow.credit import BatchError, CreditError, compute, credit_arrays, score, score_arrays
+from creditflow.credit import BatchError, CreditError, Rows, compute, credit_arrays, score, score_arrays
 from creditflow.credit.batch import batch_from_dicts, batch_from_trajectories
 from creditflow.credit.returns import outcome_conflicts
 from creditflow.rollout.trajectory import Trajectory, TrajectoryFormatError
@@ -138,10 +139,26 @@ def test_array_rows_must_describe_trajectories():
 
 
 def test_credit_arrays_returns_every_field_in_row_order():
-    out = credit_arrays("rewardflow", group_ids=["g"] * 3, traj_ids=["b", "a", "a"], step_index=[0, 1, 0],
-                        state_keys=["A", "B", "A"], rewards=[0.0, 0.0, 0.0], success=[False, True, True], gamma=0.5)
+    out = credit_arrays("rewardflow", Rows(group_ids=["g"] * 3, traj_ids=["b", "a", "a"], step_index=[0, 1, 0],
+                                           state_keys=["A", "B", "A"], rewards=[0.0, 0.0, 0.0],
+                                           success=[False, True, True]), gamma=0.5)
     assert out.process_reward.tolist() == [0.25, 0.5, 0.25]  # rows: b/0 (A), a/1 (B), a/0 (A)
     assert out.metrics["credit/groups"] == 1
+
+
+def test_credit_arrays_leaves_inactive_rows_out():
+    """Rows.active False: the row takes no part and gets 0 in every field; a batch of padding alone scores nothing."""
+    rows = Rows(group_ids=["g"] * 4, traj_ids=["b", "a", "a", "pad"], step_index=[0, 1, 0, 0],
+                state_keys=["A", "B", "A", "Z"], rewards=[0.0] * 4, success=[False, True, True, True])
+    out = credit_arrays("rewardflow", replace(rows, active=[True, True, True, False]), gamma=0.5)
+    alone = credit_arrays("rewardflow", rows.select([0, 1, 2]), gamma=0.5)
+    assert out.process_reward.tolist() == alone.process_reward.tolist() + [0.0]
+    assert out.advantage.tolist() == alone.advantage.tolist() + [0.0]
+    assert out.metrics["credit/graph_nodes"] == alone.metrics["credit/graph_nodes"]
+    none = credit_arrays("rewardflow", replace(rows, active=[False] * 4))
+    assert none.advantage.tolist() == [0.0] * 4 and none.process_reward is None and none.metrics == {}
+    with pytest.raises(BatchError, match="active must be booleans"):
+        credit_arrays("rewardflow", replace(rows, active=["yes"] * 4))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -35,6 +35,52 @@ def test_estimators_declare_what_they_need():
         credit.register_estimator("x", knobs=Knobs, needs={"tokens"})
 
 
+def test_graph_estimators_declare_their_drawing():
+    """The estimators that draw a state graph say so at registration (``draws=``), in the order ``creditflow
+    graph`` lists them; the others draw none."""
+    assert registry.graph_estimators() == ["rewardflow", "graphgpo"]
+    assert registry.estimator_drawing("rewardflow").knobs is GraphKnobs
+    assert registry.estimator_drawing("graphgpo").knobs is credit.knob_model("graphgpo")
+    assert registry.estimator_drawing("grpo") is None and registry.estimator_drawing("unknown") is None
+
+
+def test_a_new_graph_estimator_is_drawn_with_no_edit_elsewhere():
+    """draw.py asks the registry whose graph it draws: an estimator registered with a drawing is drawn by it."""
+    from creditflow.credit.draw import GraphError, group_graph
+    from creditflow.credit.grpo import GRPOKnobs, grpo
+    from creditflow.credit.rewardflow import graph_nodes
+
+    drawing = registry.Drawing("ZZ", "R(s), kept transitions", GraphKnobs, graph_nodes)
+    credit.register_estimator("zz_drawn", knobs=GRPOKnobs, draws=drawing)(grpo)
+    try:
+        trajs = [traj(["A", "B", "C"], success=True), traj(["A", "D"])]
+        got = group_graph(trajs, estimator="zz_drawn")
+        want = group_graph(trajs)
+        assert got.estimator == "ZZ" and want.estimator == "RewardFlow" and got.labels == want.labels
+        assert registry.graph_estimators()[-1] == "zz_drawn"
+    finally:
+        registry._ESTIMATORS.pop("zz_drawn")
+    with pytest.raises(GraphError, match="'grpo' draws no graph; graphs are drawn for rewardflow, graphgpo"):
+        group_graph(trajs, estimator="grpo")
+
+
+def test_the_cli_and_the_drawing_name_no_estimator():
+    """``cli/`` and ``credit/draw.py`` neither name an estimator in code (a constant equal to a registered name: a
+    list, a default, a comparison) nor import an estimator's module: what the graph command draws, and whose
+    knobs it takes, come from the registrations (``draws=``). Help prose may mention a method."""
+    names = set(credit.estimator_names())
+    method_modules = {credit.get_kernel(name).__module__ for name in names}
+    package = CREDIT_DIR.parent
+    for path in [*sorted((package / "cli").glob("*.py")), CREDIT_DIR / "draw.py"]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                assert node.value not in names, f"{path.name}:{node.lineno} names {node.value!r}"
+            if isinstance(node, ast.ImportFrom):
+                assert node.module not in method_modules, f"{path.name}:{node.lineno} imports {node.module}"
+                assert not (node.module == "creditflow.credit" and {a.name for a in node.names} & {
+                    m.rsplit(".", 1)[1] for m in method_modules}), f"{path.name}:{node.lineno} imports a method"
+
+
 @pytest.fixture
 def new_estimators():
     """Two estimators registered by a test (GRPO's kernel): one declaring it reads states, one named as a
@@ -57,8 +103,8 @@ def test_a_new_estimator_needs_no_edit_elsewhere(new_estimators):
     assert credit.estimator_needs("zz_new") == {"state", "success"}
     assert rows.ESTIMATORS["zz_new"] == "zz_new" and rows.ESTIMATORS["creditflow_gae"] == "gae"
     assert "gae" not in rows.ESTIMATORS and rows.ESTIMATORS["creditflow_grpo"] == "grpo"
-    cols = rows.columns(["g", "g", "g"], traj_ids=["a", "a", "b"], rewards=[0.0, 1.0, 0.0],
-                        success=[True, True, False], state_keys=["A", "B", "A"])
+    cols = credit.Rows.filled(["g", "g", "g"], traj_ids=["a", "a", "b"], rewards=[0.0, 1.0, 0.0],
+                              success=[True, True, False], state_keys=["A", "B", "A"])
     got, metrics = rows.advantages("zz_new", cols)
     want, _ = rows.advantages("grpo", cols)
     np.testing.assert_array_equal(got, want)
@@ -135,7 +181,8 @@ def test_graph_knobs_are_a_subset_of_rewardflow_knobs():
     with pytest.raises(credit.CreditError, match="graph has no knob 'alpha_traj'"):
         validate_model(GraphKnobs, {"alpha_traj": 2.0}, "graph")
     knobs = credit.validate_knobs("rewardflow", {"gamma": 0.5, "alpha_traj": 2.0})
-    assert knobs.graph_args() == GraphKnobs(gamma=0.5).graph_args()
+    graph = list(GraphKnobs.model_fields)
+    assert [getattr(knobs, k) for k in graph] == [getattr(GraphKnobs(gamma=0.5), k) for k in graph]
 
 
 def _credit_imports(path: Path) -> set[str]:

@@ -7,7 +7,7 @@ import pytest
 from tests.credit.credit_testlib import field, traj
 
 from creditflow.credit import CreditError, compute, score
-from creditflow.credit.rewardflow import build_flow, state_advantages, trajectory_advantages
+from creditflow.credit.rewardflow import GraphKnobs, build_flow, state_advantages, trajectory_advantages
 
 G = 0.9
 
@@ -107,14 +107,14 @@ def test_nothing_happens_state_is_bridged_in_observation_mode():
     t = traj(["s0", "s1", "s1", "s2", "s3"], ["go to cabinet 1", "go to cabinet 1", "open cabinet 1", "take"],
              success=True, rewards=[0, -0.1, 0, 0], observations=obs)
     t.meta["final_observation"] = "You won."
-    flow = build_flow([t], state_fn="observation", gamma=0.5)
+    flow = build_flow([t], GraphKnobs(state_fn="observation", gamma=0.5))
     texts = {flow.node_keys[i] for i in np.flatnonzero(flow.in_graph)}
     assert "Nothing happens." not in texts
     edges = {(flow.node_keys[u], flow.node_keys[v]) for u, v in zip(flow.edge_src, flow.edge_dst)}
     assert ("You arrive at cabinet 1.", "You open the cabinet 1.") in edges
     assert flow.step_reward.tolist() == [0.125, -0.1, 0.25, 0.5]
     # the env flagged nothing invalid: the feedback text alone prunes the step; off => a real node
-    flow = build_flow([t], state_fn="observation", gamma=0.5, noop_feedback="")
+    flow = build_flow([t], GraphKnobs(state_fn="observation", gamma=0.5, noop_feedback=""))
     assert "Nothing happens." in {flow.node_keys[i] for i in np.flatnonzero(flow.in_graph)}
 
 
@@ -189,8 +189,8 @@ def test_enriched_states_split_ambiguous_observations():
            "You are carrying: an apple 1."]
     t = traj(["s0", "s1", "s2"], ["clean apple 1 with sinkbasin 1", "go to desk 1"], observations=obs)
     t.meta["final_observation"] = obs[-1]
-    plain = build_flow([t], state_fn="observation")
-    rich = build_flow([t], state_fn="enriched")
+    plain = build_flow([t], GraphKnobs(state_fn="observation"))
+    rich = build_flow([t], GraphKnobs(state_fn="enriched"))
     # plain text: after cleaning, the agent seems back at its start state (a spurious cycle)
     assert plain.post[1] == plain.pre[0] and plain.in_graph.sum() == 2
     assert rich.post[1] != rich.pre[0] and rich.in_graph.sum() == 3

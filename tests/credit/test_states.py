@@ -7,7 +7,7 @@ import pytest
 from tests.credit.credit_testlib import traj
 
 from creditflow.credit import compute
-from creditflow.credit.rewardflow import build_flow
+from creditflow.credit.rewardflow import GraphKnobs, build_flow
 from creditflow.credit.states import cluster_texts, enrich_observations, set_embedder, step_states
 
 VECS = {
@@ -39,7 +39,7 @@ def test_embedding_super_nodes_merge_and_prune(fake_embedder):
     a.meta["final_observation"] = "goal"
     b = traj(["t0", "t1"], ["east"], observations=["room one, lamp on the left"])
     b.meta["final_observation"] = "room two"
-    flow = build_flow([a, b], state_fn="embedding", gamma=0.5)
+    flow = build_flow([a, b], GraphKnobs(state_fn="embedding", gamma=0.5))
     assert int(flow.in_graph.sum()) == 3  # {room one, room one'}, room two, goal
     assert flow.kept.tolist() == [False, True, True, True]
     assert flow.anchor[3] == flow.anchor[0]  # rollout 2 starts in the super-node

@@ -7,7 +7,8 @@ import pytest
 from creditflow.config import build_config
 from creditflow.curriculum.hooks import METRIC_KEYS
 from creditflow.trainer.metrics import read_metrics
-from creditflow.recipes.train import config_for_resume, run_train
+from creditflow.recipes.resolve import config_for_resume
+from creditflow.recipes.train import run_train
 
 SMALL = ["rollout.tasks_per_step=2", "rollout.group_size=2", "rl.eval_episodes=2", "rl.eval_every=0",
          "generation.max_new_tokens=6", "rollout.max_steps=3", "rl.lr=1e-3", "tensorboard=false",

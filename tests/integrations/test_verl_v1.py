@@ -31,7 +31,7 @@ from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories  
 from benchmarks.credit_speed import sokoban_batch  # noqa: E402
 from creditflow.integrations import verl as cf_verl  # noqa: E402
 from creditflow.integrations import verl_v1  # noqa: E402
-from creditflow.integrations.rows import advantages, call_metrics, columns_from_rows  # noqa: E402
+from creditflow.integrations.rows import advantages, call_metrics, rows_from_uids  # noqa: E402
 from creditflow.integrations.verl import _next_state  # noqa: E402
 
 CONFIG = OmegaConf.create({"adv_estimator": "rewardflow", "creditflow": {}})
@@ -135,7 +135,7 @@ def test_verls_v1_advantage_function_equals_credit_score(trajs, name):
                                                         adv_estimator=name, config=CONFIG)
     got = row_advantages(data.batch["advantages"].numpy(), data.batch["response_mask"].numpy())
     np.testing.assert_array_equal(got, expected(trajs, name).astype(np.float32)[order])
-    _, want = advantages(name, columns_from_rows(rows))
+    _, want = advantages(name, rows_from_uids(rows))
     assert set(call.metrics) == set(want)  # the estimator left its metrics on the call
     assert call_metrics(call)["groups/entropy"] > 0
 
@@ -180,9 +180,9 @@ def test_outcome_and_score_come_from_extra_fields_or_reward_extra_info(trajs):
     moved = copy.deepcopy(outputs)
     for o in moved:  # the agent loop's own: extra_fields["success"], ["score"]
         o["extra_fields"].update(o["extra_fields"].pop("reward_extra_info"))
-    a, b = (columns_from_rows(rows_of(x, "creditflow_grpo")) for x in (outputs, moved))
-    np.testing.assert_array_equal(a["success"], b["success"])
-    assert a["scores"].tolist() == b["scores"].tolist() == [float(t.score) for t in trajs for _ in t.steps]
+    a, b = (rows_from_uids(rows_of(x, "creditflow_grpo")) for x in (outputs, moved))
+    np.testing.assert_array_equal(a.success, b.success)
+    assert a.scores.tolist() == b.scores.tolist() == [float(t.score) for t in trajs for _ in t.steps]
 
 
 def test_parse_key():

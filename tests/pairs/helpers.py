@@ -8,7 +8,7 @@ from creditflow.envs import make
 from creditflow.envs.base import BaseTextEnv
 from creditflow.policy.backends.base import Generation, SamplingParams
 from creditflow.policy.prompts import PromptBuilder
-from creditflow.rollout.engine import RolloutEngine
+from creditflow.rollout.engine import EpisodeRules, RolloutEngine
 
 SOKOBAN = functools.partial(make, "sokoban", max_steps=6)  # picklable (Ray workers build their own)
 
@@ -94,4 +94,4 @@ def encode(messages):
 
 def engine(backend, factory, executor=None, max_steps=None) -> RolloutEngine:
     return RolloutEngine(backend, encode, factory, PromptBuilder("a test env"), SamplingParams(),
-                         max_steps=max_steps, env_executor=executor)
+                         EpisodeRules(max_steps=max_steps), env_executor=executor)

@@ -36,14 +36,15 @@ def test_dpo_trains_a_few_steps_from_pi_sft(pref_dir, tiny_model_dir, tmp_path):
     import torch
 
     from creditflow.config import LoRAConfig, RRODPOConfig
-    from creditflow.policy.model import load_policy
-    from creditflow.trainer.dpo import run_dpo
+    from creditflow.policy.load import load_policy
+    from creditflow.trainer.dpo import train_dpo
+    from creditflow.trainer.trl_runner import TRLOptions
 
     model, tok = load_policy(tiny_model_dir, "cpu", "float32")
     before = {k: v.clone() for k, v in model.state_dict().items()}
     pairs = read_preferences(pref_dir)[:4]
-    trained, metrics = run_dpo(model, tok, pairs, tmp_path,
-                               RRODPOConfig(epochs=2, lr=1e-2, batch_size=2, max_length=512))
+    trained, metrics = train_dpo(model, tok, pairs, RRODPOConfig(epochs=2, lr=1e-2, batch_size=2, max_length=512),
+                                 TRLOptions(tmp_path))
     assert metrics["dpo/steps"] == 4 and torch.isfinite(torch.tensor(metrics["dpo/train_loss"]))
     assert metrics["dpo/history"] and "dpo/margins" in metrics["dpo/history"][-1]
     # the implicit rewards' means over the last epoch: its 2 steps of 4
@@ -56,9 +57,8 @@ def test_dpo_trains_a_few_steps_from_pi_sft(pref_dir, tiny_model_dir, tmp_path):
     assert any(not torch.equal(before[k], after[k]) for k in before)
 
     model, tok = load_policy(tiny_model_dir, "cpu", "float32")
-    trained, metrics = run_dpo(model, tok, pairs[:2], tmp_path, RRODPOConfig(epochs=1, lr=1e-2, batch_size=2,
-                                                                             max_length=512),
-                               lora=LoRAConfig(enabled=True, r=4, alpha=8))
+    trained, metrics = train_dpo(model, tok, pairs[:2], RRODPOConfig(epochs=1, lr=1e-2, batch_size=2, max_length=512),
+                                 TRLOptions(tmp_path, lora=LoRAConfig(enabled=True, r=4, alpha=8)))
     assert metrics["dpo/steps"] == 1
     assert not hasattr(trained, "peft_config")  # adapter merged: a plain model again
     assert set(trained.state_dict()) == set(before)
@@ -70,15 +70,16 @@ def test_dpo_sft_weight_adds_the_chosen_nll_linearly(pref_dir, tiny_model_dir, t
     import math
 
     from creditflow.config import RRODPOConfig
-    from creditflow.policy.model import load_policy
-    from creditflow.trainer.dpo import run_dpo
+    from creditflow.policy.load import load_policy
+    from creditflow.trainer.dpo import train_dpo
+    from creditflow.trainer.trl_runner import TRLOptions
 
     pairs = read_preferences(pref_dir)[:2]
     losses = {}
     for w in (0.0, 1.0, 2.0):
         model, tok = load_policy(tiny_model_dir, "cpu", "float32")
-        _, metrics = run_dpo(model, tok, pairs, tmp_path / str(w), RRODPOConfig(
-            epochs=1, lr=1e-6, batch_size=2, max_length=512, warmup=0, sft_weight=w))
+        _, metrics = train_dpo(model, tok, pairs, RRODPOConfig(
+            epochs=1, lr=1e-6, batch_size=2, max_length=512, warmup=0, sft_weight=w), TRLOptions(tmp_path / str(w)))
         assert metrics["dpo/steps"] == 1
         losses[w] = metrics["dpo/train_loss"]
     assert losses[0.0] == pytest.approx(math.log(2), abs=1e-4)
@@ -88,7 +89,7 @@ def test_dpo_sft_weight_adds_the_chosen_nll_linearly(pref_dir, tiny_model_dir, t
 
 def test_cli_rro_train_saves_pi_dpo(pref_dir, tiny_model_dir, tmp_path, capsys):
     from creditflow.cli import main
-    from creditflow.policy.model import load_policy
+    from creditflow.policy.load import load_policy
 
     out = tmp_path / "run"
     with pytest.raises(SystemExit) as exc:

@@ -6,7 +6,7 @@ import torch
 from creditflow.envs import make
 from creditflow.policy.backends.base import SamplingParams
 from creditflow.policy.backends.hf import HFBackend, _sample
-from creditflow.policy.model import load_policy
+from creditflow.policy.load import load_policy
 from creditflow.policy.prompts import ChatTemplate, PromptBuilder
 
 

@@ -11,8 +11,8 @@ from creditflow.errors import UserError
 from creditflow.policy.backends.base import SamplingParams
 from creditflow.policy.backends.factory import hf_backend
 from creditflow.policy.backends.hf import HFBackend
-from creditflow.policy.backends.lean import LeanCache, LeanDecoder, unsupported
-from creditflow.policy.model import load_policy
+from creditflow.policy.backends.lean import KVLayout, LeanCache, LeanDecoder, unsupported
+from creditflow.policy.load import load_policy
 from creditflow.policy.prompts import ChatTemplate, PromptBuilder
 
 
@@ -30,8 +30,8 @@ def lean_logits(model, prompts, steps):
     """The lean decoder's logits: the left-padded prompts in one pass, then ``steps`` fed tokens (B, V) each."""
     config = model.config
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    cache = LeanCache(prompts, [None] * len(prompts), len(steps), config.num_hidden_layers,
-                      config.num_key_value_heads, head_dim, torch.float32, "cpu", 0)
+    layout = KVLayout(config.num_hidden_layers, config.num_key_value_heads, head_dim, torch.float32, "cpu")
+    cache = LeanCache(prompts, [None] * len(prompts), len(steps), layout, 0)
     forward, pos = cache.forward_with(LeanDecoder(model)), cache.pos
     out = [forward(cache.ids, pos, None)]
     for token in steps:
@@ -89,7 +89,7 @@ def test_lean_groups_with_rows_that_have_nothing_cached_past_the_prefix(tiny_mod
     prompts = [prompt] * 4 + [prompt[:40]]
     greedy = SamplingParams(max_new_tokens=5, temperature=0.0)
     lean = HFBackend(model, tok, decode="lean")
-    cache = LeanCache(prompts, lean._prefill_distinct(prompts), 5, 2, 1, 16, torch.float32, "cpu", 0)
+    cache = LeanCache(prompts, lean._prefill_distinct(prompts), 5, KVLayout(2, 1, 16, torch.float32, "cpu"), 0)
     assert cache.groups is not None and cache.group_of.tolist() == [0, 0, 0, 0, 1] and cache.shared == 39
     for a, b in zip(HFBackend(model, tok, decode="hf").generate(prompts, greedy), lean.generate(prompts, greedy)):
         assert a.token_ids == b.token_ids and a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
@@ -166,7 +166,7 @@ def test_decode_choice(tiny_model_dir, tmp_path):
         assert HFBackend(model, tok).lean is None
         cfg = build_config(None, ["policy.decode=lean", f"out_dir={tmp_path}"])
         with pytest.raises(UserError, match="policy.decode=lean: .*sliding-window"):
-            hf_backend(cfg, model, tok)
+            hf_backend(cfg.policy, model, tok)
     finally:
         model.config.layer_types = ["full_attention"] * len(model.config.layer_types)
     with pytest.raises(Exception, match="auto.*lean.*hf"):

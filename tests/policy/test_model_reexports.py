@@ -1,7 +1,23 @@
 """``creditflow.policy.model`` was split by concern into ``load``, ``validate`` and ``tiny``; the old import path
-keeps every public name, as the very objects of their new homes."""
+keeps every public name for one release, as the very objects of their new homes, and warns on import."""
 
-from creditflow.policy import load, model, tiny, validate
+import subprocess
+import sys
+import warnings
+
+from creditflow.policy import load, tiny, validate
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from creditflow.policy import model
+
+
+def test_importing_the_old_path_warns():
+    code = ("import warnings; warnings.simplefilter('error', DeprecationWarning)\n"
+            "try:\n    import creditflow.policy.model\nexcept DeprecationWarning as e:\n    print('warned:', e)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "warned: creditflow.policy.model is split into creditflow.policy.load" in proc.stdout
 
 
 def test_every_name_of_the_old_module_is_the_new_modules_object():

@@ -14,7 +14,7 @@ from creditflow.config import build_config  # noqa: E402
 from creditflow.policy.backends.base import SamplingParams  # noqa: E402
 from creditflow.policy.backends.hf import HFBackend  # noqa: E402
 from creditflow.policy.backends.openai import BackendUnavailable, OpenAIBackend  # noqa: E402
-from creditflow.policy.model import load_policy  # noqa: E402
+from creditflow.policy.load import load_policy  # noqa: E402
 from creditflow.recipes.rro import run_collect  # noqa: E402
 from tests.policy.openai_fake import FakeCompletionsServer  # noqa: E402
 

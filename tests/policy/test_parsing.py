@@ -1,6 +1,6 @@
 import pytest
 
-from creditflow.policy.parsing import parse_action
+from creditflow.policy.parsing import parse_response
 
 ADM = ["up", "down", "left", "right"]
 
@@ -19,7 +19,7 @@ ADM = ["up", "down", "left", "right"]
     ("\x00\x01<action>right</action>", "right", True),
 ])
 def test_parse_action(text, action, valid):
-    parsed = parse_action(text, ADM)
+    parsed = parse_response(text, ADM)
     assert parsed.valid is valid
     assert parsed.action == action
     if not valid:
@@ -27,10 +27,10 @@ def test_parse_action(text, action, valid):
 
 
 def test_free_form_actions_without_admissible_list():
-    parsed = parse_action("<action>SELECT  *\nFROM t</action>", None)
+    parsed = parse_response("<action>SELECT  *\nFROM t</action>", None)
     assert parsed.valid and parsed.action == "SELECT * FROM t"
 
 
 def test_never_raises_on_garbage():
     for junk in [None, 3, "<<<>>>", "<action>" * 50, "\ud800"]:
-        assert parse_action(junk, ADM).valid is False
+        assert parse_response(junk, ADM).valid is False

@@ -36,7 +36,7 @@ def test_response_format():
 
 import pytest  # noqa: E402
 
-from creditflow.policy.model import load_tokenizer  # noqa: E402
+from creditflow.policy.load import load_tokenizer  # noqa: E402
 from creditflow.policy.prompts import ChatTemplate, Turn  # noqa: E402
 
 PAPER_STEP_3 = (

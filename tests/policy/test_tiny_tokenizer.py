@@ -37,9 +37,9 @@ def test_isolated_chars_are_tokens_of_their_own():
 
 def test_tiny_vocab_size_comes_from_config_then_env_then_1024():
     webshop, sokoban = make("webshop", num_products=50), make("sokoban")
-    assert tiny_vocab_size(build_config(None, []), webshop) == 4096
-    assert tiny_vocab_size(build_config(None, []), sokoban) == 1024
-    assert tiny_vocab_size(build_config(None, ["policy.tiny_vocab_size=512"]), webshop) == 512
+    assert tiny_vocab_size(build_config(None, []).policy, webshop) == 4096
+    assert tiny_vocab_size(build_config(None, []).policy, sokoban) == 1024
+    assert tiny_vocab_size(build_config(None, ["policy.tiny_vocab_size=512"]).policy, webshop) == 512
 
 
 def test_words_are_one_token_each_wherever_they_occur_and_survive_saving(tmp_path):

@@ -22,7 +22,7 @@ from creditflow.policy import lora  # noqa: E402
 from creditflow.policy.backends.base import SamplingParams  # noqa: E402
 from creditflow.policy.backends.hf import HFBackend  # noqa: E402
 from creditflow.policy.backends.vllm import VLLMBackend  # noqa: E402
-from creditflow.policy.model import load_policy  # noqa: E402
+from creditflow.policy.load import load_policy  # noqa: E402
 from creditflow.trainer.mismatch import logprob_gap  # noqa: E402
 from creditflow.trainer.forward import Forward  # noqa: E402
 from creditflow.trainer.rl import policy_update  # noqa: E402
@@ -74,7 +74,7 @@ def test_after_an_update_vllm_follows_the_new_weights(engine):
     samples = [Sample(p, g.token_ids, g.logprobs, 1.0 if i % 2 else -1.0) for i, (p, g) in enumerate(zip(ids, gens))]
     cfg = build_config(None, ["rl.lr=0.02", "rl.kl_coef=0"])
     policy_update(model, torch.optim.AdamW(model.parameters(), lr=cfg.rl.lr), window_rows(samples), cfg.rl,
-                  Forward.from_config(cfg, 0), np.random.default_rng(0))
+                  Forward.from_sections(cfg.rl, cfg.rollout, cfg.policy, 0), np.random.default_rng(0))
     backend.sync_weights(model)
 
     after = backend.generate(ids, SamplingParams(max_new_tokens=12, temperature=1.0))
@@ -100,7 +100,8 @@ def test_after_a_lora_update_vllm_follows_the_new_adapter(engine, tiny_vllm_mode
     samples = [Sample(p, g.token_ids, g.logprobs, 1.0 if i % 2 else -1.0) for i, (p, g) in enumerate(zip(ids, gens))]
     cfg = build_config(None, ["rl.lr=0.05", "rl.kl_coef=0"])
     optimizer = torch.optim.AdamW(lora.trainable_parameters(model), lr=cfg.rl.lr)
-    policy_update(model, optimizer, window_rows(samples), cfg.rl, Forward.from_config(cfg, 0), np.random.default_rng(0))
+    fwd = Forward.from_sections(cfg.rl, cfg.rollout, cfg.policy, 0)
+    policy_update(model, optimizer, window_rows(samples), cfg.rl, fwd, np.random.default_rng(0))
     backend.sync_weights(model)
 
     after = backend.generate(ids, SamplingParams(max_new_tokens=12, temperature=1.0))

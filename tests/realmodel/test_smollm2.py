@@ -16,10 +16,11 @@ from creditflow.cli import main
 from creditflow.config import build_config
 from creditflow.policy import gguf as gguf_module
 from creditflow.policy.gguf import RECORD
-from creditflow.policy.model import load_policy
+from creditflow.policy.load import load_policy
 from creditflow.policy.prompts import Turn
 from creditflow.envs.configured import env_factory
 from creditflow.policy.backends.factory import chat_encoder
+from creditflow.recipes.sections import engine_settings
 from creditflow.rollout.factory import make_engine
 from creditflow.rollout.engine import TaskSpec
 from creditflow.trainer.sequences import collate, rows_from
@@ -127,8 +128,8 @@ def test_conversation_tokens_are_the_chat_templates_render_of_each_turn(smollm2_
                               "generation.max_new_tokens=12", "generation.temperature=1.0", "policy.device=cpu",
                               "seed=3"])
     model, tok = load_policy(smollm2_dir, "cpu")
-    factory = env_factory(cfg)
-    engine = make_engine(cfg, model, tok, factory)
+    factory = env_factory(cfg.env, cfg.rollout.max_steps)
+    engine = make_engine(engine_settings(cfg), model, tok, factory)
     torch.manual_seed(3)
     trajs = engine.rollout([TaskSpec("sokoban/7", 7)], 2)
     assert trajs and all(len(t.steps) == 3 for t in trajs)

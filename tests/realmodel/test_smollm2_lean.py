@@ -8,7 +8,7 @@ import torch
 from creditflow.policy.backends.base import SamplingParams
 from creditflow.policy.backends.factory import chat_encoder
 from creditflow.policy.backends.hf import HFBackend
-from creditflow.policy.model import load_policy
+from creditflow.policy.load import load_policy
 from tests.policy.test_lean_decode import lean_logits
 
 

@@ -11,7 +11,7 @@ pytest.importorskip("vllm")
 
 from creditflow.policy.backends.base import SamplingParams  # noqa: E402
 from creditflow.policy.backends.vllm import VLLMBackend  # noqa: E402
-from creditflow.policy.model import load_policy  # noqa: E402
+from creditflow.policy.load import load_policy  # noqa: E402
 from creditflow.policy.backends.factory import chat_encoder  # noqa: E402
 from creditflow.trainer.forward import Forward  # noqa: E402
 from creditflow.trainer.sequences import Sample, window_rows  # noqa: E402

@@ -14,8 +14,9 @@ import torch
 from creditflow.cli import main
 from creditflow.config import build_config
 from creditflow.errors import UserError
-from creditflow.policy.model import load_policy
-from creditflow.recipes.train import config_for_resume, run_train
+from creditflow.policy.load import load_policy
+from creditflow.recipes.resolve import config_for_resume
+from creditflow.recipes.train import run_train
 from creditflow.trainer import forward as forward_module
 from creditflow.trainer import nosignal
 from creditflow.trainer.forward import Forward
@@ -112,7 +113,7 @@ def test_a_skipped_update_has_the_gradient_of_the_full_one(tiny_model_dir, kl):
                 step.advantage = 0.0
         rows = rows_from(trajs, "window")
         cfg = build_config(None, [f"rl.kl_coef={kl}", "rl.lr=1e-2"])
-        fwd = Forward.from_config(cfg, tok.pad_token_id)
+        fwd = Forward.from_sections(cfg.rl, cfg.rollout, cfg.policy, tok.pad_token_id)
         fill_ref_logprobs(model, rows, fwd)  # the reference: the policy itself, as at a fresh start
         opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)  # the trainer's default
         stats = policy_update(model, opt, rows, cfg.rl, fwd, np.random.default_rng(0), skip=skip)
@@ -263,7 +264,8 @@ def test_a_run_reports_to_wandb_offline(tmp_path, tiny_model_dir, monkeypatch):
     """A real ``train`` run with ``logging.report_to=[wandb]`` and ``WANDB_MODE=offline``: the run's files are in
     ``out/wandb``, every numeric name of metrics.jsonl is in its record, and a resume continues the same run."""
     pytest.importorskip("wandb")
-    from creditflow.recipes.train import config_for_resume, run_train
+    from creditflow.recipes.resolve import config_for_resume
+    from creditflow.recipes.train import run_train
 
     for name, value in {"WANDB_MODE": "offline", "WANDB_SILENT": "true", "WANDB_CONFIG_DIR": str(tmp_path / "cfg"),
                         "WANDB_CACHE_DIR": str(tmp_path / "cache"), "WANDB_DATA_DIR": str(tmp_path / "data")}.items():
@@ -298,7 +300,7 @@ def test_a_skipped_update_after_a_step_with_signal_still_steps_adamw(tiny_model_
         trajs = window_rollout(model, tok)
         rows = rows_from(trajs, "window")
         cfg = build_config(None, ["rl.kl_coef=0", "rl.lr=1e-2"])
-        fwd = Forward.from_config(cfg, tok.pad_token_id)
+        fwd = Forward.from_sections(cfg.rl, cfg.rollout, cfg.policy, tok.pad_token_id)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)  # the trainer's default
         policy_update(model, opt, rows, cfg.rl, fwd, np.random.default_rng(0))  # a step with signal
         for row in rows:

@@ -10,7 +10,7 @@ from creditflow.cli import main
 from creditflow.config import RunConfig, build_config, given_settings
 from creditflow.errors import UserError
 from creditflow.policy import inference
-from creditflow.policy.factory import with_model_settings
+from creditflow.recipes.resolve import with_model_settings
 from creditflow.rollout import factory as rollout_factory
 from creditflow.recipes.eval import evaluate_saved_policy
 from creditflow.recipes.export import export_policy
@@ -63,9 +63,9 @@ def test_a_run_with_a_compact_template_is_evaluated_and_exported_with_it(tmp_pat
     seen = []
     original = rollout_factory.prompt_builder
 
-    def spy(cfg, env):
-        seen.append((cfg.policy.template, cfg.rollout.history_length))
-        return original(cfg, env)
+    def spy(policy, rollout, env):
+        seen.append((policy.template, rollout.history_length))
+        return original(policy, rollout, env)
 
     monkeypatch.setattr(rollout_factory, "prompt_builder", spy)
     metrics, _ = evaluate_saved_policy(build_config(None, ["env.name=sokoban"]), out, 1)  # the run dir: its checkpoint

@@ -9,7 +9,8 @@ from creditflow.cli import main
 from creditflow.config import build_config
 from creditflow.errors import UserError
 from creditflow.recipes import sft as sft_recipe
-from creditflow.recipes.train import config_for_resume, run_train
+from creditflow.recipes.resolve import config_for_resume
+from creditflow.recipes.train import run_train
 from creditflow.trainer.metrics import read_metrics
 from creditflow.trainer.rl import RLTrainer
 
@@ -115,7 +116,7 @@ def test_interrupted_sft_says_nothing_was_saved(tmp_path, tiny_model_dir, monkey
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(sft_recipe, "run_sft", interrupted)
+    monkeypatch.setattr(sft_recipe, "train_sft", interrupted)
     out = tmp_path / "sft"
     with pytest.raises(SystemExit) as exc:
         main(["sft", "--model", str(tiny_model_dir), "--out", str(out), "sft.demos=2"])

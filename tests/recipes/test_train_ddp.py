@@ -20,7 +20,8 @@ from safetensors.torch import load_file
 from creditflow.cli import main
 from creditflow.config import build_config
 from creditflow.errors import UserError
-from creditflow.recipes.train import config_for_resume, run_train
+from creditflow.recipes.resolve import config_for_resume
+from creditflow.recipes.train import run_train
 from creditflow.trainer.metrics import read_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -133,7 +134,7 @@ def pref_dir(tmp_path_factory):
 @pytest.mark.slow
 def test_sft_and_rro_train_run_data_parallel_under_two_processes(tmp_path, tiny_model_dir, pref_dir):
     """TRL under 2 processes: each optimizer step takes 2 x the per-device batch, and rank 0 saves."""
-    from creditflow.policy.model import load_policy
+    from creditflow.policy.load import load_policy
     from creditflow.pairs.preferences import read_preferences
 
     sft = tmp_path / "sft"

@@ -10,8 +10,9 @@ from safetensors.torch import load_file
 from creditflow.cli import main
 from creditflow.config import build_config
 from creditflow.errors import UserError
-from creditflow.policy.model import load_policy
-from creditflow.recipes.train import config_for_resume, run_train
+from creditflow.policy.load import load_policy
+from creditflow.recipes.resolve import config_for_resume
+from creditflow.recipes.train import run_train
 from creditflow.trainer.metrics import read_metrics
 
 # untrained tiny policy: every action is invalid, so all advantages are 0; the entropy bonus gives every step

@@ -1,7 +1,7 @@
 from creditflow.envs import make
 from creditflow.policy.backends.base import Generation, SamplingParams
 from creditflow.policy.prompts import PromptBuilder
-from creditflow.rollout.engine import RolloutEngine, TaskSpec
+from creditflow.rollout.engine import EpisodeRules, RolloutEngine, TaskSpec
 from creditflow.rollout.trajectory import StartState
 
 
@@ -56,7 +56,7 @@ def test_lockstep_groups_drop_out_when_done():
 
 
 def test_invalid_output_costs_penalty_and_does_not_move():
-    eng = engine(lambda p: "I refuse", invalid_penalty=0.5)
+    eng = engine(lambda p: "I refuse", rules=EpisodeRules(invalid_penalty=0.5))
     traj = eng.rollout([TaskSpec("sokoban/1", 1)], 1)[0]
     assert len(traj) == 15 and not traj.success
     first = traj.steps[0]
@@ -104,7 +104,7 @@ def test_replay_mismatch_is_counted_and_skipped():
 
 import pytest  # noqa: E402
 
-from creditflow.policy.model import load_tokenizer  # noqa: E402
+from creditflow.policy.load import load_tokenizer  # noqa: E402
 from creditflow.policy.prompts import ChatTemplate, Turn, format_response  # noqa: E402
 
 
@@ -136,7 +136,7 @@ def conversation_engine(tok, chat, plan, **kw):
 
 def test_conversation_prompts_grow_by_the_sampled_ids(chat):
     tok, template = chat
-    eng = conversation_engine(tok, template, ["up", "left", "up", "right"], max_steps=4)
+    eng = conversation_engine(tok, template, ["up", "left", "up", "right"], rules=EpisodeRules(max_steps=4))
     traj = eng.rollout([TaskSpec("sokoban/1", 1)], 1)[0]
     steps = traj.steps
     assert len(steps) == 4
@@ -157,9 +157,10 @@ def test_conversation_restarts_rebuild_the_path(chat):
     canonical responses it is the live conversation token for token, and prompt_at gives the same chat."""
     tok, template = chat
     plan = ["up", "left", "up", "right", "down"]
-    live = conversation_engine(tok, template, plan, max_steps=5).rollout([TaskSpec("sokoban/1", 1)], 1)[0]
+    live = conversation_engine(tok, template, plan, rules=EpisodeRules(max_steps=5)).rollout(
+        [TaskSpec("sokoban/1", 1)], 1)[0]
     for t in (1, 3):
-        eng = conversation_engine(tok, template, plan[t:], max_steps=5)
+        eng = conversation_engine(tok, template, plan[t:], rules=EpisodeRules(max_steps=5))
         state = live.prefix(t)
         env = make("sokoban")
         env.reset(seed=1)
@@ -169,7 +170,7 @@ def test_conversation_restarts_rebuild_the_path(chat):
             state.snapshot = snapshot
             (branch,) = eng.branch(state, 1, task_id="sokoban/1", max_turns=1)
             assert branch.steps[0].prompt_ids == live.steps[t].prompt_ids
-        open_traj = conversation_engine(tok, template, plan, max_steps=5).branch(
+        open_traj = conversation_engine(tok, template, plan, rules=EpisodeRules(max_steps=5)).branch(
             live.prefix(0), 1, task_id="sokoban/1", max_turns=t)[0]
         assert template.encode(eng.prompt_at(open_traj)) == live.steps[t].prompt_ids
 
@@ -187,7 +188,7 @@ from creditflow.rollout.trajectory import SuccessRule, Trajectory  # noqa: E402
 from tests.envs import plugin_envs  # noqa: E402
 
 
-def walk_engine(env_cls, responder, max_steps, **kw):
+def walk_engine(env_cls, responder, max_steps, success_rule=SuccessRule()):
     made = []
 
     def factory():
@@ -195,7 +196,7 @@ def walk_engine(env_cls, responder, max_steps, **kw):
         return made[-1]
 
     eng = RolloutEngine(ScriptedBackend(responder), encode, factory, PromptBuilder("walk"), SamplingParams(),
-                        max_steps=max_steps, **kw)
+                        EpisodeRules(max_steps=max_steps, success_rule=success_rule))
     return eng, made
 
 
@@ -212,7 +213,7 @@ def test_a_cut_by_max_steps_is_recorded_as_truncated_and_an_env_without_truncate
                     for j in range(len(prompts))]
 
     eng = RolloutEngine(TwoPolicies(), encode, lambda: make("sokoban"), PromptBuilder("sokoban"), SamplingParams(),
-                        max_steps=3)
+                        EpisodeRules(max_steps=3))
     solved, cut = eng.rollout([TaskSpec("sokoban/1", 1)], group_size=2)
     assert solved.success and solved.done and not solved.truncated  # ended by the env, at the limit's step
     assert cut.done and cut.truncated and not cut.success and len(cut) == 3

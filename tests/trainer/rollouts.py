@@ -8,7 +8,7 @@ from creditflow.envs import make
 from creditflow.policy.backends.base import SamplingParams
 from creditflow.policy.backends.hf import HFBackend
 from creditflow.policy.prompts import ChatTemplate, PromptBuilder
-from creditflow.rollout.engine import RolloutEngine, TaskSpec
+from creditflow.rollout.engine import EpisodeRules, RolloutEngine, TaskSpec
 
 
 def conversation_rollout(model, tok, seed=0):
@@ -16,7 +16,7 @@ def conversation_rollout(model, tok, seed=0):
     chat = ChatTemplate(tok)
     engine = RolloutEngine(HFBackend(model, tok), chat.encode, lambda: make("sokoban"),
                            PromptBuilder("sokoban", template="compact", history="conversation"),
-                           SamplingParams(max_new_tokens=6), max_steps=3, chat=chat)
+                           SamplingParams(max_new_tokens=6), EpisodeRules(max_steps=3), chat=chat)
     torch.manual_seed(seed)
     trajs = engine.rollout([TaskSpec("sokoban/1", 1)], 2)
     for i, traj in enumerate(trajs):  # some advantages, one of them zero
@@ -30,7 +30,7 @@ def window_rollout(model, tok, seed=0, group=4):
     repeat one prompt, and every prompt starts with the template's instruction."""
     chat = ChatTemplate(tok)
     engine = RolloutEngine(HFBackend(model, tok), chat.encode, lambda: make("sokoban"), PromptBuilder("sokoban"),
-                           SamplingParams(max_new_tokens=6), max_steps=4, chat=chat)
+                           SamplingParams(max_new_tokens=6), EpisodeRules(max_steps=4), chat=chat)
     torch.manual_seed(seed)
     trajs = engine.rollout([TaskSpec("sokoban/3", 3)], group)
     for i, traj in enumerate(trajs):

@@ -149,7 +149,8 @@ def test_bf16_update_moves_float32_weights_like_the_float32_update(tiny_model_di
         before = [p.detach().clone() for p in model.parameters()]
         cfg.policy.autocast = mode
         stats = policy_update(model, torch.optim.AdamW(model.parameters(), lr=1e-3), window_rows(samples), cfg.rl,
-                              Forward.from_config(cfg, tok.pad_token_id), np.random.default_rng(0))
+                              Forward.from_sections(cfg.rl, cfg.rollout, cfg.policy, tok.pad_token_id),
+                              np.random.default_rng(0))
         assert stats["train/ratio"] == pytest.approx(1.0, abs=1e-3)
         assert all(p.dtype == torch.float32 for p in model.parameters())
         deltas[mode] = torch.cat([(p.detach() - b).flatten() for p, b in zip(model.parameters(), before)])

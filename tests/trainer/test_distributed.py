@@ -16,7 +16,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from creditflow.config import build_config
-from creditflow.policy.model import load_policy
+from creditflow.policy.load import load_policy
 from creditflow.rollout.trajectory import StartState, Step, Trajectory
 from creditflow.rollout.engine import RolloutResult
 from creditflow.trainer.distributed import (MAX, MEAN, POOLED_MEAN, POOLED_STD, SUM, Local, World, all_max,
@@ -123,7 +123,8 @@ def _update(model_dir, rows, overrides, world=World()):
     model, tok = load_policy(model_dir, "cpu", "float32")
     cfg = build_config(None, overrides)
     stats = policy_update(model, torch.optim.SGD(model.parameters(), lr=0.1), rows, cfg.rl,
-                          Forward.from_config(cfg, tok.pad_token_id), np.random.default_rng(0), world)
+                          Forward.from_sections(cfg.rl, cfg.rollout, cfg.policy, tok.pad_token_id),
+                          np.random.default_rng(0), world)
     weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
     grads = {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
     return weights, grads, stats

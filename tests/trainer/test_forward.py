@@ -4,18 +4,19 @@ scoring the same tokens the same, and the prefix-tree forward pass of ``policy.s
 import torch
 
 from creditflow.config import build_config
-from creditflow.policy.model import load_policy
+from creditflow.policy.load import load_policy
 from creditflow.trainer.forward import Forward, adjacent_lcp, prefix_levels, trained_hidden
 from creditflow.trainer.loss import token_logprobs
 from creditflow.trainer.sequences import collate, rows_from, window_rows
 from tests.trainer.rollouts import conversation_rollout, window_rollout
 
 
-def test_forward_from_config_reads_the_runs_settings():
+def test_forward_from_sections_reads_the_runs_settings():
     cfg = build_config(None, ["rl.token_budget=512", "policy.autocast=bf16", "policy.share_prefix=false"])
-    assert Forward.from_config(cfg, pad_id=7) == Forward(7, 512, pad=True, autocast="bf16", share_prefix=False)
-    conversation = build_config(None, ["rollout.history=conversation", "policy.template=compact"])
-    assert Forward.from_config(conversation, pad_id=0).pad is False  # whole conversations: equal lengths only
+    assert Forward.from_sections(cfg.rl, cfg.rollout, cfg.policy, pad_id=7) == \
+        Forward(7, 512, pad=True, autocast="bf16", share_prefix=False)
+    conv = build_config(None, ["rollout.history=conversation", "policy.template=compact"])
+    assert Forward.from_sections(conv.rl, conv.rollout, conv.policy, pad_id=0).pad is False  # whole conversations
 
 
 def test_layouts_score_the_same_tokens_the_same(tiny_model_dir):

@@ -11,13 +11,16 @@ from creditflow.config import LoRAConfig, SFTConfig, build_config
 from creditflow.envs import make
 from creditflow.errors import UserError
 from creditflow.policy import lora
-from creditflow.policy.model import load_policy, model_config, tiny_config
+from creditflow.policy.load import load_policy
+from creditflow.policy.tiny import tiny_config
+from creditflow.policy.validate import model_config
 from creditflow.policy.prompts import PromptBuilder
 from creditflow.rollout.expert import expert_trajectories
 from creditflow.trainer.forward import Forward
 from creditflow.trainer.rl import policy_update
 from creditflow.trainer.sequences import Sample, window_rows
-from creditflow.trainer.sft import demo_examples, run_sft
+from creditflow.trainer.sft import demo_examples, train_sft
+from creditflow.trainer.trl_runner import TRLOptions
 
 SETTINGS = LoRAConfig(enabled=True, r=4, alpha=8)
 
@@ -44,7 +47,8 @@ def update(model, tok, steps=2, lr=1e-2):
     cfg = build_config(None, [f"rl.lr={lr}", "rl.kl_coef=0"])
     optimizer = torch.optim.AdamW(lora.trainable_parameters(model), lr=lr)
     for _ in range(steps):
-        policy_update(model, optimizer, rows(model, tok), cfg.rl, Forward.from_config(cfg, tok.pad_token_id),
+        policy_update(model, optimizer, rows(model, tok), cfg.rl,
+                      Forward.from_sections(cfg.rl, cfg.rollout, cfg.policy, tok.pad_token_id),
                       np.random.default_rng(0))
     return optimizer
 
@@ -108,8 +112,8 @@ def test_lora_sft_merges_its_adapter_into_the_model(tiny_model_dir, tmp_path):
     model, tok = load_policy(tiny_model_dir, "cpu", "float32")
     before = {n: t.clone() for n, t in model.state_dict().items()}
     examples = demo_examples(expert_trajectories(lambda: make("sokoban"), [1, 2, 3]), PromptBuilder("sokoban"))
-    metrics = run_sft(model, tok, examples, tmp_path, SFTConfig(epochs=1, lr=1e-2, batch_size=2, max_length=512),
-                      lora=SETTINGS)
+    metrics = train_sft(model, tok, examples, SFTConfig(epochs=1, lr=1e-2, batch_size=2, max_length=512),
+                        TRLOptions(tmp_path, lora=SETTINGS))
     assert metrics["sft/steps"] >= 3  # the first is warmup (learning rate 0)
     assert set(model.state_dict()) == set(before)  # a plain model again: no adapter left in it
     assert not any(isinstance(m, lora.LoraLayer) for m in model.modules())

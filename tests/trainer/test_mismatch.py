@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from creditflow.policy.model import load_policy
+from creditflow.policy.load import load_policy
 from creditflow.trainer.loss import ppo_clip_objective
 from creditflow.trainer.mismatch import logprob_gap, tis_weights
 from creditflow.trainer.forward import Forward

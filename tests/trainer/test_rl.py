@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from creditflow.config import build_config
-from creditflow.policy.model import load_policy
+from creditflow.policy.load import load_policy
 from creditflow.trainer.forward import Forward
 from creditflow.trainer.rl import policy_update
 from creditflow.trainer.sequences import Sample, rows_from, samples_from, window_rows
@@ -15,7 +15,8 @@ from tests.trainer.rollouts import conversation_rollout, window_rollout
 
 def update(model, optimizer, rows, cfg, pad_id, rng):
     """``policy_update`` as the trainer calls it for ``cfg``: its ``rl`` settings and its forward pass."""
-    return policy_update(model, optimizer, rows, cfg.rl, Forward.from_config(cfg, pad_id), rng)
+    fwd = Forward.from_sections(cfg.rl, cfg.rollout, cfg.policy, pad_id)
+    return policy_update(model, optimizer, rows, cfg.rl, fwd, rng)
 
 
 def test_update_raises_logprob_of_positive_advantage_responses(tiny_model_dir):

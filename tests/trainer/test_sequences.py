@@ -14,7 +14,7 @@ import torch
 
 from creditflow import credit
 from creditflow.config import build_config
-from creditflow.policy.model import load_policy
+from creditflow.policy.load import load_policy
 from creditflow.rollout.trajectory import Step, Trajectory
 from creditflow.trainer.forward import Forward
 from creditflow.trainer.loss import ppo_clip_objective

@@ -42,8 +42,9 @@ def test_prompt_loss_trains_on_the_prompt_tokens(tiny_model_dir, tmp_path):
     """sft.prompt_loss=true puts the loss on the prompt too: the prompts' NLL falls far below what response-only
     SFT of the same steps leaves it at, while both learn the responses."""
     from creditflow.config import SFTConfig
-    from creditflow.policy.model import load_policy
-    from creditflow.trainer.sft import run_sft
+    from creditflow.policy.load import load_policy
+    from creditflow.trainer.sft import train_sft
+    from creditflow.trainer.trl_runner import TRLOptions
 
     demos = expert_trajectories(lambda: make("sokoban"), [1, 2])
     examples = demo_examples(demos, PromptBuilder("sokoban", template="compact"))
@@ -52,7 +53,7 @@ def test_prompt_loss_trains_on_the_prompt_tokens(tiny_model_dir, tmp_path):
         model, tok = load_policy(tiny_model_dir, "cpu")
         before = _prompt_nll(model, tok, examples)
         cfg = SFTConfig(epochs=8, lr=3e-3, batch_size=8, max_length=1024, prompt_loss=prompt_loss)
-        metrics = run_sft(model, tok, examples, tmp_path / str(prompt_loss), cfg)
+        metrics = train_sft(model, tok, examples, cfg, TRLOptions(tmp_path / str(prompt_loss)))
         assert metrics["sft/steps"] > 0
         nll[prompt_loss] = _prompt_nll(model.eval(), tok, examples)
     assert nll[True] < before - 1.0  # the prompts were learned...
@@ -62,8 +63,9 @@ def test_prompt_loss_trains_on_the_prompt_tokens(tiny_model_dir, tmp_path):
 def test_group_by_length_batches_similar_lengths(tiny_model_dir, tmp_path):
     """sft.group_by_length: the same examples, fewer padded tokens (each batch is as wide as its longest)."""
     from creditflow.config import SFTConfig
-    from creditflow.policy.model import load_policy
-    from creditflow.trainer.sft import run_sft
+    from creditflow.policy.load import load_policy
+    from creditflow.trainer.sft import train_sft
+    from creditflow.trainer.trl_runner import TRLOptions
 
     demos = expert_trajectories(lambda: make("sokoban"), list(range(1, 9)))
     short = demo_examples(demos, PromptBuilder("sokoban", template="compact", history="window", history_length=0))
@@ -77,7 +79,7 @@ def test_group_by_length_batches_similar_lengths(tiny_model_dir, tmp_path):
                                         with_kwargs=True)
         # transformers groups within random mega-batches of min(50, len // (4 x batch)) batches: 3 here
         cfg = SFTConfig(epochs=2, lr=1e-3, batch_size=2, max_length=1024, group_by_length=grouped)
-        run_sft(model, tok, examples, tmp_path / str(grouped), cfg)
+        train_sft(model, tok, examples, cfg, TRLOptions(tmp_path / str(grouped)))
         seen[grouped] = shapes
     assert sum(b for b, _ in seen[True]) == sum(b for b, _ in seen[False]) == 2 * len(examples)
     padded = {g: sum(b * w for b, w in shapes) for g, shapes in seen.items()}

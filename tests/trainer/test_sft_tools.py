@@ -11,7 +11,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl.chat_template_utils import is_chat_template_prefix_preserving, parse_response, supports_tool_calling
 
 from creditflow.envs import factory
-from creditflow.policy.model import CHAT_TEMPLATE, train_tokenizer
+from creditflow.policy.tiny import CHAT_TEMPLATE, train_tokenizer
 from creditflow.policy.tools import TOOL_MARKUP, add_tool_calling
 from creditflow.rollout.expert import expert_tool_conversations
 from creditflow.trainer.sft import tool_calling_tokenizer, tool_examples

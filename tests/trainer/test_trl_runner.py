@@ -28,16 +28,17 @@ def test_peft_and_trl_deprecations_of_transformers_names_stay_quiet(tmp_path, ti
     deprecated; creditflow's calls hide that FutureWarning (and only that one)."""
     from creditflow.config import LoRAConfig
     from creditflow.policy import lora
-    from creditflow.policy.model import load_policy
-    from creditflow.trainer.trl_runner import run_trl
+    from creditflow.policy.load import load_policy
+    from creditflow.trainer.trl_runner import TRLOptions, TRLStage, run_trl
 
     model, tok = load_policy(tiny_model_dir, "cpu")
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         wrapped = lora.wrap(model, LoRAConfig(), tiny_model_dir)
         rows = [{"prompt": "go", "completion": " up"}] * 4
-        run_trl(trl.SFTTrainer, trl.SFTConfig, wrapped, tok, rows, tmp_path, name="sft", seed=0,
-                settings=dict(max_steps=1, per_device_train_batch_size=2, completion_only_loss=True))
+        stage = TRLStage("sft", trl.SFTTrainer, trl.SFTConfig,
+                         settings=dict(max_steps=1, per_device_train_batch_size=2, completion_only_loss=True))
+        run_trl(stage, wrapped, tok, rows, TRLOptions(tmp_path, seed=0))
         warnings.warn("`is_activation_checkpointing` stays visible", FutureWarning)
     messages = [str(w.message) for w in seen if issubclass(w.category, FutureWarning)]
     assert not [m for m in messages if "is_gradient_checkpointing" in m]

@@ -1,25 +1,25 @@
-"""The generation backend a run config names (``policy.backend``), built and closed here, with its checks, the
-sampling settings of training and evaluation, and the chat-template encoder of token-id prompts."""
+"""The generation backend the ``policy`` section names (``policy.backend``), built and closed here, with its
+checks, the sampling settings of training and evaluation (``generation``), and the chat-template encoder of
+token-id prompts."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from creditflow.config import RunConfig
+from creditflow.config import GenerationConfig, PolicyConfig
 from creditflow.errors import UserError
 from creditflow.policy.backends import openai as openai_backend
 from creditflow.policy.backends import vllm as vllm_backend
 from creditflow.policy.backends.base import Backend, SamplingParams
 from creditflow.policy.backends.hf import HFBackend
-from creditflow.policy.model import weights_dir
+from creditflow.policy.validate import weights_dir
 
 
-def check_backend(cfg: RunConfig, trains: bool = False) -> None:
+def check_backend(p: PolicyConfig, trains: bool = False) -> None:
     """``policy.backend`` usable as set, checked before any work: ``openai`` serves a fixed policy (not for
     a run that ``trains``) and needs ``policy.base_url`` and ``policy.model_name``; ``vllm`` and ``openai``
     need their optional package."""
-    p = cfg.policy
     if p.backend == "openai":
         if trains:
             raise UserError("policy.backend=openai serves fixed policies (eval, rro collect); RL training needs a "
@@ -42,44 +42,42 @@ def chat_encoder(tokenizer):
     return encode
 
 
-def sampling_params(cfg: RunConfig, tokenizer, evaluation: bool = False) -> SamplingParams:
+def sampling_params(generation: GenerationConfig, tokenizer, evaluation: bool = False) -> SamplingParams:
     """The run's sampling (``generation``): ``evaluation`` at ``eval_temperature`` with no top-p cut; a stop at
     ``</action>`` when the tokenizer has it as one token (``generation.stop_at_action_close``)."""
     stops = []
-    if cfg.generation.stop_at_action_close:
+    if generation.stop_at_action_close:
         close = tokenizer.convert_tokens_to_ids("</action>")
         if isinstance(close, int) and close != tokenizer.unk_token_id and close is not None:
             stops.append(close)
     return SamplingParams(
-        max_new_tokens=cfg.generation.max_new_tokens,
-        temperature=cfg.generation.eval_temperature if evaluation else cfg.generation.temperature,
-        top_p=1.0 if evaluation else cfg.generation.top_p,
+        max_new_tokens=generation.max_new_tokens,
+        temperature=generation.eval_temperature if evaluation else generation.temperature,
+        top_p=1.0 if evaluation else generation.top_p,
         stop_token_ids=stops,
     )
 
 
-def hf_backend(cfg: RunConfig, model, tokenizer) -> HFBackend:
+def hf_backend(p: PolicyConfig, model, tokenizer) -> HFBackend:
     """The ``hf`` backend on ``model`` with the run's ``policy.autocast``, ``share_prefix`` and ``decode``;
     ``decode=lean`` on a model the lean decoder cannot run is a one-line error saying why."""
-    p = cfg.policy
     try:
         return HFBackend(model, tokenizer, autocast=p.autocast, share_prefix=p.share_prefix, decode=p.decode)
     except ValueError as err:
         raise UserError(f"policy.decode=lean: {err}") from None
 
 
-def make_backend(cfg: RunConfig, model, tokenizer, model_path: str | Path | None = None) -> Backend:
-    """The generation backend of ``cfg.policy.backend``.
+def make_backend(p: PolicyConfig, seed: int, model, tokenizer, model_path: str | Path | None = None) -> Backend:
+    """The generation backend of ``policy.backend`` (``p``); ``seed``: the run's (vLLM's sampling).
 
     ``hf`` generates with ``model``. ``vllm`` starts a colocated engine from ``model_path`` (the directory
     ``model`` was loaded from; for a LoRA adapter, its base model) and pushes ``model``'s weights into it (a
     LoRA policy's merged), so it starts in step with the trainer.
     ``openai`` talks to ``policy.base_url``; ``model`` is not used (it may be None).
     """
-    check_backend(cfg)
-    p = cfg.policy
+    check_backend(p)
     if p.backend == "hf":
-        return hf_backend(cfg, model, tokenizer)
+        return hf_backend(p, model, tokenizer)
     if p.backend == "openai":
         return openai_backend.OpenAIBackend(p.base_url, p.model_name, tokenizer,
                                             api_key=os.environ.get("OPENAI_API_KEY"), timeout=p.request_timeout,
@@ -88,7 +86,7 @@ def make_backend(cfg: RunConfig, model, tokenizer, model_path: str | Path | None
         raise UserError("policy.backend=vllm needs the policy's model directory")
     backend = vllm_backend.VLLMBackend(str(weights_dir(model_path)), tokenizer, device=p.device,
                                        dtype="bfloat16" if p.autocast == "bf16" else p.dtype,
-                                       seed=cfg.seed, max_model_len=p.vllm_max_model_len,
+                                       seed=seed, max_model_len=p.vllm_max_model_len,
                                        kv_cache_gib=p.vllm_kv_cache_gib,
                                        gpu_memory_utilization=p.vllm_gpu_memory_utilization)
     if model is not None:

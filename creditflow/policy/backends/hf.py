@@ -30,7 +30,7 @@ import torch
 from transformers.cache_utils import Cache, DynamicLayer
 
 from creditflow.policy.backends.base import Generation, SamplingParams
-from creditflow.policy.backends.lean import LeanCache, LeanDecoder, unsupported
+from creditflow.policy.backends.lean import KVLayout, LeanCache, LeanDecoder, unsupported
 from creditflow.policy.load import mixed_precision
 
 
@@ -278,8 +278,8 @@ class HFBackend:
         batch; each distinct cached prompt's rest, once for the rows that extend it (a group's first turn:
         one copy for its G rows); each row's new and generated tokens."""
         heads, head_dim, dtype = self._kv_shape()
-        cache = LeanCache(prompts, found, params.max_new_tokens, len(self._layers()), heads, head_dim, dtype,
-                          self.device, self.tokenizer.pad_token_id)
+        layout = KVLayout(len(self._layers()), heads, head_dim, dtype, self.device)
+        cache = LeanCache(prompts, found, params.max_new_tokens, layout, self.tokenizer.pad_token_id)
         # an accelerator's host waits for the device at every stop check: every STOP_CHECK tokens there
         check = 1 if torch.device(self.device).type == "cpu" else STOP_CHECK
         tokens, logps, length = self._sample(cache.forward_with(self.lean), cache.ids, cache.pos, params, check)

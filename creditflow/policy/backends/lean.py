@@ -22,6 +22,8 @@ call's to float32 rounding (``tests/policy/test_lean_decode.py``, on the tiny po
 from __future__ import annotations
 
 import weakref
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -149,6 +151,18 @@ class LeanDecoder:
         return model.get_output_embeddings()(last).float()
 
 
+@dataclass(frozen=True)
+class KVLayout:
+    """The keys/values a cache holds per row: ``layers`` of (``kv_heads``, columns, ``head_dim``), in ``dtype`` on
+    ``device``."""
+
+    layers: int
+    kv_heads: int
+    head_dim: int
+    dtype: torch.dtype
+    device: Any
+
+
 class LeanCache:
     """The sampling loop's keys/values for the lean decoder, in three parts whose columns a row attends to
     together (attention does not depend on the order of the keys: the positions are in them):
@@ -163,8 +177,9 @@ class LeanCache:
     ``found``: each prompt's cached sequence (``hf._Cached``: ids, per-layer keys/values) or None.
     """
 
-    def __init__(self, prompts: list[list[int]], found: list, max_new: int, layers: int, kv_heads: int,
-                 head_dim: int, dtype: torch.dtype, device, pad_id: int):
+    def __init__(self, prompts: list[list[int]], found: list, max_new: int, layout: KVLayout, pad_id: int):
+        layers, kv_heads, head_dim, dtype, device = (layout.layers, layout.kv_heads, layout.head_dim, layout.dtype,
+                                                     layout.device)
         b = len(prompts)
         cached = [len(c.ids) if c is not None else 0 for c in found]
         self.shared = shared = _common_prefix(prompts, min(cached)) if b > 1 else 0
@@ -184,7 +199,7 @@ class LeanCache:
         # columns in front of its own ones
         own_cached = 0
         if members and len(prompts) >= GROUP_ROWS * len(members):
-            self._group(owners, group_of, members, layers, kv_heads, head_dim, dtype, device, b)
+            self._group(owners, group_of, members, layout, b)
         elif members:
             own_cached = max(len(c.ids) for c in owners) - shared
         # the rows' own columns: [cached (singleton groups) | the uncached tail of each prompt | generated tokens]
@@ -213,8 +228,10 @@ class LeanCache:
         self.length = own_cached  # the rows' columns written so far
         self.dtype = dtype
 
-    def _group(self, owners, group_of, members, layers, kv_heads, head_dim, dtype, device, b) -> None:
+    def _group(self, owners, group_of, members, layout: KVLayout, b: int) -> None:
         """The group part: each distinct cached prompt's columns after the prefix, once."""
+        layers, kv_heads, head_dim, dtype, device = (layout.layers, layout.kv_heads, layout.head_dim, layout.dtype,
+                                                     layout.device)
         shared = self.shared
         if -1 in group_of:  # rows with nothing cached after the prefix read an empty group
             members.append([i for i, g in enumerate(group_of) if g < 0])

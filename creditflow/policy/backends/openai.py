@@ -45,11 +45,14 @@ class OpenAIBackend:
     """``base_url``: the server's API root (``http://127.0.0.1:8000/v1``); ``model_name``: the model as the
     server names it; ``tokenizer``: that model's HF tokenizer (decodes responses, knows the eos id).
 
-    ``retries`` extra tries after a failure, waiting ``backoff`` s, then twice as long each time.
+    ``retries`` extra tries after a failure, waiting ``backoff`` s, then twice as long each time. A request
+    carries at most ``max_batch_size`` prompts.
     """
 
+    max_batch_size = 256
+
     def __init__(self, base_url: str, model_name: str, tokenizer, *, api_key: str | None = None,
-                 timeout: float = 120.0, retries: int = 3, backoff: float = 1.0, max_batch_size: int = 256,
+                 timeout: float = 120.0, retries: int = 3, backoff: float = 1.0,
                  sleep: Callable[[float], None] = time.sleep):
         try:
             import openai  # optional dependency (pip install creditflow[openai])
@@ -61,7 +64,6 @@ class OpenAIBackend:
         self.tokenizer = tokenizer
         self.retries = retries
         self.backoff = backoff
-        self.max_batch_size = max_batch_size
         self._sleep = sleep
         # our own retry loop (below) decides what is retried; the client's is switched off
         self.client = openai.OpenAI(base_url=base_url, api_key=api_key or "EMPTY", timeout=timeout, max_retries=0)

@@ -43,12 +43,13 @@ class VLLMBackend:
 
     ``model_path``: a local HF model directory (weights, config, tokenizer). ``tokenizer``: the HF tokenizer
     of that model, used to decode responses exactly as :class:`HFBackend` does. ``kv_cache_gib``: memory
-    reserved for the KV cache (on CPU this is RAM; None: 1 GiB on CPU, ``gpu_memory_utilization`` on GPU).
+    reserved for the KV cache (on CPU this is RAM; None: 1 GiB on CPU, ``gpu_memory_utilization`` on GPU). The
+    engine runs eagerly (vLLM's ``enforce_eager``: no CUDA graph capture).
     """
 
     def __init__(self, model_path: str, tokenizer, *, dtype: str = "auto", device: str = "auto", seed: int = 0,
                  max_model_len: int | None = None, gpu_memory_utilization: float = 0.3,
-                 kv_cache_gib: float | None = None, enforce_eager: bool = True):
+                 kv_cache_gib: float | None = None):
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # engine core + worker in this process
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # no per-request INFO lines in our logs
         try:
@@ -66,7 +67,7 @@ class VLLMBackend:
             dtype=_vllm_dtype(dtype, on_cpu),
             seed=seed,
             max_model_len=max_model_len,
-            enforce_eager=enforce_eager,
+            enforce_eager=True,
             gpu_memory_utilization=gpu_memory_utilization,
             kv_cache_memory_bytes=kv_bytes,
             logprobs_mode="raw_logprobs",
