@@ -121,11 +121,14 @@ def fork_start(argv: list[str], env: dict, log: Path) -> Child:
     """A forked copy of this process runs ``creditflow.cli.main(argv)`` (creditflow already imported)."""
     from creditflow.cli import main
 
+    # the log is opened before the fork: a child killed before its first instruction still leaves one (empty)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     pid = os.fork()
+    if pid != 0:
+        os.close(fd)
     if pid == 0:  # the child: never returns
         code = 99
         try:
-            fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             os.dup2(fd, 1)
             os.dup2(fd, 2)
             sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)

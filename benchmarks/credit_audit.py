@@ -53,8 +53,9 @@ earlier shared-pool race in ``race_<arm>.json``), written after each seed under 
 continues where it was and processes given disjoint ``--seeds`` (``--jobs N`` starts them) share the files. A seed of accuracy is recomputed when an estimator arm it lacks is
 registered (the same seed gives the same episodes and Monte-Carlo values, so the arms it had keep their
 numbers), and a race arm without a file runs: a new estimator joins the records by re-running this script.
-The summary ``credit_audit_<setting>.json`` holds the settings, the machine (``benchmarks/machine.py``) and
-every per-seed result; ``benchmarks/report/`` builds the page and the README rows from it.
+The summary ``credit_audit_<setting>.json`` holds the settings, the machine (``benchmarks/machine.py``), the
+note and the race's tuned rates; the per-seed results stay in the runs folder (``benchmarks/audit_records.py``
+reads them), and ``benchmarks/report/`` builds the page and the README rows from both.
 Single-threaded (``OMP_NUM_THREADS=1``); ``--commit`` commits each finished file with git.
 """
 
@@ -72,6 +73,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import benchmarks.one_thread  # noqa: F401 (before numpy loads: the audit runs single-threaded)
+from benchmarks.audit_records import per_seed
 from benchmarks.cache import write_json
 from benchmarks.machine import machine_info
 from benchmarks.sft_models import require_weights
@@ -360,8 +362,7 @@ def summarize(name: str, settings: AuditSettings, seconds: float, pilot: bool = 
     fair = audit_settings(spec, pilot, fair=True)
     out = {"setting": name, "title": spec["title"], "env": spec["env"], "options": spec["options"],
            "parts": spec["parts"], "settings": asdict(settings),
-           "machine": old.get("machine") or machine_info(), "accuracy": {}, "race": {}, "rro": {}, "bias": {},
-           "race_fresh": {}, "race_tuning": {}, "records": f"benchmarks/results/{runs.name}/"}
+           "machine": old.get("machine") or machine_info(), "records": f"benchmarks/results/{runs.name}/"}
     if fair.m != settings.m:
         out["fair_m"] = fair.m  # the M of the issue-85 policies (the ε-expert's records keep settings.m)
     if pilot:
@@ -372,27 +373,7 @@ def summarize(name: str, settings: AuditSettings, seconds: float, pilot: bool = 
         out["lm"] = {k: v for k, v in spec["lm"].items()}
     if old.get("note"):
         out["note"] = old["note"]  # how the runs ran (threads, what shared the machine), written by hand
-    for f in sorted(runs.glob("accuracy_*.json")):
-        d = load(f)
-        out["accuracy"][d["policy"]] = [d["seeds"][k] for k in sorted(d["seeds"], key=int)]
-        if "subsample" in d:
-            out.setdefault("lm_runs", {})[d["policy"]] = {k: d[k] for k in ("m", "subsample", "model", "options",
-                                                                             "overrides", "threads") if k in d}
-    for f in sorted(runs.glob("bias_*.json")):
-        d = load(f)
-        out["bias"][d["policy"]] = [d["seeds"][k] for k in sorted(d["seeds"], key=int)]
-    for f in sorted(runs.glob("rro_*.json")):
-        d = load(f)
-        out["rro"][d["policy"]] = [d["seeds"][k] for k in sorted(d["seeds"], key=int)]
-    for f in sorted(runs.glob("race_*.json")):
-        d = load(f)
-        if d.get("pools") == "fresh":
-            order = (lambda k: (float(k.split("@")[1]), int(k.split("@")[0])))
-            out["race_fresh"][d["arm"]] = [d.get("runs", {})[k] for k in sorted(d.get("runs", {}), key=order)]
-            out["race_tuning"][d["arm"]] = [d["tuning"][k] for k in sorted(d.get("tuning", {}), key=order)]
-        else:  # the race before issue 85: one pool shared by every seed, lr 1
-            out["race"][d["arm"]] = [d["seeds"][k] for k in sorted(d["seeds"], key=int)]
-    out["race_rates"] = race_rates(out["race_tuning"])
+    out["race_rates"] = race_rates(per_seed(runs)["race_tuning"])  # the per-seed records stay in runs/ only
     save(path, out)
     return path
 
@@ -402,13 +383,14 @@ def speed_from_records(do_commit: bool) -> Path:
     accuracy seeds (every ε, 20 seeds, the defaults) and of the first 6 race arms' 50 seeds each, as each
     per-seed record measured it (single-threaded, on the shared machine its summary names)."""
     summary = load(RESULTS / "credit_audit_sokoban6.json")
-    acc = summary["accuracy"]
+    records = per_seed(runs_dir("sokoban6", False))
+    acc = records["accuracy"]
     six = [a.name for a in race_arms()][:6]
     st = summary["settings"]
     out = {"setting": "sokoban6", "source": "per-seed wall times of credit_audit_sokoban6_runs/",
            "coverage_accuracy": {"seconds": sum(x["seconds"] for v in acc.values() for x in v), "seeds": st["seeds"],
                                  "policies": list(acc), "m": st["m"], "limit_seconds": 300},
-           "race": {"seconds": sum(r["seconds"] for a in six for r in summary["race"][a]), "arms": six,
+           "race": {"seconds": sum(r["seconds"] for a in six for r in records["race"][a]), "arms": six,
                     "seeds": st["race_seeds"], "episodes": st["race_episodes"], "limit_seconds": 900},
            "threads": os.environ.get("OMP_NUM_THREADS"), "machine": summary["machine"],
            "load_average_before_after": None}

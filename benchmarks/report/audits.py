@@ -5,8 +5,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from benchmarks import stats
+from benchmarks.audit_records import per_seed
 from benchmarks.report import paths
 from benchmarks.report.claims import CREDIT_CLAIM, CRPS_CLAIM, GRAPH_CLAIMS
 from benchmarks.report.paths import read_json
@@ -195,8 +197,9 @@ def load_audits() -> list[Audit]:
     out = []
     for s in AUDIT_SETTINGS:
         path = paths.RESULTS / f"credit_audit_{s}.json"
-        if path.exists():
-            out.append(Audit(s, read_json(path)))
+        if path.exists():  # the summary, and the per-seed records of its runs folder
+            summary = read_json(path)
+            out.append(Audit(s, {**summary, **per_seed(paths.RESULTS / Path(summary["records"]).name)}))
         elif s in AUDIT_TITLES:
             out.append(Audit(s, {"title": AUDIT_TITLES[s], "accuracy": {}, "race": {}, "rro": {}, "settings": {},
                                  "missing": True}))
