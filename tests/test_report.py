@@ -269,13 +269,15 @@ def test_prediction_table_takes_each_column_from_its_own_level_and_says_no_recor
     assert sources["pool"]("gigpo", "grpo") is None  # the race has no GiGPO arm
     assert sources["held_out"]("rewardflow", "grpo").diffs == checks["credit_learning_demo100"].pair(
         "rewardflow", "grpo").diffs
-    assert sources["lm_audit"]("rewardflow", "grpo") is None  # no LM behaviour policy audited yet
+    # the committed LM audit of 6×6 resolves too few steps: it ranks nothing, and is never pooled into a verdict
+    assert not six.is_resolved("model=pi_sft")
+    assert sources["lm_audit"]("rewardflow", "grpo") is report.prediction.NOT_RESOLVED
     lm = report.Audit("sokoban6", json.loads(json.dumps(six.summary)))
     lm.summary["accuracy"]["lm:pi_sft"] = lm.summary["accuracy"]["eps=0.5"]  # an LM policy joins the audit
     with_lm = report.prediction_sources(race, {**audits, "sokoban6": lm}, checks)
     assert with_lm["lm_audit"]("rewardflow", "grpo").n == len(six.accuracy("rewardflow")) >= 2
     page = report.prediction_page([race], list(audits.values()), list(checks.values()))
-    assert "| RewardFlow − GRPO | no record |" in page and "yes: +0.200 (3 of 3)" in page
+    assert "| RewardFlow − GRPO | not resolved (under 50 resolved steps) |" in page and "yes: +0.200 (3 of 3)" in page
 
 
 def test_a_learning_page_groups_runs_by_the_machine_their_records_keep_and_counts_those_without():

@@ -18,12 +18,15 @@ PREDICTION_PAIRS = [("rewardflow", "gigpo"), ("gigpo", "grpo"), ("rewardflow", "
                     ("graphgpo", "grpo"), ("graphgpo", "rewardflow")]
 PREDICTORS = {"lm_audit": "credit vs A^π, π_SFT as behaviour policy", "eps_audit": "credit vs A^π, ε-expert",
               "tabular": "tabular race (AUC)"}
+# a cell whose audit policies resolve too few steps to rank anything (issue 85: never averaged into a verdict)
+NOT_RESOLVED = "not resolved"
 LM_LEVELS = {"pool": "LM race, pool AUC", "race_new": "LM race, new levels after it",
              "curve": "100-step check, training curve", "held_out": "100-step check, held-out success"}
 
 
 def prediction_sources(race: LMRace, audits: dict, checks: dict) -> dict:
-    """Column -> ``f(a, b) -> Paired`` (None: no record) for one race setting."""
+    """Column -> ``f(a, b) -> Paired`` (None: no record; :data:`NOT_RESOLVED`: an audit whose policies resolve too
+    few steps) for one race setting; an audit column pools only its resolved policies."""
     spec = PREDICTIONS.get(race.setting, {})
     audit = audits.get(spec.get("audit"))
     check = checks.get(spec.get("held_out"))
@@ -32,7 +35,10 @@ def prediction_sources(race: LMRace, audits: dict, checks: dict) -> dict:
         def f(a, b):
             if audit is None or not policies or not audit.measured or a not in audit.arms or b not in audit.arms:
                 return None
-            return stats.paired(audit.accuracy(a, policies=policies), audit.accuracy(b, policies=policies))
+            resolved = [p for p in policies if audit.is_resolved(p)]
+            if not resolved:
+                return NOT_RESOLVED
+            return stats.paired(audit.accuracy(a, policies=resolved), audit.accuracy(b, policies=resolved))
         return f
 
     def race_pair(key):
@@ -51,7 +57,9 @@ def prediction_sources(race: LMRace, audits: dict, checks: dict) -> dict:
             "curve": check_pair("train_auc"), "held_out": check_pair("held_out")}
 
 
-def _prediction_cell(p: stats.Paired | None) -> str:
+def _prediction_cell(p: stats.Paired | str | None) -> str:
+    if p is NOT_RESOLVED:
+        return "not resolved (under 50 resolved steps)"
     if p is None or p.n == 0:
         return "no record"
     if p.n < 2:
@@ -66,8 +74,8 @@ def prediction_agreement(cells: dict) -> list[list[str]]:
     for pred, label in PREDICTORS.items():
         row = [label]
         for lm in LM_LEVELS:
-            both = [(x, y) for x, y in zip(cells[pred], cells[lm]) if x is not None and y is not None
-                    and x.n >= 2 and y.n >= 2]
+            both = [(x, y) for x, y in zip(cells[pred], cells[lm]) if isinstance(x, stats.Paired)
+                    and isinstance(y, stats.Paired) and x.n >= 2 and y.n >= 2]
             if not both:
                 row.append("no pair with records in both")
                 continue
