@@ -47,7 +47,8 @@ from creditflow.auditing.race import (
     tuning_key,
 )
 from creditflow.auditing.sim import Sim
-from creditflow.auditing.summary import RESOLVED_MIN, fair_lines, race_common  # noqa: F401 (RESOLVED_MIN: API)
+from creditflow.auditing.summary import (  # noqa: F401 (RESOLVED_MIN: API)
+    RESOLVED_MIN, diff_text, fair_lines, race_common)
 from creditflow.rollout.trajectory import SuccessRule
 
 PARTS = ("coverage", "accuracy", "race", "rro", "bias")
@@ -394,15 +395,6 @@ def _mean_ci(values) -> str:
     return f"{np.mean(v):.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
 
 
-def _diff(a: list, b: list) -> str:
-    d = [x - y for x, y in zip(a, b) if x is not None and y is not None and x == x and y == y]
-    if not d:
-        return "–"
-    ci = bootstrap_interval(d)
-    sep = "" if not ci or ci[0] <= 0 <= ci[1] else " *"
-    return f"{np.mean(d):+.3f}" + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "") + sep
-
-
 # --------------------------------------------------------------------------------------------------
 # the verdict: which arms lead, and which are behind them by a separated paired difference
 # --------------------------------------------------------------------------------------------------
@@ -548,7 +540,7 @@ def short_lines(record: dict) -> list[str]:
                    f"{np.mean([x['rising']['samples_per_step'] for x in seeds]):.1f} samples/step, fixed "
                    f"{_mean_ci([x['fixed']['accuracy'] for x in seeds])} at "
                    f"{np.mean([x['fixed']['samples_per_step'] for x in seeds]):.1f}; rising − fixed accuracy "
-                   + _diff([x["rising"]["accuracy"] for x in seeds], [x["fixed"]["accuracy"] for x in seeds]))
+                   + diff_text([x["rising"]["accuracy"] for x in seeds], [x["fixed"]["accuracy"] for x in seeds]))
     return out
 
 
@@ -593,7 +585,7 @@ def detail_lines(record: dict) -> list[str]:
             if len(names) > 1:
                 out.append("  paired differences of spearman, a − b (* : 95% interval excludes 0):")
                 for a, b in combinations(names, 2):
-                    out.append(f"    {a} − {b}: " + _diff([x["arms"][a]["spearman"] for x in accs],
+                    out.append(f"    {a} − {b}: " + diff_text([x["arms"][a]["spearman"] for x in accs],
                                                        [x["arms"][b]["spearman"] for x in accs]))
             out.append(f"  {label}: " + accuracy_phrase(seeds))
     if record["race"]:
@@ -609,7 +601,7 @@ def detail_lines(record: dict) -> list[str]:
         if len(names) > 1:
             out.append("  paired differences of AUC, a − b (* : 95% interval excludes 0):")
             for a, b in combinations(names, 2):
-                out.append(f"    {a} − {b}: " + _diff([r["auc"] for r in common[a]], [r["auc"] for r in common[b]]))
+                out.append(f"    {a} − {b}: " + diff_text([r["auc"] for r in common[a]], [r["auc"] for r in common[b]]))
         out.append("  race: " + race_verdict(common, (record.get("settings") or {}).get("race_episodes")))
     for label, seeds in record["rro"].items():
         out.append(f"RRO pairs vs Monte-Carlo Q^π ({label}, {len(seeds)} seeds):")
@@ -618,8 +610,8 @@ def detail_lines(record: dict) -> list[str]:
                        f"{_mean_ci([x[s]['samples_per_step'] for x in seeds])}; correct pairs per sample "
                        f"{_mean_ci([x[s]['correct_per_sample'] for x in seeds])}; pairs "
                        f"{sum(x[s]['pairs'] for x in seeds)}, resolved {sum(x[s]['resolved'] for x in seeds)}")
-        out.append("  rising − fixed: accuracy " + _diff([x["rising"]["accuracy"] for x in seeds],
+        out.append("  rising − fixed: accuracy " + diff_text([x["rising"]["accuracy"] for x in seeds],
                                                         [x["fixed"]["accuracy"] for x in seeds])
-                   + "; correct per sample " + _diff([x["rising"]["correct_per_sample"] for x in seeds],
+                   + "; correct per sample " + diff_text([x["rising"]["correct_per_sample"] for x in seeds],
                                                     [x["fixed"]["correct_per_sample"] for x in seeds]))
     return out + fair_lines(record)

@@ -43,7 +43,8 @@ def separated(a: list, b: list) -> tuple[float | None, int]:
     return float(np.mean(d)), 1 if ci[0] > 0 else -1
 
 
-def _diff(a: list, b: list) -> str:
+def diff_text(a: list, b: list) -> str:
+    """a − b seed by seed as text: the mean, its bootstrap interval, and * where the interval excludes 0."""
     d = [x - y for x, y in zip(a, b) if x is not None and y is not None and x == x and y == y]
     if not d:
         return "–"
@@ -97,7 +98,7 @@ def own_rate_lines(record: dict) -> list[str]:
         for a, b in combinations(names, 2):
             ra, rb = ({r["seed"]: r["auc"] for r in own[x][1]} for x in (a, b))
             both = sorted(set(ra) & set(rb))
-            out.append(f"    {a} − {b}: " + _diff([ra[s] for s in both], [rb[s] for s in both]))
+            out.append(f"    {a} − {b}: " + diff_text([ra[s] for s in both], [rb[s] for s in both]))
     return out
 
 
