@@ -226,12 +226,14 @@ def test_readme_results_are_one_short_row_per_claim_and_one_column_per_level_of_
     for target in re.findall(r"\]\((docs/results/[^)#]+)", block):  # every cell links to a page that exists
         assert (report.paths.ROOT / target).is_file(), target
     pool_cell = rows[1].split(" | ")[1 + list(report.EVIDENCE).index("pool")]
-    if not list(report.paths.RESULTS.glob("lm_race_demo_runs/*.json")):  # no LM race record yet: the cell says so
+    demo_run = bool(list(report.paths.RESULTS.glob("lm_race_demo_runs/*.json")))
+    if not demo_run:  # no LM race record yet: the cell says so
         assert pool_cell == "[2 not run yet](docs/results/index.md#by-claim-and-level-of-evidence)"
     for row in rows[1:]:  # a cell counts its verdicts; the full lists are in docs/results/index.md
         assert all(len(cell) < 200 for cell in row.split(" | ")[1:]), row
     index = (report.paths.DOCS / "index.md").read_text(encoding="utf-8")
-    assert "## By claim and level of evidence" in index and "**not run yet**: [6×6](lm-race-demo.md)" in index
+    assert "## By claim and level of evidence" in index
+    assert ("**not run yet**: [6×6](lm-race-demo.md)" in index) is not demo_run  # once it runs, a verdict
 
 
 def test_claims_cells_group_settings_by_verdict_and_name_what_does_not_measure_a_claim(tmp_path, monkeypatch):
