@@ -69,7 +69,8 @@ ARMS = {**credit_learning.ARMS, "grpo": ["rl.algo=grpo"]}  # GRPO at today's def
 DEFAULT_METHODS = ("grpo", "gigpo", "rewardflow", "graphgpo")
 SEEDS = tuple(range(10))
 # fixed by the demo's pilot: 40 steps of 4 x 8 (the curves rise for 20-35 steps, then hold), pools of 16 and the
-# pool played every 5 steps; a run costs 6-8 minutes as one of two one-thread processes (AMD EPYC, 2 cores)
+# pool played every 5 steps; a run costs 6-8 minutes (pilot) to 8-10 (reported seeds, with test levels) as one of
+# two one-thread processes (AMD EPYC, 2 cores)
 STEPS, POOL, EVAL_EVERY, TEST_LEVELS = 40, 16, 5, 128
 POOL_BASE, POOL_STRIDE = 1_100_000, 1_000
 PILOT_FROM = 100  # seeds from here up are the pilot's (tuning), never reported
