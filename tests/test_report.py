@@ -335,3 +335,17 @@ def test_audit_verdicts_are_per_behaviour_policy_with_not_resolved_and_no_record
     assert "no record yet" in page and "### At each arm's own rate" in page
     block = "\n".join(report.audit_readme_lines([a], ""))
     assert "ε-expert 0.5 **yes**" in block and "uniform **not resolved**" in block and "π_SFT **no record yet**" in block
+
+
+def test_lm_race_pilot_section_says_whether_reported_seeds_have_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(report.paths, "RESULTS", tmp_path)
+    pilot = tmp_path / "lm_race_demo_pilot_runs"
+    pilot.mkdir()
+    (pilot / "grpo_s100.json").write_text(json.dumps(race_record(100, [[0, 0.4], [5, 0.5], [10, 0.6]])))
+    race = next(r for r in report.load_lm_races() if r.setting == "demo")
+    page = report.lm_race_page(race)
+    assert len(race.pilot) == 1 and not race.runs
+    assert "settings are fixed from them before any reported seed runs" in page and "were fixed" not in page
+    write_race(tmp_path, "demo", {("grpo", 0): race_record(0, [[0, 0.4], [5, 0.5], [10, 0.6]])})
+    page = report.lm_race_page(next(r for r in report.load_lm_races() if r.setting == "demo"))
+    assert "The settings above were fixed from them before the reported seeds ran." in page

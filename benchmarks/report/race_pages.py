@@ -135,6 +135,8 @@ def _race_pilot_lines(race: LMRace) -> list[str]:
         arms = ordered({r.arm for r in race.pilot})
         lines += ["## Pilot", "",
                   f"Tuning seeds (from 100 up), in no verdict above: `benchmarks/results/lm_race_{race.setting}_pilot_runs/` "
-                  f"({len(race.pilot)} runs). The settings above were fixed from them before the reported seeds ran.", "",
+                  f"({len(race.pilot)} runs). "
+                  + ("The settings above were fixed from them before the reported seeds ran." if race.runs else
+                     "The reported seeds' settings are fixed from them before any reported seed runs."), "",
                   *_race_per_run(race.pilot, arms), ""]
     return lines
