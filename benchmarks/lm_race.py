@@ -52,7 +52,9 @@ from creditflow.config import build_config
 # (lm_race_demo_pilot.json: seeds 100-101, GRPO and RewardFlow, 2026-12-06) by an arm-blind rule: the highest pool
 # success every pilot run reached within STEPS. pi_SFT played 0.44-0.56 of the pools; after 40 steps the runs ended
 # at 0.69-0.75; 0.75 (12 of 16) was reached by 1 of 4 runs, 11 of 16 by all four (at steps 15-30), so 0.65.
-# The other settings' thresholds stay provisional until their pilots.
+# 7x7 with 1 box, by the same rule (lm_race_sokoban7_pilot.json, 2026-12-06): pi_SFT played 0.06-0.25 of the pools;
+# after 40 steps the runs ended at 0.38-0.62; 6 of 16 was reached by all four runs (steps 5-25), 7 of 16 by three,
+# so 0.35. The hard setting's threshold stays provisional until its pilot.
 SETTINGS = {
     "demo": {"title": "Sokoban 6×6, 1 box (the demo's levels)", "env": credit_learning.SETTINGS["demo"],
              "threshold": 0.65, "omega": 0.8},
@@ -61,7 +63,7 @@ SETTINGS = {
     "sokoban7": {"title": "Sokoban 7×7, 1 box", "env": ["env.name=sokoban", "env.kwargs.size=7",
                                                         "env.kwargs.num_boxes=1", "env.kwargs.max_steps=20",
                                                         "env.kwargs.min_plan=4", "env.kwargs.describe_positions=true"],
-                 "threshold": 0.5, "omega": 0.8},
+                 "threshold": 0.35, "omega": 0.8},
     "hard": {"title": "Sokoban 7×7, 2 boxes", "env": credit_learning.SETTINGS["hard"], "threshold": 0.5, "omega": 0.8},
 }
 METHODS = credit_learning.METHODS
