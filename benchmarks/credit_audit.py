@@ -52,7 +52,9 @@ Every (part, policy or arm) keeps its per-seed results in ``benchmarks/results/c
 earlier shared-pool race in ``race_<arm>.json``), written after each seed under a file lock, so a stopped run
 continues where it was and processes given disjoint ``--seeds`` (``--jobs N`` starts them) share the files. A seed of accuracy is recomputed when an estimator arm it lacks is
 registered (the same seed gives the same episodes and Monte-Carlo values, so the arms it had keep their
-numbers), and a race arm without a file runs: a new estimator joins the records by re-running this script.
+numbers), and a race arm without a file runs: a new estimator joins the records by re-running this script. A file
+made under other settings (its M, subsample, model or groups in its head differ from ``SETTINGS`` now) stops the run
+with one line (exit 2) before any seed: move it aside to rerun, so no old seed is skipped as done or mixed in.
 The summary ``credit_audit_<setting>.json`` holds the settings, the machine (``benchmarks/machine.py``), the
 note and the race's tuned rates; the per-seed results stay in the runs folder (``benchmarks/audit_records.py``
 reads them), and ``benchmarks/report/`` builds the page and the README rows from both.
@@ -206,10 +208,27 @@ def locked(path: Path):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+# what a records file's head may differ in without making its seeds another experiment's
+HEAD_FREE = ("threads",)
+
+
+def check_head(path: Path, head: dict) -> None:
+    """Exit (status 2, one line) when ``path`` holds records made under other settings than ``head`` (a changed M,
+    subsample, model, ...): its seeds would be skipped as done, or mixed with new ones. Nothing is written."""
+    data = load(path)
+    changed = [f"{k} {data[k]!r} (settings now: {v!r})" for k, v in head.items()
+               if k not in HEAD_FREE and k in data and data[k] != v]
+    if changed:
+        print(f"error: {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} holds records made with "
+              f"{', '.join(changed)}; move it aside to rerun under the new settings", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def store(path: Path, head: dict, section: str, key: str, value: dict) -> None:
     """Write one result into ``path``'s ``section`` under ``key`` (re-read under the lock: other processes' results
-    written meanwhile are kept)."""
+    written meanwhile are kept; :func:`check_head` first)."""
     with locked(path):
+        check_head(path, head)
         data = load(path) or dict(head)
         data.setdefault(section, {})[key] = value
         save(path, data)
@@ -278,6 +297,7 @@ def run_setting(name: str, parts: list[str], do_commit: bool, seeds: list[int] |
         for label, pol in pols.items():
             st = settings if label.startswith("eps=") else fair  # the ε-expert's records keep their M
             path = runs / f"accuracy_{label_file(label)}.json"
+            check_head(path, {"policy": label, "m": st.m})
             for seed in pick(st.seeds):
                 have = load(path).get("seeds", {}).get(str(seed))
                 if have and all(p in have for p in want) and (
@@ -292,12 +312,13 @@ def run_setting(name: str, parts: list[str], do_commit: bool, seeds: list[int] |
         for label, pol in pols.items():
             st = settings if label.startswith("eps=") else fair
             path = runs / f"bias_{label_file(label)}.json"
+            bias_head = {"policy": label, "m": st.bias_m or st.m, "groups": st.bias_groups}
+            check_head(path, bias_head)
             for seed in pick(st.seeds):
                 if str(seed) in load(path).get("seeds", {}):
                     continue
                 value = bias_seed(sim, pol, seed, st)
-                store(path, {"policy": label, "m": st.bias_m or st.m, "groups": st.bias_groups}, "seeds", str(seed),
-                      value)
+                store(path, bias_head, "seeds", str(seed), value)
                 print(f"{name} bias {label} seed {seed}: {value['seconds']:.1f} s", flush=True)
             written.append(path)
             commit([path], f"credit_audit {name}: bias records, {label}", do_commit)
@@ -306,13 +327,15 @@ def run_setting(name: str, parts: list[str], do_commit: bool, seeds: list[int] |
         lm = spec["lm"]
         st = AuditSettings(**{**asdict(fair), "m": lm["m"], "subsample": lm["subsample"]})
         path = runs / f"accuracy_{label_file(pol.label)}.json"
+        lm_head = {"policy": pol.label, "m": st.m, "subsample": st.subsample, "model": lm["model"],
+                   "options": lm.get("options", {}), "overrides": lm.get("overrides", []),
+                   "threads": os.environ.get("OMP_NUM_THREADS")}
+        check_head(path, lm_head)
         for seed in pick(st.seeds):
             if str(seed) in load(path).get("seeds", {}):
                 continue
             value = accuracy_seed(lm_sim, pol, seed, st, ["coverage", "accuracy"])
-            store(path, {"policy": pol.label, "m": st.m, "subsample": st.subsample, "model": lm["model"],
-                         "options": lm.get("options", {}), "overrides": lm.get("overrides", []),
-                         "threads": os.environ.get("OMP_NUM_THREADS")}, "seeds", str(seed), value)
+            store(path, lm_head, "seeds", str(seed), value)
             print(f"{name} LM accuracy seed {seed}: {value['seconds']:.1f} s ({value['accuracy']['audited']} of "
                   f"{value['accuracy']['steps']} steps audited)", flush=True)
         written.append(path)

@@ -1,6 +1,8 @@
 """Benchmark helpers: the learning checks reuse a finished run only when its configuration is identical;
 update_roofline counts FLOPs as torch does."""
 
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -835,3 +837,30 @@ def test_step_cost_progress_resumes_finished_units(tmp_path):
     again = Progress(path, fresh=False)("unit", lambda: calls.append(2) or {"x": 2.0})
     assert first == again and first["x"] == 1.0 and calls == [1] and "loadavg_before" in first
     assert Progress(path, fresh=True)("unit", lambda: {"x": 3.0})["x"] == 3.0
+
+
+def test_credit_audit_refuses_to_extend_records_made_under_other_settings(tmp_path, monkeypatch, capsys):
+    """A records file whose M, subsample or model differs from the settings now is another experiment: its seeds
+    must not be skipped as done nor mixed with new ones (exit 2, one line, nothing written); the thread count is
+    free."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        monkeypatch.setenv(var, os.environ.get(var, "1"))  # the module's import sets them for its own process
+    from benchmarks import credit_audit
+
+    path = tmp_path / "accuracy_modelpi_sft.json"
+    head = {"policy": "model=pi_sft", "m": 16, "subsample": 40, "threads": "1"}
+    credit_audit.store(path, head, "seeds", "0", {"x": 0})
+    credit_audit.store(path, {**head, "threads": "2"}, "seeds", "1", {"x": 1})
+    assert sorted(json.loads(path.read_text())["seeds"]) == ["0", "1"]
+    kept = path.read_bytes()
+    for changed in ({"subsample": 80}, {"m": 32}):
+        with pytest.raises(SystemExit) as stop:
+            credit_audit.store(path, {**head, **changed}, "seeds", "2", {"x": 2})
+        assert stop.value.code == 2
+        err = capsys.readouterr().err
+        key, value = next(iter(changed.items()))
+        assert err.count("\n") == 1 and f"{key} {head[key]!r} (settings now: {value!r})" in err
+        assert path.read_bytes() == kept
+        with pytest.raises(SystemExit):
+            credit_audit.check_head(path, {**head, **changed})
+        capsys.readouterr()
