@@ -111,7 +111,7 @@ FAIR = {"policies": ("expert", "uniform", "detour", "tabular"), "detour_rate": 0
 # prompts need, the config lines it samples with, and the steps per seed the Monte Carlo audits (chosen from a
 # timed pilot seed so that 20 seeds fit 2 CPU-hours on 2 cores); "seeds": more than the audit's 20 where 20 left
 # the cell under the 50 resolved steps a verdict needs (issue 85: raise the seeds until a cell resolves; the count
-# of resolved steps does not look at any estimator, so adding seeds by it favours none). 6×6: 45 resolved steps in
+# of resolved steps does not look at any estimator, so adding seeds by it favours none). 6×6: 46 resolved steps in
 # 20 seeds (2,925 CPU-s), so 40 seeds, about 98 CPU-minutes
 DEMO_SFT = {"model": "runs/credit_demo100/sft/sft_model", "options": {"describe_positions": True},
             "overrides": ["generation.max_new_tokens=16"], "subsample": 40, "m": 16, "seeds": 40,
