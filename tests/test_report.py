@@ -271,15 +271,22 @@ def test_prediction_table_takes_each_column_from_its_own_level_and_says_no_recor
     assert sources["pool"]("gigpo", "grpo") is None  # the race has no GiGPO arm
     assert sources["held_out"]("rewardflow", "grpo").diffs == checks["credit_learning_demo100"].pair(
         "rewardflow", "grpo").diffs
-    # the committed LM audit of 6×6 resolves too few steps: it ranks nothing, and is never pooled into a verdict
-    assert not six.is_resolved("model=pi_sft")
-    assert sources["lm_audit"]("rewardflow", "grpo") is report.prediction.NOT_RESOLVED
-    lm = report.Audit("sokoban6", json.loads(json.dumps(six.summary)))
-    lm.summary["accuracy"]["lm:pi_sft"] = lm.summary["accuracy"]["eps=0.5"]  # an LM policy joins the audit
-    with_lm = report.prediction_sources(race, {**audits, "sokoban6": lm}, checks)
-    assert with_lm["lm_audit"]("rewardflow", "grpo").n == len(six.accuracy("rewardflow")) >= 2
-    page = report.prediction_page([race], list(audits.values()), list(checks.values()))
+    # an LM audit that resolves too few steps (under 50 with |Â| > 2 SE) ranks nothing, never pooled into a verdict
+    few = report.Audit("sokoban6", json.loads(json.dumps(six.summary)))
+    for seed in few.summary["accuracy"]["model=pi_sft"]:
+        seed["accuracy"]["resolved"] = 0
+    assert not few.is_resolved("model=pi_sft")
+    unresolved = report.prediction_sources(race, {**audits, "sokoban6": few}, checks)
+    assert unresolved["lm_audit"]("rewardflow", "grpo") is report.prediction.NOT_RESOLVED
+    page = report.prediction_page([race], [*(a for a in audits.values() if a.setting != "sokoban6"), few],
+                                  list(checks.values()))
     assert "| RewardFlow − GRPO | not resolved (under 50 resolved steps) |" in page and "yes: +0.200 (3 of 3)" in page
+    # a resolved one is pooled with any other LM policy, seed by seed
+    lm = report.Audit("sokoban6", json.loads(json.dumps(six.summary)))
+    lm.summary["accuracy"]["lm:pi_sft"] = lm.summary["accuracy"]["eps=0.5"]  # a second LM policy joins the audit
+    assert all(lm.is_resolved(p) for p in lm.lm_policies)
+    with_lm = report.prediction_sources(race, {**audits, "sokoban6": lm}, checks)
+    assert with_lm["lm_audit"]("rewardflow", "grpo").n == len(lm.accuracy("rewardflow", policies=lm.lm_policies)) >= 2
 
 
 def test_a_learning_page_groups_runs_by_the_machine_their_records_keep_and_counts_those_without():
