@@ -300,14 +300,15 @@ def run_setting(name: str, parts: list[str], do_commit: bool, seeds: list[int] |
         for label, pol in pols.items():
             st = settings if label.startswith("eps=") else fair  # the ε-expert's records keep their M
             path = runs / f"accuracy_{label_file(label)}.json"
-            check_head(path, {"policy": label, "m": st.m})
+            acc_head = {"policy": label, "m": st.m}
+            check_head(path, acc_head)
             for seed in pick(st.seeds):
                 have = load(path).get("seeds", {}).get(str(seed))
                 if have and all(p in have for p in want) and (
                         "accuracy" not in want or set(arm_names) <= set(have["accuracy"]["arms"])):
                     continue
                 value = accuracy_seed(sim, pol, seed, st, want)
-                store(path, {"policy": label, "m": st.m}, "seeds", str(seed), value)
+                store(path, acc_head, "seeds", str(seed), value)
                 print(f"{name} accuracy {label} seed {seed}: {value['seconds']:.1f} s", flush=True)
             written.append(path)
             commit([path], f"credit_audit {name}: accuracy records, {label}", do_commit)
