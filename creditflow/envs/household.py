@@ -24,12 +24,16 @@ valid only if they change the state. An action that is not text, or text the gam
 surrogate), is invalid and never sent. ``expert_actions()`` returns TextWorld's
 winning policy from the current state.
 
-Transition memo (``memo=True``, the default): a game's next state and feedback are a function of its state
+Transition memo (``memo=True``, the default): a game's next state is a function of its state
 (location, inventory and dynamic facts, which ``state_key`` reads) and the command. Each (game, state,
 command) is played in TextWorld once per process; later visits read the table (:class:`_Memo`), and
 ``snapshot``/``restore`` hand over a reference to a memo frame instead of copying the game. TextWorld runs
-again only for a transition the table has not seen: the env is then brought to its state by reset and the
-frame's first-seen command path (a replay, checked against the frame's ``state_key``). This is what makes the
+again only for a transition the table has not seen, on one of up to 8 running games per game key: the one
+already at the state, else the one furthest along the frame's first-seen command path, stepped through the rest
+of it, else one reset and stepped through the whole path (a replay, checked against the frame's ``state_key``).
+A group of rollouts in lockstep thus keeps a running game on each rollout's own path. The memo keeps a state's
+first-seen feedback text and winning plan, which TextWorld derives from the path too (docs/environments.md:
+what the memo keeps from the first visit); transitions do not depend on the path. This is what makes the
 credit audit's Monte-Carlo continuations affordable here (docs/audit.md); ``memo=False`` plays every step in
 TextWorld, and ``snapshot``/``restore`` use the game's ``copy()`` (tests/envs/test_household.py checks that
 both modes give the same observations and infos).
@@ -345,25 +349,32 @@ class _Memo:
     ``(game key, state_key, command) -> (next frame, feedback)``. Cleared whole past ``limit`` frames (a frame is
     a few KB; frames in use stay valid, since each carries its path)."""
 
-    def __init__(self, limit: int = 200_000, players: int = 8):
-        self.limit, self.players = limit, players
+    def __init__(self, limit: int = 200_000, players: int = 8, lanes: int = 8):
+        self.limit, self.players, self.lanes = limit, players, lanes
         self.starts: dict[str, tuple[_Frame, str, object]] = {}
         self.frames: dict[tuple[str, str], _Frame] = {}
         self.edges: dict[tuple[str, str, str], tuple[_Frame, str]] = {}
-        # TextWorld's running games, one per recent game key, shared by every env of the process: [env, frame it
-        # is at]; a miss plays there, so a chain of misses replays nothing
-        self.playing: OrderedDict[str, list] = OrderedDict()
+        # TextWorld's running games of the ``players`` most recent game keys, shared by every env of the process:
+        # per game up to ``lanes`` players [env, frame it is at], least recently used first. A miss plays on the
+        # player furthest along the frame's path, so rollouts that run side by side (a group in lockstep) each
+        # keep a player on their own path and replay nothing
+        self.playing: OrderedDict[str, list[list]] = OrderedDict()
 
-    def player(self, game_key: str, load) -> list:
-        """The game's shared TextWorld env and the frame it is at (``load()`` starts one)."""
+    def lanes_of(self, game_key: str, load) -> list[list]:
+        """The game's running players ``[env, frame it is at]`` (``load()`` starts the first)."""
         found = self.playing.pop(game_key, None)
         if found is None:
-            found = [load(), None]
+            found = [[load(), None]]
         self.playing[game_key] = found
         while len(self.playing) > self.players:
-            _, (old, _) = self.playing.popitem(last=False)
-            old.close()
+            _, old = self.playing.popitem(last=False)
+            for env, _ in old:
+                env.close()
         return found
+
+    def player(self, game_key: str, load) -> list:
+        """One of the game's players (the least recently used)."""
+        return self.lanes_of(game_key, load)[0]
 
     def frame(self, game_key: str, state: dict, key: str, path: tuple[str, ...]) -> _Frame:
         found = self.frames.get((game_key, key))
@@ -511,16 +522,33 @@ class HouseholdEnv(BaseTextEnv):
         return self._obs, self._info()
 
     def _sync(self) -> list:
-        """Memo: the game's shared TextWorld player, brought to the current frame (unless it is there: reset,
-        then the frame's command path)."""
-        player = _MEMO.player(self.game.key, self._start_game)
+        """Memo: a TextWorld player of this game brought to the current frame: one already there; else the one
+        whose frame lies furthest along the frame's command path, stepped through the rest of it; else a new
+        player (up to the memo's ``lanes``) or the least recently used one, reset and stepped through all of it."""
+        lanes = _MEMO.lanes_of(self.game.key, self._start_game)
+        path = self._frame.path
+        player, done = None, -1
+        for lane in lanes:
+            at = lane[1]
+            if at is self._frame:
+                player, done = lane, len(path)
+                break
+            if at is not None and done < len(at.path) <= len(path) and path[:len(at.path)] == at.path:
+                player, done = lane, len(at.path)
+        if player is None:
+            if len(lanes) < _MEMO.lanes:
+                player = [self._start_game(), None]
+                lanes.append(player)
+            else:
+                player = lanes[0]
+        lanes[:] = [lane for lane in lanes if lane is not player] + [player]  # most recently used last
         if player[1] is not self._frame:
             player[1] = None
-            state = player[0].reset()
-            for command in self._frame.path:
+            state = player[0].reset() if done < 0 else None
+            for command in path[max(done, 0):]:
                 state, _, _ = player[0].step(command)
-            if self.state_key(state) != self._frame.key:
-                raise EnvError(f"household: replaying game {self.game.key}'s path of {len(self._frame.path)} "
+            if state is not None and self.state_key(state) != self._frame.key:
+                raise EnvError(f"household: replaying game {self.game.key}'s path of {len(path)} "
                                "commands reached another state (TextWorld not deterministic here); use memo=False")
             player[1] = self._frame
         return player

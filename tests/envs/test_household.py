@@ -203,3 +203,53 @@ def test_the_transition_memo_plays_as_textworld_does(cache):
             household._MEMO.starts.clear(), household._MEMO.frames.clear(), household._MEMO.edges.clear()
     assert played > 100
     assert household._MEMO.edges  # the later walks read the table
+
+
+def test_rollouts_side_by_side_keep_their_own_running_game(cache, monkeypatch):
+    """Envs of one game stepped in alternation (a group in lockstep, as the audit and its race run them) each keep
+    a TextWorld game on their own path, so a memo miss rarely resets and replays a path (with one shared game, as
+    before, nearly every miss did), and they reach the states, rewards and ends that memo=False reaches."""
+    import random
+
+    from creditflow.envs import household
+
+    counts = {"reset": 0, "step": 0}
+    start = household.HouseholdEnv._start_game
+
+    def counted(self, record=None):
+        env = start(self, record)
+        reset, step = env.reset, env.step
+        env.reset = lambda *a, **k: counts.__setitem__("reset", counts["reset"] + 1) or reset(*a, **k)
+        env.step = lambda *a, **k: counts.__setitem__("step", counts["step"] + 1) or step(*a, **k)
+        return env
+
+    monkeypatch.setattr(household.HouseholdEnv, "_start_game", counted)
+
+    def play(lanes: int) -> tuple[list, dict]:
+        monkeypatch.setattr(household, "_MEMO", household._Memo(lanes=lanes))
+        envs = [make("household", cache_dir=cache) for _ in range(4)]
+        infos = [env.reset(seed=7)[1] for env in envs]
+        counts.update(reset=0, step=0)
+        rng, out, live = random.Random(3), [], [True] * 4
+        for t in range(10):
+            for i in range(4):  # in alternation: each miss comes from another rollout's path than the last one's
+                if live[i]:
+                    action = rng.choice(infos[i]["admissible_actions"])
+                    out.append((i, action, envs[i].step(action)))
+                    infos[i], live[i] = out[-1][2][4], not (out[-1][2][2] or out[-1][2][3])
+        return out, dict(counts)
+
+    def outcome(step):  # what a state's first-seen text cannot change (see the module's notes on the memo)
+        obs, reward, done, truncated, info = step
+        return info["state_key"], reward, done, truncated, info["action_valid"], info["won"]
+
+    shared, before = play(lanes=1)
+    own, now = play(lanes=8)
+    assert len(own) >= 20
+    assert [(i, a, outcome(s)) for i, a, s in own] == [(i, a, outcome(s)) for i, a, s in shared]
+    slow = [make("household", cache_dir=cache, memo=False) for _ in range(4)]
+    for env in slow:
+        env.reset(seed=7)
+    assert [outcome(slow[i].step(action)) for i, action, _ in own] == [outcome(s) for _, _, s in own]
+    assert now["reset"] <= 4 and before["reset"] > 10, (now, before)
+    assert now["step"] < before["step"] / 2, (now, before)
