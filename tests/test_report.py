@@ -337,7 +337,13 @@ def test_audit_verdicts_are_per_behaviour_policy_with_not_resolved_and_no_record
     assert a.race("grpo", rate="own") == {s: pytest.approx(0.15 + 0.01 * s) for s in range(6)}
     race = report.claim_entries(credit, "tabular", [], [a], [], "")
     assert race[0][0] == "reversed" and "own rates" in race[0][1] and "common rate 1" in race[1][1]
+    # the race lands arm by arm: a claim on an arm still to run says so, never drops out of the table silently
+    assert "g2po" in a.fresh_missing and "grpo" not in a.fresh_missing
+    assert not any(v == "not run yet" for v, _ in race)
+    g2po = report.claim_entries(report.CLAIM_ROWS[2][1], "tabular", [], [a], [], "")
+    assert g2po == [("not run yet", "[6×6, fresh pools, tuned rates](credit-audit-sokoban6.md#learning-race)")]
     page = report.audit_page(a)
+    assert "Not run yet on fresh pools: G2PO" in page
     assert "- uniform (" in page and "**not resolved** (18 steps" in page and "- detour expert (" in page
     assert "no record yet" in page and "### At each arm's own rate" in page
     block = "\n".join(report.audit_readme_lines([a], ""))

@@ -149,6 +149,8 @@ def race_section(a: Audit) -> list[str]:
     lines = ["## Learning race", "",
              "Greedy success on each seed's own pool; AUC = mean of the curve after its start. Each arm's own rate is "
              "the best mean AUC on the tuning seeds; the reported seeds never entered that choice.", "",
+             *([f"Not run yet on fresh pools: {', '.join(name(x) for x in a.fresh_missing)} (the race is committed "
+                "arm by arm, each once all its tuning and reported seeds ran).", ""] if a.fresh_missing else []),
              "### At each arm's own rate", "", *_race_table(a, "own"), *_race_pairs(a, "own"),
              f"### At the common rate {a.common_rate:g}", "", *_race_table(a, "common"), *_race_pairs(a, "common"),
              "### Every rate of the grid", "",

@@ -13,6 +13,7 @@ from benchmarks.report import paths
 from benchmarks.report.claims import CREDIT_CLAIM, CRPS_CLAIM, GRAPH_CLAIMS
 from benchmarks.report.paths import read_json
 from benchmarks.report.text import ordered
+from creditflow.auditing.race import race_arms as audit_race_arms
 
 AUDIT_SETTINGS = ["sokoban6", "sokoban7", "sokoban7_1box", "household", "webshop", "sql"]  # table order
 AUDIT_TITLES = {"sokoban7_1box": "Sokoban 7×7, 1 box"}  # the titles of settings that may have no record yet
@@ -143,6 +144,15 @@ class Audit:
     @property
     def race_arms(self) -> list[str]:
         return ordered(self.summary["race_fresh"] if self.fresh else self.summary.get("race", {}))
+
+    @property
+    def fresh_missing(self) -> list[str]:
+        """The race arms with no record yet on fresh pools, while others have one (a race still under way is
+        committed arm by arm: an arm's file lands once all its tuning and reported seeds ran)."""
+        if not self.fresh:
+            return []
+        return [arm for arm in (a.name for a in audit_race_arms())
+                if arm not in self.summary["race_fresh"]]
 
     @property
     def shared_arms(self) -> list[str]:

@@ -89,6 +89,10 @@ def claim_entries(variants, source: str, checks, audits, races, prefix: str) -> 
                             ps = [stats.paired(a.race(x, rate=rate), a.race(y, rate=rate)) for x, y in pairs]
                             out.append(_entry(stats.ordering_verdict(ps), _named(f"{short}, {what}", label),
                                               f"{link}#learning-race"))
+                    for label, pairs in _variants(variants, RACE_ARMS):  # arms whose fresh-pool runs are to come
+                        if any(x in a.fresh_missing or y in a.fresh_missing for x, y in pairs):
+                            out.append(_entry("not run yet", _named(f"{short}, fresh pools, tuned rates", label),
+                                              f"{link}#learning-race"))
                 elif "race" in a.summary.get("parts", ()) and any(True for _ in _variants(variants[:1], RACE_ARMS)):
                     out.append(_entry("no record yet", f"{short}, fresh pools, tuned rates", f"{link}#learning-race"))
                 if a.summary.get("race"):
