@@ -16,6 +16,7 @@ from benchmarks.report.text import ordered
 from creditflow.auditing.race import race_arms as audit_race_arms
 
 AUDIT_SETTINGS = ["sokoban6", "sokoban7", "sokoban7_1box", "household", "webshop", "sql"]  # table order
+RACE_ARMS = [a.name for a in audit_race_arms()]  # every race arm: each estimator, and GRPO + each curriculum
 AUDIT_TITLES = {"sokoban7_1box": "Sokoban 7×7, 1 box"}  # the titles of settings that may have no record yet
 AUDIT_METRICS = {"spearman": "Spearman", "sign": "sign agreement", "auc": "AUC", "within_spearman": "Spearman within",
                  "within_sign": "sign within", "within_auc": "AUC within"}
@@ -151,8 +152,7 @@ class Audit:
         committed arm by arm: an arm's file lands once all its tuning and reported seeds ran)."""
         if not self.fresh:
             return []
-        return [arm for arm in (a.name for a in audit_race_arms())
-                if arm not in self.summary["race_fresh"]]
+        return [arm for arm in RACE_ARMS if arm not in self.summary["race_fresh"]]
 
     @property
     def shared_arms(self) -> list[str]:

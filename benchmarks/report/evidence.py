@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from benchmarks import stats
-from benchmarks.report.audits import policy_kind
+from benchmarks.report.audits import RACE_ARMS, policy_kind
 from benchmarks.report.checks import curve_comparable
 from benchmarks.report.claims import CREDIT_CLAIM, CRPS_CLAIM, GRAPH_CLAIMS, RRO_CLAIM
 from benchmarks.report.prediction import PREDICTION_PAGE
 from benchmarks.report.races import LM_RACE_ARMS
 from benchmarks.report.text import table
 from creditflow.auditing.estimators import arms as audit_arms
-from creditflow.auditing.race import race_arms as audit_race_arms
 
 # (row, [(variant label, claimed pairs)]): every variant whose arms a source has gives that source an entry
 CLAIM_ROWS = [
@@ -138,7 +137,6 @@ def claim_entries(variants, source: str, checks, audits, races, prefix: str) -> 
 PENDING = ("not run yet", "no record yet")
 # the arms an audit setting without records would have: every estimator arm, and in its race GRPO + each curriculum
 AUDIT_ARMS = {a.name for a in audit_arms()}
-RACE_ARMS = {a.name for a in audit_race_arms()}
 
 
 def claim_cell(entries, detail: str | None = None) -> str:
