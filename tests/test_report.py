@@ -362,3 +362,29 @@ def test_lm_race_pilot_section_says_whether_reported_seeds_have_run(tmp_path, mo
     write_race(tmp_path, "demo", {("grpo", 0): race_record(0, [[0, 0.4], [5, 0.5], [10, 0.6]])})
     page = report.lm_race_page(next(r for r in report.load_lm_races() if r.setting == "demo"))
     assert "The settings above were fixed from them before the reported seeds ran." in page
+
+
+def test_lm_race_in_progress_shows_its_runs_and_draws_no_verdict_until_its_summary(tmp_path, monkeypatch):
+    monkeypatch.setattr(report.paths, "RESULTS", tmp_path)
+    runs = {(arm, s): race_record(s, [[0, 0.4], [5, v + 0.01 * s]]) for s in range(3)
+            for arm, v in (("grpo", 0.4), ("gigpo", 0.5), ("rewardflow", 0.6))}
+    write_race(tmp_path, "demo", runs)
+    (tmp_path / "lm_race_demo.json").unlink()  # the invocation has not ended: records, no summary
+    race = next(r for r in report.load_lm_races() if r.setting == "demo")
+    assert race.in_progress and [v for _, v, _ in race.verdicts("auc")] == ["in progress"]
+    page = report.lm_race_page(race)
+    assert "**In progress**: 9 runs recorded (GRPO 3 seeds, GiGPO 3 seeds, RewardFlow 3 seeds)" in page
+    assert "| RewardFlow | 3 |" in page  # the runs so far are shown
+    credit = report.CLAIM_ROWS[0][1]
+    assert report.claim_entries(credit, "pool", [], [], [race], "") == [("in progress", "[6×6](lm-race-demo.md)")]
+    assert report.prediction_sources(race, {}, {})["pool"]("rewardflow", "grpo") is report.races.IN_PROGRESS
+    # the summary of an invocation that covered seeds 0-1 only: seed 2 ran after it, still in progress
+    write_race(tmp_path, "demo", runs)
+    summary = json.loads((tmp_path / "lm_race_demo.json").read_text())
+    summary["settings"]["seeds"] = [0, 1]
+    (tmp_path / "lm_race_demo.json").write_text(json.dumps(summary))
+    assert next(r for r in report.load_lm_races() if r.setting == "demo").in_progress
+    summary["settings"]["seeds"] = [0, 1, 2]  # it ended over every recorded seed: verdicts
+    (tmp_path / "lm_race_demo.json").write_text(json.dumps(summary))
+    race = next(r for r in report.load_lm_races() if r.setting == "demo")
+    assert not race.in_progress and race.verdicts("auc")[0][1] == "yes"

@@ -31,8 +31,8 @@ SHORT = {  # how a cell names each setting
     "audit:sokoban6": "6×6", "audit:sokoban7": "7×7, 2 boxes", "audit:sokoban7_1box": "7×7, 1 box",
     "audit:household": "household", "audit:webshop": "WebShop", "audit:sql": "SQL", "race:demo": "6×6",
     "race:sokoban7": "7×7, 1 box"}
-VERDICT_ORDER = ["yes", "in means only", "no", "reversed", "not resolved", "not tested", "not like for like",
-                 "not run yet", "no record yet"]
+VERDICT_ORDER = ["yes", "in means only", "no", "reversed", "not resolved", "not tested", "in progress",
+                 "not like for like", "not run yet", "no record yet"]
 
 
 def policy_short(label: str) -> str:
@@ -105,7 +105,7 @@ def claim_entries(variants, source: str, checks, audits, races, prefix: str) -> 
         for race in races:
             key, link = f"race:{race.setting}", f"{prefix}{race.page}"
             for label, pairs in _variants(variants, set(race.arms)):
-                out.append(_entry(stats.ordering_verdict([race.pair(x, y) for x, y in pairs]),
+                out.append(_entry(race.verdict([race.pair(x, y) for x, y in pairs]),
                                   _named(SHORT.get(key, race.setting), label), link))
             if not race.runs and runnable:
                 out.append(_entry("not run yet", SHORT.get(key, race.setting), link))
@@ -128,7 +128,7 @@ def claim_entries(variants, source: str, checks, audits, races, prefix: str) -> 
     if source == "new":
         for race in races:
             for label, pairs in _variants(variants, set(race.arms)):
-                out.append(_entry(stats.ordering_verdict([race.pair(x, y, "test_final") for x, y in pairs]),
+                out.append(_entry(race.verdict([race.pair(x, y, "test_final") for x, y in pairs]),
                                   _named(SHORT.get(f"race:{race.setting}", race.setting), label + " after the race"
                                          if label else "after the race"), f"{prefix}{race.page}"))
     return out or "–"
@@ -168,7 +168,8 @@ def claims_table(checks, audits, races, prefix: str, compact: bool = False) -> l
             f"Each cell {how}. **yes**: "
             "every claimed pair's seed-by-seed difference separated from zero in the claim's direction; **in means "
             "only**: right sign, not all separated; **reversed**: a pair separated the other way; **no**: otherwise; "
-            "**not resolved**: too few steps with |A^π| > 2 SE (under 50) to rank anything; **not run yet** / **no "
+            "**not resolved**: too few steps with |A^π| > 2 SE (under 50) to rank anything; **in progress**: an LM "
+            "race still running, no verdict drawn yet; **not run yet** / **no "
             "record yet**: the benchmark exists, no record; –: no record measures it at that level. Credit vs A^π: "
             "the audit's credit against Monte-Carlo A^π, one entry per (setting, behaviour policy): the ε-expert "
             "(distance-greedy: its V^π falls with the distance to success, the shape graph credit computes), the "

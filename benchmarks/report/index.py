@@ -44,7 +44,9 @@ STATS_TEXT = """## How to read the numbers
 - **Reproduced** (the paper's ordering), from the claimed pairs' differences: **yes** = every claimed pair is
   separated in the claim's direction; **in means only** = every claimed pair's mean difference has the claim's
   sign, not all separated; **reversed** = at least one claimed pair is separated the other way; **no** = otherwise;
-  **not tested** = a claimed pair has fewer than two paired seeds.
+  **not tested** = a claimed pair has fewer than two paired seeds; **in progress** = an LM race still running
+  (its records are there, the summary its invocation writes at the end is not): its page shows the runs so far,
+  and no verdict is drawn from them until it ends.
 """
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from benchmarks import stats
 from benchmarks.report.paths import slug
-from benchmarks.report.races import LMRace
+from benchmarks.report.races import IN_PROGRESS, LMRace
 from benchmarks.report.text import diff_label, pair_word, signed, table
 
 PREDICTION_PAGE = "audit-predicts-lm.md"
@@ -42,7 +42,11 @@ def prediction_sources(race: LMRace, audits: dict, checks: dict) -> dict:
         return f
 
     def race_pair(key):
-        return lambda a, b: race.pair(a, b, key) if a in race.arms and b in race.arms else None
+        def f(a, b):
+            if a not in race.arms or b not in race.arms:
+                return None
+            return IN_PROGRESS if race.in_progress else race.pair(a, b, key)
+        return f
 
     def check_pair(metric):
         return lambda a, b: (check.pair(a, b, metric) if check is not None and a in check.arms and b in check.arms
@@ -60,6 +64,8 @@ def prediction_sources(race: LMRace, audits: dict, checks: dict) -> dict:
 def _prediction_cell(p: stats.Paired | str | None) -> str:
     if p is NOT_RESOLVED:
         return "not resolved (under 50 resolved steps)"
+    if p is IN_PROGRESS:
+        return "in progress (the race has not ended)"
     if p is None or p.n == 0:
         return "no record"
     if p.n < 2:

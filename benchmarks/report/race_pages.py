@@ -23,6 +23,10 @@ def lm_race_page(race: LMRace) -> str:
                   f"`benchmarks/results/lm_race_{race.setting}_runs/`. The commands, the pilot first: "
                   "[Benchmarks](../benchmarks.md#rerunning-a-learning-check).", ""]
     else:
+        if race.in_progress:
+            lines += [f"**In progress**: {len(race.runs)} runs recorded ({_seeds_per_arm(race)}); the verdicts wait "
+                      f"for the invocation to end (it writes `benchmarks/results/lm_race_{race.setting}.json`). "
+                      "The tables below show the runs so far.", ""]
         lines += [f"Claim tested: {CLAIMS['credit'][0]}, and the graph estimators' papers' claims where their arms ran.",
                   "", "On the pool (area under the greedy pool success curve):", "",
                   *_race_verdict_lines(race, "auc"), "",
@@ -35,6 +39,10 @@ def lm_race_page(race: LMRace) -> str:
     lines += _race_pilot_lines(race)
     lines += ["Statistics: [how to read these numbers](index.md#how-to-read-the-numbers)."]
     return "\n".join(lines) + "\n"
+
+
+def _seeds_per_arm(race: LMRace) -> str:
+    return ", ".join(f"{name(arm)} {sum(r.arm == arm for r in race.runs)} seeds" for arm in race.arms)
 
 
 def _race_verdict_lines(race: LMRace, key: str) -> list[str]:

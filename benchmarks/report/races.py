@@ -18,6 +18,7 @@ from benchmarks.report.text import ordered
 LM_RACES = {"demo": "Sokoban 6×6, 1 box (the demo's levels)", "sokoban7": "Sokoban 7×7, 1 box"}
 LM_RACE_ARMS = ("grpo", "gigpo", "rewardflow", "graphgpo")  # lm_race.DEFAULT_METHODS
 LM_RACE_CLAIMS = [("", CREDIT_CLAIM), *GRAPH_CLAIMS]
+IN_PROGRESS = "in progress"  # a race whose invocation has not ended: no verdict yet (LMRace.in_progress)
 LM_RACE_METRICS = {"auc": "area under the greedy pool success curve", "final": "final pool success",
                    "test_final": "success on new levels (test split) after RL"}
 
@@ -44,6 +45,21 @@ class LMRace:
     def arms(self) -> list[str]:
         return ordered({r.arm for r in self.runs})
 
+    @property
+    def in_progress(self) -> bool:
+        """Runs but no summary, or runs of seeds its summary does not list: ``lm_race.py`` writes the summary when
+        an invocation ends, so the race is still running (or was stopped) and its verdicts wait for it."""
+        if not self.runs:
+            return False
+        if self.summary is None:
+            return True
+        listed = self.settings.get("seeds")
+        return listed is not None and bool({r.seed for r in self.runs} - set(listed))
+
+    def verdict(self, ps: list) -> str:
+        """The claim's verdict from its pairs' differences; ``in progress`` while the race runs."""
+        return IN_PROGRESS if self.in_progress else stats.ordering_verdict(ps)
+
     def values(self, arm: str, key: str = "auc") -> dict:
         return {r.seed: r.extra[key] for r in self.runs if r.arm == arm and r.extra.get(key) is not None}
 
@@ -60,7 +76,7 @@ class LMRace:
             if not all(a in self.arms and b in self.arms for a, b in pairs):
                 continue
             ps = [(a, b, self.pair(a, b, key)) for a, b in pairs]
-            out.append((label, stats.ordering_verdict([p for _, _, p in ps]), ps))
+            out.append((label, self.verdict([p for _, _, p in ps]), ps))
         return out
 
 
