@@ -42,13 +42,17 @@ def lm_race_page(race: LMRace) -> str:
 
 
 def _seeds_per_arm(race: LMRace) -> str:
-    return ", ".join(f"{name(arm)} {sum(r.arm == arm for r in race.runs)} seeds" for arm in race.arms)
+    return ", ".join(f"{name(arm)} {_seeds(sum(r.arm == arm for r in race.runs))}" for arm in race.arms)
+
+
+def _seeds(n: int) -> str:
+    return f"{n} seed" + ("" if n == 1 else "s")
 
 
 def _race_verdict_lines(race: LMRace, key: str) -> list[str]:
     out = []
     for label, verdict, ps in race.verdicts(key):
-        detail = "; ".join(f"{name(a)} > {name(b)}: {pair_word(p)} ({p.n} seeds)" for a, b, p in ps)
+        detail = "; ".join(f"{name(a)} > {name(b)}: {pair_word(p)} ({_seeds(p.n)})" for a, b, p in ps)
         out.append(f"- {label + ': ' if label else ''}**{verdict}** ({detail})")
     return out or ["- not tested (the claimed arms have no paired runs yet)"]
 
