@@ -30,7 +30,8 @@ pool were set before its first run and not changed):
 - ``sokoban7``: Sokoban 7×7, 2 boxes, 20 steps, plans of at least 4 (the ``hard`` setting of
   ``benchmarks/credit_learning.py``);
 - ``household``: TextWorld pick-and-place, medium (all four parts; M = 8 and 32 truth continuations for RRO's
-  pairs, to afford TextWorld; the race at the audit's defaults, as Sokoban's);
+  pairs, to afford TextWorld; the race at the audit's defaults, as Sokoban's; the issue-85 policies at M = 16 on a
+  random 64 steps of each seed, by cost: ``fair_m``, ``fair_subsample``);
 - ``webshop``: the generated catalog (coverage, accuracy, RRO pairs; no race: its policy is not tabular over a
   fixed action set). The search page is free text: there the ε-expert chooses among 4 queries sampled from the
   committed WebShop π_SFT (``benchmarks/results/webshop_sft_E4b/sft_model``, its compact template, H = 0) plus
@@ -147,7 +148,11 @@ SETTINGS = {
                   # rate 1, ε 0.5: success 0.78, 88% of groups mixed; rate 0.5, ε 0.75: 0.78, 62%
                   "audit": {"m": 8, "rro_truth_m": 32, "knobs": GRAPHGPO_OMEGA["alfworld"], **FAIR, "race_pool": 6,
                             "detour_rate": 1.0, "detour_epsilon": 0.5, "tabular_lr": 1.0},
-                  "fair_m": 16},
+                  # and a random 64 steps per seed audited (fixed before their first real seed, by cost alone): on
+                  # 2 pilot seeds the uniform policy's episodes run 23.1 steps (the ε 0.9 expert's 19.4, whose 20
+                  # seeds cost 4,849 CPU-s at M 8), so every step at M 16 would cost ~3.5 CPU-hours a policy; the
+                  # ε 0.9 records resolve 7.6% of steps at M 8, so 20 × 64 audited steps should resolve over 50
+                  "fair_m": 16, "fair_subsample": 64},
     "webshop": {"title": "WebShop, generated catalog", "env": "webshop", "options": {},
                 "parts": ["coverage", "accuracy", "rro", "lm"],
                 "audit": {"epsilons": (0.25, 0.5, 0.75), "knobs": GRAPHGPO_OMEGA["webshop"]},
@@ -252,11 +257,14 @@ PILOT_RACE_OFFSET = 700_000
 
 
 def audit_settings(spec: dict, pilot: bool = False, fair: bool = False) -> AuditSettings:
-    """The setting's AuditSettings; ``fair``: with the M of the issue-85 policies (``fair_m``, where it differs);
+    """The setting's AuditSettings; ``fair``: with the M and subsample of the issue-85 policies (``fair_m``,
+    ``fair_subsample``, where they differ);
     ``pilot``: tasks and race pools of the pilot, 2 seeds, 2 race seeds, 1 tuning seed."""
     kw = dict(spec["audit"])
     if fair and spec.get("fair_m"):
         kw["m"] = spec["fair_m"]
+    if fair and spec.get("fair_subsample"):
+        kw["subsample"] = spec["fair_subsample"]
     if pilot:
         kw.update(task_offset=PILOT_OFFSET, race_offset=PILOT_RACE_OFFSET, seeds=2, race_seeds=2, race_tune_seeds=1)
     return AuditSettings(**kw)
@@ -302,7 +310,7 @@ def run_setting(name: str, parts: list[str], do_commit: bool, seeds: list[int] |
         for label, pol in pols.items():
             st = settings if label.startswith("eps=") else fair  # the ε-expert's records keep their M
             path = runs / f"accuracy_{label_file(label)}.json"
-            acc_head = {"policy": label, "m": st.m}
+            acc_head = {"policy": label, "m": st.m, **({"subsample": st.subsample} if st.subsample else {})}
             check_head(path, acc_head)
             for seed in pick(st.seeds):
                 have = load(path).get("seeds", {}).get(str(seed))
@@ -395,6 +403,8 @@ def summarize(name: str, settings: AuditSettings, seconds: float, pilot: bool = 
            "machine": old.get("machine") or machine_info(), "records": f"benchmarks/results/{runs.name}/"}
     if fair.m != settings.m:
         out["fair_m"] = fair.m  # the M of the issue-85 policies (the ε-expert's records keep settings.m)
+    if fair.subsample != settings.subsample:
+        out["fair_subsample"] = fair.subsample  # and the steps per seed they audit
     if pilot:
         out["pilot"] = True
     if "menu" in spec:

@@ -58,7 +58,9 @@ def audit_settings_lines(a: Audit) -> list[str]:
              f"- Coverage{' and accuracy' if a.measured else ''}: {st['seeds']} seeds × {st['tasks']} tasks × "
              f"{st['group_size']} rollouts" + (f"; A^π of every step from {st['m']} + {st['m']} Monte-Carlo "
                                                 "continuations of the restored state" if a.measured else "")
-             + (f" (M = {s['fair_m']} for the policies other than the ε-expert)" if s.get("fair_m") else "") + "."]
+             + (f" (M = {s['fair_m']} for the policies other than the ε-expert"
+                + (f", a random {s['fair_subsample']} steps of each seed audited" if s.get("fair_subsample") else "")
+                + ")" if s.get("fair_m") else "") + "."]
     for label, run in (s.get("lm_runs") or {}).items():
         seeds = s["accuracy"].get(label, [])
         secs = sum(x["seconds"] for x in seeds)
