@@ -31,7 +31,8 @@ pool were set before its first run and not changed):
   ``benchmarks/credit_learning.py``);
 - ``household``: TextWorld pick-and-place, medium (all four parts; M = 8 and 32 truth continuations for RRO's
   pairs, to afford TextWorld; the race at the audit's defaults, as Sokoban's; the issue-85 policies at M = 16 on a
-  random 64 steps of each seed, by cost: ``fair_m``, ``fair_subsample``);
+  random 64 steps of each seed, and in the bias part 32 random triples of each, by cost: ``fair_m``,
+  ``fair_subsample``, ``fair_bias_subsample``);
 - ``webshop``: the generated catalog (coverage, accuracy, RRO pairs; no race: its policy is not tabular over a
   fixed action set). The search page is free text: there the ε-expert chooses among 4 queries sampled from the
   committed WebShop π_SFT (``benchmarks/results/webshop_sft_E4b/sft_model``, its compact template, H = 0) plus
@@ -152,7 +153,12 @@ SETTINGS = {
                   # 2 pilot seeds the uniform policy's episodes run 23.1 steps (the ε 0.9 expert's 19.4, whose 20
                   # seeds cost 4,849 CPU-s at M 8), so every step at M 16 would cost ~3.5 CPU-hours a policy; the
                   # ε 0.9 records resolve 7.6% of steps at M 8, so 20 × 64 audited steps should resolve over 50
-                  "fair_m": 16, "fair_subsample": 64},
+                  "fair_m": 16, "fair_subsample": 64,
+                  # the bias part: 32 random triples (seen in 2+ of its 8 groups) a seed, fixed before its first
+                  # seed by cost alone: on pilot seed 500000 the uniform policy's 8 groups hold 5,087 distinct
+                  # (state, step, action) to estimate (~1 s each at M 16, ~85 min a seed), its 693 repeated
+                  # triples 3,140 of them (4.5 a triple): 32 triples ≈ 145 estimates, ~2.5 min a seed
+                  "fair_bias_subsample": 32},
     "webshop": {"title": "WebShop, generated catalog", "env": "webshop", "options": {},
                 "parts": ["coverage", "accuracy", "rro", "lm"],
                 "audit": {"epsilons": (0.25, 0.5, 0.75), "knobs": GRAPHGPO_OMEGA["webshop"]},
@@ -257,14 +263,16 @@ PILOT_RACE_OFFSET = 700_000
 
 
 def audit_settings(spec: dict, pilot: bool = False, fair: bool = False) -> AuditSettings:
-    """The setting's AuditSettings; ``fair``: with the M and subsample of the issue-85 policies (``fair_m``,
-    ``fair_subsample``, where they differ);
+    """The setting's AuditSettings; ``fair``: with the M and subsamples of the issue-85 policies (``fair_m``,
+    ``fair_subsample``, ``fair_bias_subsample``, where they differ);
     ``pilot``: tasks and race pools of the pilot, 2 seeds, 2 race seeds, 1 tuning seed."""
     kw = dict(spec["audit"])
     if fair and spec.get("fair_m"):
         kw["m"] = spec["fair_m"]
     if fair and spec.get("fair_subsample"):
         kw["subsample"] = spec["fair_subsample"]
+    if fair and spec.get("fair_bias_subsample"):
+        kw["bias_subsample"] = spec["fair_bias_subsample"]
     if pilot:
         kw.update(task_offset=PILOT_OFFSET, race_offset=PILOT_RACE_OFFSET, seeds=2, race_seeds=2, race_tune_seeds=1)
     return AuditSettings(**kw)
@@ -326,7 +334,8 @@ def run_setting(name: str, parts: list[str], do_commit: bool, seeds: list[int] |
         for label, pol in pols.items():
             st = settings if label.startswith("eps=") else fair
             path = runs / f"bias_{label_file(label)}.json"
-            bias_head = {"policy": label, "m": st.bias_m or st.m, "groups": st.bias_groups}
+            bias_head = {"policy": label, "m": st.bias_m or st.m, "groups": st.bias_groups,
+                         **({"subsample": st.bias_subsample} if st.bias_subsample else {})}
             check_head(path, bias_head)
             for seed in pick(st.seeds):
                 if str(seed) in load(path).get("seeds", {}):
@@ -405,6 +414,8 @@ def summarize(name: str, settings: AuditSettings, seconds: float, pilot: bool = 
         out["fair_m"] = fair.m  # the M of the issue-85 policies (the ε-expert's records keep settings.m)
     if fair.subsample != settings.subsample:
         out["fair_subsample"] = fair.subsample  # and the steps per seed they audit
+    if fair.bias_subsample != settings.bias_subsample:
+        out["fair_bias_subsample"] = fair.bias_subsample  # and the triples per seed of their bias part
     if pilot:
         out["pilot"] = True
     if "menu" in spec:

@@ -867,16 +867,18 @@ def test_credit_audit_refuses_to_extend_records_made_under_other_settings(tmp_pa
 
 
 def test_credit_audit_household_audits_a_subsample_under_the_fair_policies_only(monkeypatch):
-    """Household's issue-85 policies run at M 16 on a random 64 steps a seed; the ε-expert's records keep every
-    step at M 8 (their committed files), and the pilot's settings are the real ones' but for tasks and seeds."""
+    """Household's issue-85 policies run at M 16 on a random 64 steps a seed (32 triples in the bias part); the
+    ε-expert's records keep every step at M 8 (their committed files), and the pilot's settings are the real
+    ones' but for tasks and seeds."""
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         monkeypatch.setenv(var, os.environ.get(var, "1"))
     from benchmarks import credit_audit
 
     spec = credit_audit.SETTINGS["household"]
     plain, fair = credit_audit.audit_settings(spec), credit_audit.audit_settings(spec, fair=True)
-    assert (plain.m, plain.subsample) == (8, None) and (fair.m, fair.subsample) == (16, 64)
+    assert (plain.m, plain.subsample, plain.bias_subsample) == (8, None, None)
+    assert (fair.m, fair.subsample, fair.bias_subsample) == (16, 64, 32)
     pilot = credit_audit.audit_settings(spec, pilot=True, fair=True)
     assert (pilot.m, pilot.subsample, pilot.seeds) == (16, 64, 2) and pilot.task_offset != fair.task_offset
     six = credit_audit.audit_settings(credit_audit.SETTINGS["sokoban6"], fair=True)
-    assert six.subsample is None  # Sokoban's fair policies audit every step
+    assert six.subsample is None and six.bias_subsample is None  # Sokoban's fair policies audit every step

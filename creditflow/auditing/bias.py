@@ -102,10 +102,14 @@ def _mean_se(tid: np.ndarray, estimate: np.ndarray, se: np.ndarray, n_t: int, co
 
 
 def bias_noise(sim: Sim, policy, tasks: Sequence[int], k: int, group_size: int, m: int, arms: Sequence[Arm],
-               rng: np.random.Generator) -> dict:
+               rng: np.random.Generator, subsample: int | None = None) -> dict:
     """``k`` rounds of one group of every task in ``tasks`` under ``policy``, every arm's credit per round, Â of
     every distinct (task, state, step, action) by Monte Carlo, then :func:`bias_noise_metrics`. Returns its dict
-    with ``rounds``, ``episodes`` and ``mc_states`` (the distinct states estimated) added."""
+    with ``rounds``, ``episodes`` and ``mc_states`` (the distinct states estimated) added.
+
+    Only triples seen in two rounds or more enter the metrics. ``subsample``: of those, that many drawn at random
+    are estimated (every step of each, in every round) and compared, and no other step is; the dict says how many
+    there were (``triples_seen``). None: every step is estimated, with no draw (as the committed records ran)."""
     history = bool(getattr(policy, "history", False))
     steps, rounds = [], []
     credit: dict[str, list] = {arm.name: [] for arm in arms}
@@ -118,6 +122,15 @@ def bias_noise(sim: Sim, policy, tasks: Sequence[int], k: int, group_size: int, 
         steps += [s for ep in episodes for s in ep.steps]
         rounds += [r] * cols.n
         success += [ep.success for ep in episodes]
+    triples = [(s.node.seed, s.node.key, s.action) for s in steps]
+    arrays = {name: np.concatenate(v) for name, v in credit.items()}
+    seen, chosen = _repeated(triples, rounds, subsample, rng)
+    if chosen is not None:  # only the chosen triples' steps: their metrics are whole, the others' unread
+        take = np.fromiter((t in chosen for t in triples), dtype=bool, count=len(triples))
+        steps = [s for s, t in zip(steps, take) if t]
+        triples = [t for t, keep in zip(triples, take) if keep]
+        rounds = [r for r, keep in zip(rounds, take) if keep]
+        arrays = {name: v[take] for name, v in arrays.items()}
     # one Monte-Carlo estimate per distinct state (and path, for a policy that reads its history) and action
     ident = [(s.node.seed, s.node.key, s.node.t, s.action, s.node.actions if history else None) for s in steps]
     unique: dict = {}
@@ -129,10 +142,26 @@ def bias_noise(sim: Sim, policy, tasks: Sequence[int], k: int, group_size: int, 
     n = len(nodes)
     a_u, se_u = q[:n] - q[n:], np.sqrt(se_q[:n] ** 2 + se_q[n:] ** 2)
     which = _positions(ident, unique)
-    out = bias_noise_metrics([(s.node.seed, s.node.key, s.action) for s in steps], rounds,
-                             {name: np.concatenate(v) for name, v in credit.items()}, a_u[which], se_u[which], which)
+    out = bias_noise_metrics(triples, rounds, arrays, a_u[which], se_u[which], which)
     out.update(rounds=int(k), episodes=len(success), success=float(np.mean(success)), mc_states=n)
+    if subsample is not None:
+        out["triples_seen"] = seen
     return out
+
+
+def _repeated(triples: list, rounds: list, subsample: int | None, rng: np.random.Generator) -> tuple[int, set | None]:
+    """With ``subsample``: how many triples are seen in two rounds or more, and the set of those to estimate
+    (``subsample`` of them drawn at random, or all when there are no more). None: (0, None), no draw."""
+    if subsample is None:
+        return 0, None
+    first: dict = {}
+    for t, r in zip(triples, rounds):
+        first.setdefault(t, set()).add(r)
+    repeated = [t for t, rs in first.items() if len(rs) >= 2]
+    if len(repeated) <= subsample:
+        return len(repeated), set(repeated)
+    pick = np.sort(rng.choice(len(repeated), size=int(subsample), replace=False))
+    return len(repeated), {repeated[i] for i in pick}
 
 
 def _positions(ident: list, unique: dict) -> np.ndarray:

@@ -5,7 +5,8 @@
   tasks (env seeds ``task_offset + s * tasks + j``) × ``group_size`` rollouts, the coverage shares, then Â^π of
   every step (or of ``subsample`` steps drawn at random) by ``m`` + ``m`` continuations and every arm's metrics;
 - bias apart from noise (:func:`bias_seed`): ``bias_groups`` groups of the same tasks, each arm's mean credit per
-  (task, state, action) against A^π and its variance across groups (:mod:`creditflow.auditing.bias`);
+  (task, state, action) against A^π and its variance across groups (:mod:`creditflow.auditing.bias`; or of
+  ``bias_subsample`` of those triples drawn at random);
 - the race (:func:`race_seed`): one arm, one seed, one learning rate, on the seed's own pool; tuning seeds
   (:func:`race_tuning_seed`) pick each arm's rate (:mod:`creditflow.auditing.race`);
 - RRO's pairs (:func:`rro_seed`): both samplers at every state of one rollout of each task
@@ -72,6 +73,7 @@ class AuditSettings:
     subsample: int | None = None  # steps per seed whose A^π is estimated (None: every step)
     bias_groups: int = 8  # K: independent groups of every task for bias apart from noise
     bias_m: int | None = None  # Monte-Carlo continuations there (None: m)
+    bias_subsample: int | None = None  # triples (seen in 2+ groups) per seed whose A^π is estimated (None: all)
     tasks: int = 4  # tasks (groups) per seed
     group_size: int = 8
     m: int = 32  # Monte-Carlo continuations per Q̂ and per V̂
@@ -112,7 +114,7 @@ class AuditSettings:
             checked(name, check_int)
         checked("bias_groups", check_int, minimum=2, what="(groups of every task: a variance needs two)")
         checked("race_tune_seeds", check_int, minimum=0)
-        for name in ("subsample", "bias_m"):
+        for name in ("subsample", "bias_m", "bias_subsample"):
             if getattr(self, name) is not None:
                 checked(name, check_int)
         for name in ("detour_rate", "detour_epsilon"):
@@ -247,12 +249,14 @@ def accuracy_seed(sim: Sim, policy, seed: int, settings: AuditSettings, parts: S
 
 def bias_seed(sim: Sim, policy, seed: int, settings: AuditSettings) -> dict:
     """Bias apart from noise for one audit seed under ``policy`` (:mod:`creditflow.auditing.bias`): the seed's
-    tasks, ``bias_groups`` groups of each, ``bias_m`` (else ``m``) continuations per Monte-Carlo estimate."""
+    tasks, ``bias_groups`` groups of each, ``bias_m`` (else ``m``) continuations per Monte-Carlo estimate, of
+    every step or of ``bias_subsample`` triples' steps."""
     t0 = time.perf_counter()
     tasks = _tasks(settings, seed)
     prepared = _prepare(sim, policy, tasks, seed)
     out = bias_noise(sim, policy, tasks, settings.bias_groups, settings.group_size, settings.bias_m or settings.m,
-                     arms(settings.estimators, settings.knobs), np.random.default_rng([seed, 14]))
+                     arms(settings.estimators, settings.knobs), np.random.default_rng([seed, 14]),
+                     subsample=settings.bias_subsample)
     out = {"seed": seed, "tasks": tasks, **out, **({"policy": prepared} if prepared else {})}
     out["seconds"] = time.perf_counter() - t0
     return out

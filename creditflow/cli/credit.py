@@ -152,6 +152,10 @@ def audit_command(
     subsample: Optional[int] = typer.Option(None, "--subsample", help="Steps per seed whose A^π is estimated, drawn "
                                                                       "at random (default: every step)."),
     bias_groups: int = typer.Option(8, "--bias-groups", help="Groups of every task in the bias part (K >= 2)."),
+    bias_subsample: Optional[int] = typer.Option(
+        None, "--bias-subsample", help="In the bias part, (task, state, action) triples per seed whose A^π is "
+                                       "estimated, drawn at random from those seen in two groups or more (default: "
+                                       "every step)."),
     race_lrs: str = typer.Option("0.1,0.3,1,3", "--race-lrs", help="The race's learning-rate grid: each arm runs at "
                                                                    "every rate, its own best picked on tuning seeds."),
     race_tune_seeds: int = typer.Option(10, "--race-tune-seeds", help="Tuning seeds per arm and rate (their pools "
@@ -172,7 +176,7 @@ def audit_command(
                        race_pool=race_pool, estimators=arms, model=model, menu_size=menu_size,
                        policy_model=policy_model, detour_rate=detour_rate, detour_epsilon=detour_epsilon,
                        tabular_targets=tuple(csv(tabular_success, "--tabular-success", float)), subsample=subsample,
-                       bias_groups=bias_groups, race_lrs=tuple(csv(race_lrs, "--race-lrs", float)),
+                       bias_groups=bias_groups, bias_subsample=bias_subsample, race_lrs=tuple(csv(race_lrs, "--race-lrs", float)),
                        race_tune_seeds=race_tune_seeds, **chosen, progress=lambda line: typer.echo(line, err=True))
     for line in result.lines(verbose=verbose):
         typer.echo(line)

@@ -228,6 +228,24 @@ def test_the_bias_part_runs_on_k_groups_of_the_same_tasks():
     assert any(line.startswith("bias apart from noise") for line in result.lines())
 
 
+
+def test_the_bias_subsample_estimates_only_repeated_triples_and_keeps_their_credit_numbers():
+    def run(**kw):
+        result = audit(lambda: SnapshotChain(n=3, max_steps=5),
+                       settings=AuditSettings(**{**TINY, "parts": ("bias",), "seeds": 1, "bias_groups": 3, **kw}))
+        (seed,) = result.record["bias"]["eps=0.5"]
+        return seed
+
+    full, every, two = run(), run(bias_subsample=10_000), run(bias_subsample=2)
+    assert "triples_seen" not in full and every["triples_seen"] == full["triples"] > 2
+    # the same groups: every repeated triple kept, its credit numbers exact; unrepeated steps cost no estimate
+    assert every["triples"] == full["triples"] and every["steps"] == full["steps"]
+    assert every["mc_states"] < full["mc_states"]
+    for arm, numbers in full["arms"].items():
+        assert every["arms"][arm]["noise_var"] == pytest.approx(numbers["noise_var"])
+        assert every["arms"][arm]["signal_var"] == pytest.approx(numbers["signal_var"])
+    assert two["triples"] == 2 and two["triples_seen"] == full["triples"] and two["mc_states"] < every["mc_states"]
+
 # --------------------------------------------------------------------------------------------------
 # a fair race
 # --------------------------------------------------------------------------------------------------
@@ -331,6 +349,7 @@ def test_built_in_policies_by_name():
     (["--policy", "greedy"], "unknown policy 'greedy' in policies; policies: expert, uniform, detour, tabular"),
     (["--tabular-success", "1.5"], "tabular_targets"),
     (["--bias-groups", "1"], "bias_groups"),
+    (["--bias-subsample", "0"], "bias_subsample"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(tmp_path, args, needle):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
