@@ -350,6 +350,20 @@ def test_audit_verdicts_are_per_behaviour_policy_with_not_resolved_and_no_record
     assert "ε-expert 0.5 **yes**" in block and "uniform **not resolved**" in block and "π_SFT **no record yet**" in block
 
 
+def test_the_bias_section_says_how_many_triples_a_subsample_audited():
+    from benchmarks.report.audit_sections import bias_section
+
+    arms = {arm: {"pearson": 0.5, "spearman": 0.4, "noise_share": 0.3} for arm in ("grpo", "rewardflow")}
+    seed = lambda s, **kw: {"seed": s, "rounds": 8, "triples": 32, "resolved": 5, "arms": arms, **kw}  # noqa: E731
+    summary = {"title": "T", "env": "household", "options": {}, "parts": ["bias"], "settings": {}, "records": "x/",
+               "accuracy": {}, "bias": {"uniform": [seed(0, triples_seen=700), seed(1, triples_seen=650)],
+                                        "eps=0.5": [seed(0), seed(1)]}}
+    text = "\n".join(bias_section(report.Audit("household", summary)))
+    assert "2 seeds × 8 groups of each task; 1350 (task, state, action) seen in two groups or more, of which 64 " \
+           "audited (a random subsample per seed), 10 with |A^π| > 2 SE." in text
+    assert "2 seeds × 8 groups of each task; 64 (task, state, action) seen in two groups or more, 10 with" in text
+
+
 def test_lm_race_pilot_section_says_whether_reported_seeds_have_run(tmp_path, monkeypatch):
     monkeypatch.setattr(report.paths, "RESULTS", tmp_path)
     pilot = tmp_path / "lm_race_demo_pilot_runs"

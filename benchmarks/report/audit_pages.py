@@ -74,7 +74,10 @@ def audit_settings_lines(a: Audit) -> list[str]:
     if s.get("bias"):
         first = next(iter(s["bias"].values()))[0]
         lines.append(f"- Bias apart from noise: {first['rounds']} groups of every task per seed, the same tasks as "
-                     "accuracy; A^π per distinct (task, state, step, action).")
+                     "accuracy; A^π per distinct (task, state, step, action)"
+                     + (f" (under the policies other than the ε-expert, of the steps of {s['fair_bias_subsample']} "
+                        "random triples seen in two groups or more, per seed)" if s.get("fair_bias_subsample") else "")
+                     + ".")
     if a.fresh:
         grid = ", ".join(f"{x:g}" for x in st.get("race_lrs", ()))
         lines.append(f"- Race: a fresh pool of {st['race_pool']} tasks per seed (seed s: env seeds {st['race_offset']} + "
