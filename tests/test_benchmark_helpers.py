@@ -882,3 +882,28 @@ def test_credit_audit_household_audits_a_subsample_under_the_fair_policies_only(
     assert (pilot.m, pilot.subsample, pilot.seeds) == (16, 64, 2) and pilot.task_offset != fair.task_offset
     six = credit_audit.audit_settings(credit_audit.SETTINGS["sokoban6"], fair=True)
     assert six.subsample is None and six.bias_subsample is None  # Sokoban's fair policies audit every step
+    assert spec["fair_seeds"] == {"uniform": 40} and "fair_seeds" not in credit_audit.SETTINGS["sokoban6"]
+
+def test_credit_audit_runs_more_accuracy_seeds_only_under_the_policies_fair_seeds_names(tmp_path, monkeypatch):
+    """Household's uniform policy resolved 27 steps in 20 seeds: its accuracy part runs 40; every other policy
+    (and the ε-expert's committed records) keeps the setting's 20."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        monkeypatch.setenv(var, os.environ.get(var, "1"))
+    from benchmarks import credit_audit
+
+    ran: dict = {}
+
+    def fake_seed(sim, pol, seed, st, want):
+        ran.setdefault(pol.label if hasattr(pol, "label") else str(pol), []).append(seed)
+        return {"seed": seed, "seconds": 0.0, "accuracy": {"arms": {}}}
+
+    monkeypatch.setattr(credit_audit, "accuracy_seed", fake_seed)
+    monkeypatch.setattr(credit_audit, "make_sim", lambda spec: None)
+    monkeypatch.setattr(credit_audit, "runs_dir", lambda name, pilot: tmp_path)
+    monkeypatch.setattr(credit_audit, "arms", lambda **kw: [])
+    monkeypatch.setattr(credit_audit, "summarize", lambda *a, **kw: tmp_path / "summary.json")
+    credit_audit.run_setting("household", ["accuracy"], False, only=["uniform", "eps=0.9", "detour=1,eps=0.5"])
+    seeds = {label: json.loads((tmp_path / f"accuracy_{credit_audit.label_file(label)}.json").read_text())["seeds"]
+             for label in ("uniform", "eps=0.9", "detour=1,eps=0.5")}
+    assert sorted(map(int, seeds["uniform"])) == list(range(40))
+    assert sorted(map(int, seeds["eps=0.9"])) == sorted(map(int, seeds["detour=1,eps=0.5"])) == list(range(20))

@@ -60,6 +60,8 @@ def audit_settings_lines(a: Audit) -> list[str]:
                                                 "continuations of the restored state" if a.measured else "")
              + (f" (M = {s['fair_m']} for the policies other than the ε-expert"
                 + (f", a random {s['fair_subsample']} steps of each seed audited" if s.get("fair_subsample") else "")
+                + "".join(f"; {n} seeds under {policy_text(p)}, raised from {st['seeds']} by its count of resolved "
+                          "steps" for p, n in (s.get("fair_seeds") or {}).items())
                 + ")" if s.get("fair_m") else "") + "."]
     for label, run in (s.get("lm_runs") or {}).items():
         seeds = s["accuracy"].get(label, [])
