@@ -33,7 +33,7 @@ def per_seed(runs: Path) -> dict:
         for f in sorted(runs.glob(f"{kind}_*.json")):
             d = _load(f)
             out[kind][d["policy"]] = [d["seeds"][k] for k in sorted(d["seeds"], key=int)]
-            if kind == "accuracy" and "subsample" in d:
+            if kind == "accuracy" and "model" in d:  # an LM policy (others may audit a subsample too)
                 out.setdefault("lm_runs", {})[d["policy"]] = {k: d[k] for k in LM_KEYS if k in d}
     for f in sorted(runs.glob("race_*.json")):
         d = _load(f)

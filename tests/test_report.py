@@ -402,3 +402,17 @@ def test_lm_race_in_progress_shows_its_runs_and_draws_no_verdict_until_its_summa
     (tmp_path / "lm_race_demo.json").write_text(json.dumps(summary))
     race = next(r for r in report.load_lm_races() if r.setting == "demo")
     assert not race.in_progress and race.verdicts("auc")[0][1] == "yes"
+
+
+def test_only_an_lm_policys_accuracy_record_counts_as_an_lm_run(tmp_path):
+    """Household's uniform policy audits a subsample too; only a record that names a model is an LM run."""
+    from benchmarks.audit_records import per_seed
+
+    seed = {"seed": 0, "accuracy": {"steps": 10, "audited": 4, "resolved": 1, "arms": {}}}
+    (tmp_path / "accuracy_uniform.json").write_text(json.dumps(
+        {"policy": "uniform", "m": 16, "subsample": 64, "seeds": {"0": seed}}))
+    (tmp_path / "accuracy_modelpi_sft.json").write_text(json.dumps(
+        {"policy": "model=pi_sft", "m": 16, "subsample": 30, "model": "runs/x/sft_model", "seeds": {"0": seed}}))
+    out = per_seed(tmp_path)
+    assert set(out["accuracy"]) == {"uniform", "model=pi_sft"}
+    assert out["lm_runs"] == {"model=pi_sft": {"m": 16, "subsample": 30, "model": "runs/x/sft_model"}}
