@@ -32,7 +32,7 @@ pool were set before its first run and not changed):
 - ``household``: TextWorld pick-and-place, medium (all four parts; M = 8 and 32 truth continuations for RRO's
   pairs, to afford TextWorld; the race at the audit's defaults, as Sokoban's; the issue-85 policies at M = 16 on a
   random 64 steps of each seed, and in the bias part 32 random triples of each, by cost: ``fair_m``,
-  ``fair_subsample``, ``fair_bias_subsample``; 40 accuracy seeds under the uniform policy, whose 20 resolved 27
+  ``fair_subsample``, ``bias_subsample``; 40 accuracy seeds under the uniform policy, whose 20 resolved 27
   steps: ``fair_seeds``);
 - ``webshop``: the generated catalog (coverage, accuracy, RRO pairs; no race: its policy is not tabular over a
   fixed action set). The search page is free text: there the ε-expert chooses among 4 queries sampled from the
@@ -149,17 +149,18 @@ SETTINGS = {
                   # household expert recovers from every detour (success 1.0, no group mixed, pilot seeds 500000+);
                   # rate 1, ε 0.5: success 0.78, 88% of groups mixed; rate 0.5, ε 0.75: 0.78, 62%
                   "audit": {"m": 8, "rro_truth_m": 32, "knobs": GRAPHGPO_OMEGA["alfworld"], **FAIR, "race_pool": 6,
-                            "detour_rate": 1.0, "detour_epsilon": 0.5, "tabular_lr": 1.0},
+                            "detour_rate": 1.0, "detour_epsilon": 0.5, "tabular_lr": 1.0,
+                            # the bias part (every policy: none had run) on 32 random triples (seen in 2+ of its 8
+                            # groups) a seed, fixed before its first seed by cost alone: on pilot seed 500000 the
+                            # uniform policy's 8 groups hold 5,087 distinct (state, step, action) to estimate (~1 s
+                            # each at M 16, ~85 min a seed), its 693 repeated triples 3,140 of them (4.5 a triple):
+                            # 32 triples ≈ 145 estimates, ~2.5 min a seed
+                            "bias_subsample": 32},
                   # and a random 64 steps per seed audited (fixed before their first real seed, by cost alone): on
                   # 2 pilot seeds the uniform policy's episodes run 23.1 steps (the ε 0.9 expert's 19.4, whose 20
                   # seeds cost 4,849 CPU-s at M 8), so every step at M 16 would cost ~3.5 CPU-hours a policy; the
                   # ε 0.9 records resolve 7.6% of steps at M 8, so 20 × 64 audited steps should resolve over 50
                   "fair_m": 16, "fair_subsample": 64,
-                  # the bias part: 32 random triples (seen in 2+ of its 8 groups) a seed, fixed before its first
-                  # seed by cost alone: on pilot seed 500000 the uniform policy's 8 groups hold 5,087 distinct
-                  # (state, step, action) to estimate (~1 s each at M 16, ~85 min a seed), its 693 repeated
-                  # triples 3,140 of them (4.5 a triple): 32 triples ≈ 145 estimates, ~2.5 min a seed
-                  "fair_bias_subsample": 32,
                   # accuracy seeds per policy where 20 left its cell under the 50 resolved steps a verdict needs, by
                   # the LM's rule above (the count looks at no estimator): uniform resolved 27 of 1,280 audited
                   # steps in 20 seeds (success 0.14), so 40 seeds
@@ -269,15 +270,13 @@ PILOT_RACE_OFFSET = 700_000
 
 def audit_settings(spec: dict, pilot: bool = False, fair: bool = False) -> AuditSettings:
     """The setting's AuditSettings; ``fair``: with the M and subsamples of the issue-85 policies (``fair_m``,
-    ``fair_subsample``, ``fair_bias_subsample``, where they differ);
+    ``fair_subsample``, where they differ);
     ``pilot``: tasks and race pools of the pilot, 2 seeds, 2 race seeds, 1 tuning seed."""
     kw = dict(spec["audit"])
     if fair and spec.get("fair_m"):
         kw["m"] = spec["fair_m"]
     if fair and spec.get("fair_subsample"):
         kw["subsample"] = spec["fair_subsample"]
-    if fair and spec.get("fair_bias_subsample"):
-        kw["bias_subsample"] = spec["fair_bias_subsample"]
     if pilot:
         kw.update(task_offset=PILOT_OFFSET, race_offset=PILOT_RACE_OFFSET, seeds=2, race_seeds=2, race_tune_seeds=1)
     return AuditSettings(**kw)
@@ -421,8 +420,6 @@ def summarize(name: str, settings: AuditSettings, seconds: float, pilot: bool = 
         out["fair_subsample"] = fair.subsample  # and the steps per seed they audit
     if spec.get("fair_seeds"):
         out["fair_seeds"] = spec["fair_seeds"]  # accuracy seeds of the policies whose 20 did not resolve
-    if fair.bias_subsample != settings.bias_subsample:
-        out["fair_bias_subsample"] = fair.bias_subsample  # and the triples per seed of their bias part
     if pilot:
         out["pilot"] = True
     if "menu" in spec:

@@ -77,8 +77,8 @@ def audit_settings_lines(a: Audit) -> list[str]:
         first = next(iter(s["bias"].values()))[0]
         lines.append(f"- Bias apart from noise: {first['rounds']} groups of every task per seed, the same tasks as "
                      "accuracy; A^π per distinct (task, state, step, action)"
-                     + (f" (under the policies other than the ε-expert, of the steps of {s['fair_bias_subsample']} "
-                        "random triples seen in two groups or more, per seed)" if s.get("fair_bias_subsample") else "")
+                     + (f" (of the steps of {st['bias_subsample']} random triples seen in two groups or more, per "
+                        "seed)" if st.get("bias_subsample") else "")
                      + ".")
     if a.fresh:
         grid = ", ".join(f"{x:g}" for x in st.get("race_lrs", ()))
