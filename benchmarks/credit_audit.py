@@ -32,8 +32,8 @@ pool were set before its first run and not changed):
 - ``household``: TextWorld pick-and-place, medium (all four parts; M = 8 and 32 truth continuations for RRO's
   pairs, to afford TextWorld; the race at the audit's defaults, as Sokoban's; the issue-85 policies at M = 16 on a
   random 64 steps of each seed, and in the bias part 32 random triples of each, by cost: ``fair_m``,
-  ``fair_subsample``, ``bias_subsample``; 40 accuracy seeds under the uniform policy, whose 20 resolved 27
-  steps: ``fair_seeds``);
+  ``fair_subsample``, ``bias_subsample``; 40 accuracy seeds under the uniform policy and the snapshot at 20%,
+  whose 20 resolved 27 and 45 steps: ``fair_seeds``);
 - ``webshop``: the generated catalog (coverage, accuracy, RRO pairs; no race: its policy is not tabular over a
   fixed action set). The search page is free text: there the ε-expert chooses among 4 queries sampled from the
   committed WebShop π_SFT (``benchmarks/results/webshop_sft_E4b/sft_model``, its compact template, H = 0) plus
@@ -163,8 +163,8 @@ SETTINGS = {
                   "fair_m": 16, "fair_subsample": 64,
                   # accuracy seeds per policy where 20 left its cell under the 50 resolved steps a verdict needs, by
                   # the LM's rule above (the count looks at no estimator): uniform resolved 27 of 1,280 audited
-                  # steps in 20 seeds (success 0.14), so 40 seeds
-                  "fair_seeds": {"uniform": 40}},
+                  # steps in 20 seeds (success 0.14), the snapshot at 20% 45 (success 0.21), so 40 seeds each
+                  "fair_seeds": {"uniform": 40, "tabular=0.2": 40}},
     "webshop": {"title": "WebShop, generated catalog", "env": "webshop", "options": {},
                 "parts": ["coverage", "accuracy", "rro", "lm"],
                 "audit": {"epsilons": (0.25, 0.5, 0.75), "knobs": GRAPHGPO_OMEGA["webshop"]},

@@ -885,8 +885,8 @@ def test_credit_audit_household_audits_a_subsample_under_the_fair_policies_only(
     assert spec["fair_seeds"] == {"uniform": 40} and "fair_seeds" not in credit_audit.SETTINGS["sokoban6"]
 
 def test_credit_audit_runs_more_accuracy_seeds_only_under_the_policies_fair_seeds_names(tmp_path, monkeypatch):
-    """Household's uniform policy resolved 27 steps in 20 seeds: its accuracy part runs 40; every other policy
-    (and the ε-expert's committed records) keeps the setting's 20."""
+    """Household's uniform policy resolved 27 steps in 20 seeds (the snapshot at 20% 45): its accuracy part runs
+    40; every other policy (and the ε-expert's committed records) keeps the setting's 20."""
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         monkeypatch.setenv(var, os.environ.get(var, "1"))
     from benchmarks import credit_audit
