@@ -882,7 +882,7 @@ def test_credit_audit_household_audits_a_subsample_under_the_fair_policies_only(
     assert (pilot.m, pilot.subsample, pilot.seeds) == (16, 64, 2) and pilot.task_offset != fair.task_offset
     six = credit_audit.audit_settings(credit_audit.SETTINGS["sokoban6"], fair=True)
     assert six.subsample is None and six.bias_subsample is None  # Sokoban's fair policies audit every step
-    assert spec["fair_seeds"] == {"uniform": 40} and "fair_seeds" not in credit_audit.SETTINGS["sokoban6"]
+    assert spec["fair_seeds"] == {"uniform": 40, "tabular=0.2": 40} and "fair_seeds" not in credit_audit.SETTINGS["sokoban6"]
 
 def test_credit_audit_runs_more_accuracy_seeds_only_under_the_policies_fair_seeds_names(tmp_path, monkeypatch):
     """Household's uniform policy resolved 27 steps in 20 seeds (the snapshot at 20% 45): its accuracy part runs
