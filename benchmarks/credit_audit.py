@@ -269,7 +269,7 @@ PILOT_RACE_OFFSET = 700_000
 
 
 def audit_settings(spec: dict, pilot: bool = False, fair: bool = False) -> AuditSettings:
-    """The setting's AuditSettings; ``fair``: with the M and subsamples of the issue-85 policies (``fair_m``,
+    """The setting's AuditSettings; ``fair``: with the M and subsample of the issue-85 policies (``fair_m``,
     ``fair_subsample``, where they differ);
     ``pilot``: tasks and race pools of the pilot, 2 seeds, 2 race seeds, 1 tuning seed."""
     kw = dict(spec["audit"])

@@ -26,7 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
-from creditflow.auditing.accuracy import q_estimates
+from creditflow.auditing.accuracy import q_estimates, subsample as draw
 from creditflow.auditing.estimators import Arm, arm_advantages, episode_rows
 from creditflow.auditing.metrics import Z, pearson, spearman
 from creditflow.auditing.sim import Sim
@@ -158,10 +158,8 @@ def _repeated(triples: list, rounds: list, subsample: int | None, rng: np.random
     for t, r in zip(triples, rounds):
         first.setdefault(t, set()).add(r)
     repeated = [t for t, rs in first.items() if len(rs) >= 2]
-    if len(repeated) <= subsample:
-        return len(repeated), set(repeated)
-    pick = np.sort(rng.choice(len(repeated), size=int(subsample), replace=False))
-    return len(repeated), {repeated[i] for i in pick}
+    pick = draw(len(repeated), subsample, rng)
+    return len(repeated), set(repeated) if pick is None else {repeated[i] for i in pick}
 
 
 def _positions(ident: list, unique: dict) -> np.ndarray:
