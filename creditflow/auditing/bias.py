@@ -22,6 +22,7 @@ group gives a pair the same credit). :func:`bias_noise_metrics` is the pure part
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -101,15 +102,27 @@ def _mean_se(tid: np.ndarray, estimate: np.ndarray, se: np.ndarray, n_t: int, co
     return np.sqrt(var) / counts
 
 
-def bias_noise(sim: Sim, policy, tasks: Sequence[int], k: int, group_size: int, m: int, arms: Sequence[Arm],
-               rng: np.random.Generator, subsample: int | None = None) -> dict:
-    """``k`` rounds of one group of every task in ``tasks`` under ``policy``, every arm's credit per round, Â of
+@dataclass(frozen=True)
+class BiasPlan:
+    """How :func:`bias_noise` samples: ``k`` rounds of groups of ``group_size``, ``m`` Monte-Carlo continuations
+    per estimate, and ``subsample`` repeated triples estimated (None: every step)."""
+
+    k: int
+    group_size: int
+    m: int
+    subsample: int | None = None
+
+
+def bias_noise(sim: Sim, policy, tasks: Sequence[int], plan: BiasPlan, arms: Sequence[Arm],
+               rng: np.random.Generator) -> dict:
+    """``plan.k`` rounds of one group of every task in ``tasks`` under ``policy``, every arm's credit per round, Â of
     every distinct (task, state, step, action) by Monte Carlo, then :func:`bias_noise_metrics`. Returns its dict
     with ``rounds``, ``episodes`` and ``mc_states`` (the distinct states estimated) added.
 
-    Only triples seen in two rounds or more enter the metrics. ``subsample``: of those, that many drawn at random
+    Only triples seen in two rounds or more enter the metrics. ``plan.subsample``: of those, that many drawn at random
     are estimated (every step of each, in every round) and compared, and no other step is; the dict says how many
     there were (``triples_seen``). None: every step is estimated, with no draw (as the committed records ran)."""
+    k, group_size, m, subsample = plan.k, plan.group_size, plan.m, plan.subsample
     history = bool(getattr(policy, "history", False))
     steps, rounds = [], []
     credit: dict[str, list] = {arm.name: [] for arm in arms}

@@ -30,7 +30,7 @@ import numpy as np
 
 from creditflow.arguments import check_int, check_mapping, check_names, check_number, check_numbers
 from creditflow.auditing.accuracy import accuracy, subsample, true_advantages
-from creditflow.auditing.bias import bias_noise
+from creditflow.auditing.bias import BiasPlan, bias_noise
 from creditflow.auditing.coverage import coverage, reading
 from creditflow.auditing.errors import AuditError
 from creditflow.auditing.estimators import Arm, arms, check_knobs, episode_rows
@@ -254,9 +254,8 @@ def bias_seed(sim: Sim, policy, seed: int, settings: AuditSettings) -> dict:
     t0 = time.perf_counter()
     tasks = _tasks(settings, seed)
     prepared = _prepare(sim, policy, tasks, seed)
-    out = bias_noise(sim, policy, tasks, settings.bias_groups, settings.group_size, settings.bias_m or settings.m,
-                     arms(settings.estimators, settings.knobs), np.random.default_rng([seed, 14]),
-                     subsample=settings.bias_subsample)
+    plan = BiasPlan(settings.bias_groups, settings.group_size, settings.bias_m or settings.m, settings.bias_subsample)
+    out = bias_noise(sim, policy, tasks, plan, arms(settings.estimators, settings.knobs), np.random.default_rng([seed, 14]))
     out = {"seed": seed, "tasks": tasks, **out, **({"policy": prepared} if prepared else {})}
     out["seconds"] = time.perf_counter() - t0
     return out
