@@ -357,11 +357,15 @@ def test_the_bias_section_says_how_many_triples_a_subsample_audited():
     seed = lambda s, **kw: {"seed": s, "rounds": 8, "triples": 32, "resolved": 5, "arms": arms, **kw}  # noqa: E731
     summary = {"title": "T", "env": "household", "options": {}, "parts": ["bias"], "settings": {}, "records": "x/",
                "accuracy": {}, "bias": {"uniform": [seed(0, triples_seen=700), seed(1, triples_seen=650)],
-                                        "eps=0.5": [seed(0), seed(1)]}}
+                                        "eps=0.5": [seed(0), seed(1)],
+                                        "eps=0.75": [seed(0, resolved=25), seed(1, resolved=25)]}}
     text = "\n".join(bias_section(report.Audit("household", summary)))
     assert "2 seeds × 8 groups of each task; 1350 (task, state, action) seen in two groups or more, of which 64 " \
-           "audited (a random subsample per seed), 10 with |A^π| > 2 SE." in text
+           "audited (a random subsample per seed), 10 with |A^π| > 2 SE, under the 50 a verdict needs" in text
     assert "2 seeds × 8 groups of each task; 64 (task, state, action) seen in two groups or more, 10 with" in text
+    # a policy whose triples resolve 50 steps or more reads plainly; the two under it say they are not resolved
+    assert "64 (task, state, action) seen in two groups or more, 50 with |A^π| > 2 SE.\n" in text
+    assert text.count("(not resolved).") == 2
 
 
 def test_lm_race_pilot_section_says_whether_reported_seeds_have_run(tmp_path, monkeypatch):

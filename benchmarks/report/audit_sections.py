@@ -99,11 +99,15 @@ def bias_section(a: Audit) -> list[str]:
             continue
         seen = sum(x.get("triples_seen", x["triples"]) for x in seeds)
         picked = sum(x["triples"] for x in seeds)
+        resolved = sum(x["resolved"] for x in seeds)
         lines += [f"### {policy_text(label)}", "",
                   f"{len(seeds)} seeds × {seeds[0]['rounds']} groups of each task; {seen} (task, state, action) seen "
                   "in two groups or more" + (f", of which {picked} audited (a random subsample per seed)"
                                              if picked < seen else "")
-                  + f", {sum(x['resolved'] for x in seeds)} with |A^π| > 2 SE.", ""]
+                  + f", {resolved} with |A^π| > 2 SE"
+                  + ("." if resolved >= RESOLVED_MIN else
+                     f", under the {RESOLVED_MIN} a verdict needs: most triples' A^π is noise, so read the "
+                     "correlations below as bounded by it (not resolved)."), ""]
         arms = ordered(seeds[0]["arms"])
         val = lambda arm, k: {x["seed"]: x["arms"][arm][k] for x in seeds if x["arms"][arm][k] == x["arms"][arm][k]}  # noqa: E731
         rows = [[name(arm), summary_cell(val(arm, "pearson")), summary_cell(val(arm, "spearman")),
