@@ -271,6 +271,13 @@ def test_prediction_table_takes_each_column_from_its_own_level_and_says_no_recor
     assert sources["pool"]("gigpo", "grpo") is None  # the race has no GiGPO arm
     assert sources["held_out"]("rewardflow", "grpo").diffs == checks["credit_learning_demo100"].pair(
         "rewardflow", "grpo").diffs
+    # the race's own page says what the audit predicted, pair by pair, beside what the race found
+    page = report.lm_race_page(race, list(audits.values()), list(checks.values()))
+    section = page[page.index("## What the audit predicted"):page.index("## Per run")]
+    audit_cell = report.prediction._prediction_cell(sources["lm_audit"]("rewardflow", "grpo"))
+    assert f"| RewardFlow − GRPO | {audit_cell} | " in section and "| yes: +0.200 (3 of 3) |" in section
+    assert "GiGPO" not in section.split("|---|")[-1]  # only the pairs the race ran
+    assert "## What the audit predicted" not in report.lm_race_page(race)  # no audit records given: no section
     # an LM audit that resolves too few steps (under 50 with |Â| > 2 SE) ranks nothing, never pooled into a verdict
     few = report.Audit("sokoban6", json.loads(json.dumps(six.summary)))
     for seed in few.summary["accuracy"]["model=pi_sft"]:

@@ -83,7 +83,7 @@ def generate() -> dict[Path, bytes]:
         out[paths.DOCS / a.page] = audit_page(a).encode()
     races = load_lm_races()
     for r in races:
-        out[paths.DOCS / r.page] = lm_race_page(r).encode()
+        out[paths.DOCS / r.page] = lm_race_page(r, audits, checks).encode()
     out[paths.DOCS / PREDICTION_PAGE] = prediction_page(races, audits, checks).encode()
     out[paths.DOCS / "index.md"] = index_page(checks, audits, races).encode()
     out[paths.DOCS / "performance.md"] = performance_page().encode()

@@ -94,6 +94,31 @@ def prediction_agreement(cells: dict) -> list[list[str]]:
     return rows
 
 
+def race_prediction_lines(race: LMRace, audits: list, checks: list) -> list[str]:
+    """An LM race page's section: per estimator pair, what the audit predicted (under the race's π_SFT and under
+    the ε-expert) beside what the race found, and how often the signs agree; every level on the prediction page."""
+    sources = prediction_sources(race, {a.setting: a for a in audits}, {c.spec.stem: c for c in checks})
+    pairs = [(a, b) for a, b in PREDICTION_PAIRS if a in race.arms and b in race.arms]
+    if not pairs:
+        return []
+    cells = {k: [f(a, b) for a, b in pairs] for k, f in sources.items()}
+    shown = ["lm_audit", "eps_audit", "pool", "race_new"]
+    if all(c is None for k in ("lm_audit", "eps_audit") for c in cells[k]):
+        said = "No audit of these levels has a record, so nothing was predicted."
+    else:
+        pool = 1 + list(LM_LEVELS).index("pool")
+        said = ("Against the order on the pool, over the pairs both tested: "
+                + "; ".join(f"{row[0]}: {row[pool]}" for row in prediction_agreement(cells)[:2]) + ".")
+    labels = {**PREDICTORS, **LM_LEVELS}
+    rows = [[diff_label(a, b), *[_prediction_cell(cells[k][i]) for k in shown]] for i, (a, b) in enumerate(pairs)]
+    return ["## What the audit predicted", "",
+            "The credit audit of the same levels ranks the estimators by how close their credit is to A^π; a cell is "
+            "the generated verdict (yes = a above b, separated; in means only = above in the mean; then the mean "
+            f"difference and the seeds where a is above b). {said} Every level of evidence side by side: [does the "
+            f"audit predict the LM?]({PREDICTION_PAGE}).", "",
+            *table(["a − b", *(labels[k] for k in shown)], rows), ""]
+
+
 def prediction_page(races: list, audits: list, checks: list) -> str:
     by_audit = {a.setting: a for a in audits}
     by_check = {c.spec.stem: c for c in checks}
