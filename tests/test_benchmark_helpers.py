@@ -907,3 +907,28 @@ def test_credit_audit_runs_more_accuracy_seeds_only_under_the_policies_fair_seed
              for label in ("uniform", "eps=0.9", "detour=1,eps=0.5")}
     assert sorted(map(int, seeds["uniform"])) == list(range(40))
     assert sorted(map(int, seeds["eps=0.9"])) == sorted(map(int, seeds["detour=1,eps=0.5"])) == list(range(20))
+
+
+def test_decode_floor_splits_a_decode_step_by_operation_and_counts_the_linear_arithmetic(tiny_model_dir):
+    """decode_floor: the profiled decode steps (17 tokens minus 1, here 4 minus 1) run every linear layer and the
+    LM head once per step as one mm/addmm each, every operation lands in one category, and the linear GFLOP per
+    step is 2 x rows x the linear weights, hand-counted from the config."""
+    from benchmarks import decode_floor, step_perf
+    from creditflow.policy.load import load_policy
+
+    model, tok = load_policy(tiny_model_dir, "cpu")
+    c = model.config
+    ids = tok("box on the left", add_special_tokens=False)["input_ids"]
+    prompts = [ids + [5, 6, 7]] * 3 + [ids + [8, 9]] * 3  # 2 distinct prompts, 3 rows each
+    for name, backend in step_perf.backends(model, tok).items():
+        ops = decode_floor.op_split(backend, prompts, backend._prefill_distinct(prompts), steps=3)
+        linear_calls = sum(ops.get(k, {}).get("calls_per_step", 0) for k in ("aten::mm", "aten::addmm"))
+        # transformers: q, k, v, o, gate, up, down per layer; lean: q/k/v fused, o, gate/up fused, down; + LM head
+        assert linear_calls == (7 if name == "hf" else 4) * c.num_hidden_layers + 1, name
+        split = decode_floor.categorise(ops)
+        assert sum(split.values()) == pytest.approx(sum(v["ms_per_step"] for v in ops.values()))
+        assert split["matrix products"] > 0 and split["the draw"] > 0
+    h, kv = c.hidden_size, c.num_key_value_heads * (c.hidden_size // c.num_attention_heads)
+    per_layer = h * h + 2 * h * kv + h * h + 3 * h * c.intermediate_size
+    assert decode_floor.matrix_product_gflop(model, 6) == pytest.approx(
+        2 * 6 * (c.num_hidden_layers * per_layer + c.vocab_size * h) / 1e9)

@@ -142,6 +142,19 @@ def performance_rows() -> tuple[list[list[str]], list[str]]:
                      f"{1000 * int(batch) / d['hf']['ms_cpu']:.1f} tokens/s: transformers model call",
                      f"{d['ratio_cpu']:.2f}×", lean_machine, "`step_cost_lean.json`"])
     sources.append("step_cost_lean.json")
+    floor = read_json(paths.RESULTS / "decode_floor.json")
+    t, lean_ops = floor["timing"], floor["categories"]["lean"]
+    rows.append([f"one decode step of the tiny policy, batch {floor['batch']} (`conversation` layout), CPU seconds; "
+                 "what stops it",
+                 f"{t['lean']['ms_cpu']:.2f} ms: lean decoder, of which {lean_ops['matrix products']:.2f} ms matrix "
+                 f"products and {lean_ops['the draw']:.2f} ms the seeded draw (a step 4× faster than the transformers "
+                 f"call's: {t['hf']['ms_cpu'] / 4:.2f} ms)",
+                 f"{t['hf']['ms_cpu']:.2f} ms: transformers model call", f"{t['ratio_cpu']:.2f}×",
+                 machine_text({**floor["machine"], "matmul_gflops": None})
+                 + f"; one large float32 matrix product at {floor['matmul_gflops']['cpu']:.0f} GFLOP/s per CPU second; "
+                 f"{floor['torch_threads']} thread; load average {floor['load']['loadavg'][0]:g}",
+                 "`decode_floor.json`"])
+    sources.append("decode_floor.json")
     rt = read_json(paths.RESULTS / "rollout_throughput.json")
     rows.append([f"rollouts, {rt['settings']['tasks']} × {rt['settings']['group']} episodes, tiny policy (untrained)",
                  f"{rt['batched']['env_steps_per_s']:.1f} env-steps/s: batched lockstep engine",
