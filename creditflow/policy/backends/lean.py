@@ -9,7 +9,9 @@ held in three parts (:class:`LeanCache`): the prefix every prompt of the batch s
 instruction) once, each distinct cached prompt once for the rows that share it, and each row's own tokens, so a
 decode step reads each of them once. Measured in CPU seconds on a shared 2-core host: 1.4x fewer per decode step
 of the tiny policy at batch 64 on a group's first turn, 1.2-1.35x on the third; 1.1-1.3x for SmolLM2, whose
-decode step at small batches is bound by reading its weights (benchmarks/results/step_cost_lean.md).
+decode step at small batches is bound by reading its weights (benchmarks/results/step_cost_lean.md). On a quiet
+host, 1.7x at batch 64, where its matrix products and the seeded draw take 41% of its step and the rest is
+attention and many small operations (benchmarks/results/decode_floor.md).
 
 It is the reference model's own arithmetic in another order of the same operations: the weights are the
 model's (q/k/v and gate/up concatenated, refreshed when an optimizer step changes them), the rotary table comes
