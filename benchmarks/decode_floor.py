@@ -114,7 +114,7 @@ def markdown(r: dict) -> str:
     lines = ["# What stops a decode step: the tiny policy at batch 64", "",
              f"Machine: {cpu_label(m)} ({m['cores']} cores), torch {m['torch']}, {r['torch_threads']} torch "
              f"thread(s), {m['date']}; one 2048^3 float32 matrix product at {rate['wall']:g} GFLOP/s per wall second, "
-             f"{rate['cpu']:g} per CPU second. Load average at the end {r['load'].get('loadavg', r['load'])}.", "",
+             f"{rate['cpu']:g} per CPU second. Load average at the end {r['load']['loadavg']}.", "",
              f"The batch: {r['batch']} rows ({r['distinct_prompts']} distinct prompts, {t['context_tokens_mean']:.0f} "
              f"tokens of context on average), the last full-size batch of one rollout of the demo's RL step from its "
              f"{r['layout']} pi_SFT (`{' '.join(r['overrides'])}`), no stop token; a decode step is the time of "

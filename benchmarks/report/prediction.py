@@ -94,14 +94,18 @@ def prediction_agreement(cells: dict) -> list[list[str]]:
     return rows
 
 
+def prediction_cells(race: LMRace, by_audit: dict, by_check: dict, pairs=PREDICTION_PAIRS) -> dict[str, list]:
+    """Column -> the cell of each pair a − b in ``pairs`` (:func:`prediction_sources`' values)."""
+    return {k: [f(a, b) for a, b in pairs] for k, f in prediction_sources(race, by_audit, by_check).items()}
+
+
 def race_prediction_lines(race: LMRace, audits: list, checks: list) -> list[str]:
     """An LM race page's section: per estimator pair, what the audit predicted (under the race's π_SFT and under
     the ε-expert) beside what the race found, and how often the signs agree; every level on the prediction page."""
-    sources = prediction_sources(race, {a.setting: a for a in audits}, {c.spec.stem: c for c in checks})
     pairs = [(a, b) for a, b in PREDICTION_PAIRS if a in race.arms and b in race.arms]
     if not pairs:
         return []
-    cells = {k: [f(a, b) for a, b in pairs] for k, f in sources.items()}
+    cells = prediction_cells(race, {a.setting: a for a in audits}, {c.spec.stem: c for c in checks}, pairs)
     shown = ["lm_audit", "eps_audit", "pool", "race_new"]
     if all(c is None for k in ("lm_audit", "eps_audit") for c in cells[k]):
         said = "No audit of these levels has a record, so nothing was predicted."
@@ -134,14 +138,13 @@ def prediction_page(races: list, audits: list, checks: list) -> str:
              "not been run for this setting (or not with both arms).", ""]
     for race in races:
         spec = PREDICTIONS.get(race.setting, {})
-        sources = prediction_sources(race, by_audit, by_check)
-        cells = {k: [f(a, b) for a, b in PREDICTION_PAIRS] for k, f in sources.items()}
+        cells = prediction_cells(race, by_audit, by_check)
         audit, check = spec.get("audit"), spec.get("held_out")
         where = [f"[LM race](lm-race-{slug(race.setting)}.md)"]
         where.append(f"[audit](credit-audit-{audit}.md)" if audit in by_audit else f"audit `{audit}`: no record"
                      if audit else "no audit of this setting")
         where.append(f"[100-step check]({slug(check)}.md)" if check in by_check else "no 100-step check of this setting")
-        rows = [[diff_label(a, b), *[_prediction_cell(cells[k][i]) for k in sources]]
+        rows = [[diff_label(a, b), *[_prediction_cell(cells[k][i]) for k in cells]]
                 for i, (a, b) in enumerate(PREDICTION_PAIRS)]
         lines += [f"## {race.title}", "", "Records: " + ", ".join(where) + ".", "",
                   *table(["a − b", *PREDICTORS.values(), *LM_LEVELS.values()], rows), "",
