@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 PARTS = ("accuracy", "bias", "rro", "race", "race_fresh", "race_tuning")  # what per_seed returns, besides lm_runs
-LM_KEYS = ("m", "subsample", "model", "options", "overrides", "threads")
+LM_KEYS = ("m", "subsample", "model", "sha256", "options", "overrides", "threads")
 
 
 def _load(path: Path) -> dict:

@@ -195,15 +195,34 @@ def make_sim(spec: dict) -> Sim:
     return Sim(factory, menu=menu)
 
 
+def weights_sha256(model: str) -> str:
+    """sha256 of a model dir's ``model.safetensors`` (what ``sha256sum`` prints): a π_SFT rebuilt on another host is
+    another policy, and the records say which one they were made with."""
+    import hashlib
+
+    return hashlib.sha256((ROOT / model / "model.safetensors").read_bytes()).hexdigest()
+
+
 def menu_record(spec: dict) -> dict | None:
     """What the summary says of the menu model: path, sha256 of its weights, sampled actions per state."""
     if "menu" not in spec:
         return None
-    import hashlib
+    return {**spec["menu"], "sha256": weights_sha256(spec["menu"]["model"])}
 
-    m = spec["menu"]
-    weights = ROOT / m["model"] / "model.safetensors"
-    return {**m, "sha256": hashlib.sha256(weights.read_bytes()).hexdigest()}
+
+def check_menu(name: str, spec: dict, parts: list[str], pilot: bool) -> None:
+    """Exit (status 2, one line) when a part that samples free-text menus would sample them from other weights than
+    the ones the setting's records were made with (the summary's menu sha256): its seeds would mix two π_SFTs."""
+    if "menu" not in spec or not set(parts) & {"coverage", "accuracy", "bias", "race", "rro"}:
+        return
+    had = load(summary_path(name, pilot)).get("menu", {}).get("sha256")
+    require_weights(ROOT / spec["menu"]["model"], spec["menu"].get("build"))
+    now = weights_sha256(spec["menu"]["model"])
+    if had and had != now:
+        print(f"error: {spec['menu']['model']} holds weights with sha256 {now[:12]}, but the {name} records' menus came "
+              f"from {had[:12]} ({shown(summary_path(name, pilot))}); move the records and the summary "
+              f"aside to rerun with these weights", file=sys.stderr)
+        raise SystemExit(2)
 
 
 def label_file(label: str) -> str:
@@ -234,6 +253,10 @@ def locked(path: Path):
 HEAD_FREE = ("threads",)
 
 
+def shown(path: Path) -> Path:
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
 def check_head(path: Path, head: dict) -> None:
     """Exit (status 2, one line) when ``path`` holds records made under other settings than ``head`` (a changed M,
     subsample, model, ...): its seeds would be skipped as done, or mixed with new ones. Nothing is written."""
@@ -241,7 +264,7 @@ def check_head(path: Path, head: dict) -> None:
     changed = [f"{k} {data[k]!r} (settings now: {v!r})" for k, v in head.items()
                if k not in HEAD_FREE and k in data and data[k] != v]
     if changed:
-        print(f"error: {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} holds records made with "
+        print(f"error: {shown(path)} holds records made with "
               f"{', '.join(changed)}; move it aside to rerun under the new settings", file=sys.stderr)
         raise SystemExit(2)
 
@@ -286,6 +309,13 @@ def runs_dir(name: str, pilot: bool) -> Path:
     return RESULTS / f"credit_audit_{name}{'_pilot' if pilot else ''}_runs"
 
 
+def summary_path(name: str, pilot: bool) -> Path:
+    return RESULTS / f"credit_audit_{name}{'_pilot' if pilot else ''}.json"
+
+
+LM_LABEL = "model=pi_sft"  # the LM behaviour policy's label (its records: accuracy_modelpi_sft.json)
+
+
 def lm_policy(spec: dict):
     """The setting's LM behaviour policy on its own Sim (the env options its prompts need)."""
     from creditflow.config import build_config
@@ -295,7 +325,7 @@ def lm_policy(spec: dict):
     require_weights(ROOT / lm["model"], lm.get("build"))
     options = {**spec["options"], **lm.get("options", {})}
     factory = envs.factory(spec["env"], **options)
-    pol = ModelPolicy(ROOT / lm["model"], lm.get("overrides", []), label="model=pi_sft")
+    pol = ModelPolicy(ROOT / lm["model"], lm.get("overrides", []), label=LM_LABEL)
     pol.bind(build_config(None, [f"env.name={spec['env']}"], base={"env": {"kwargs": options}}), factory)
     return pol, Sim(factory, chunk=512)
 
@@ -311,6 +341,7 @@ def run_setting(name: str, parts: list[str], do_commit: bool, seeds: list[int] |
     runs = runs_dir(name, pilot)
     t_setting = time.perf_counter()
     parts = [p for p in parts if p in spec["parts"]]
+    check_menu(name, spec, parts, pilot)
     pick = (lambda n: [i for i in range(n) if seeds is None or i in seeds])
     keep = (lambda label: only is None or label in only)
     written: list[Path] = []
@@ -356,6 +387,7 @@ def run_setting(name: str, parts: list[str], do_commit: bool, seeds: list[int] |
                               "seeds": lm.get("seeds", fair.seeds)})
         path = runs / f"accuracy_{label_file(pol.label)}.json"
         lm_head = {"policy": pol.label, "m": st.m, "subsample": st.subsample, "model": lm["model"],
+                   "sha256": weights_sha256(lm["model"]),
                    "options": lm.get("options", {}), "overrides": lm.get("overrides", []),
                    "threads": os.environ.get("OMP_NUM_THREADS")}
         check_head(path, lm_head)
@@ -408,7 +440,7 @@ def run_setting(name: str, parts: list[str], do_commit: bool, seeds: list[int] |
 def summarize(name: str, settings: AuditSettings, seconds: float, pilot: bool = False) -> Path:
     spec = SETTINGS[name]
     runs = runs_dir(name, pilot)
-    path = RESULTS / f"credit_audit_{name}{'_pilot' if pilot else ''}.json"
+    path = summary_path(name, pilot)
     old = load(path)
     fair = audit_settings(spec, pilot, fair=True)
     out = {"setting": name, "title": spec["title"], "env": spec["env"], "options": spec["options"],
@@ -422,10 +454,12 @@ def summarize(name: str, settings: AuditSettings, seconds: float, pilot: bool = 
         out["fair_seeds"] = spec["fair_seeds"]  # accuracy seeds of the policies whose 20 did not resolve
     if pilot:
         out["pilot"] = True
-    if "menu" in spec:
-        out["menu"] = menu_record(spec)
+    if "menu" in spec:  # other weights than the records' ran no menu part (check_menu): the records' stay named
+        now = menu_record(spec)
+        out["menu"] = old["menu"] if old.get("menu", {}).get("sha256", now["sha256"]) != now["sha256"] else now
     if "lm" in spec:
-        out["lm"] = {k: v for k, v in spec["lm"].items()}
+        made_with = load(runs / f"accuracy_{label_file(LM_LABEL)}.json").get("sha256")
+        out["lm"] = {**spec["lm"], **({"sha256": made_with} if made_with else {})}
     if old.get("note"):
         out["note"] = old["note"]  # how the runs ran (threads, what shared the machine), written by hand
     out["race_rates"] = race_rates(per_seed(runs)["race_tuning"])  # the per-seed records stay in runs/ only

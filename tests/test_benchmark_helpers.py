@@ -932,3 +932,38 @@ def test_decode_floor_splits_a_decode_step_by_operation_and_counts_the_linear_ar
     per_layer = h * h + 2 * h * kv + h * h + 3 * h * c.intermediate_size
     assert decode_floor.matrix_product_gflop(model, 6) == pytest.approx(
         2 * 6 * (c.num_hidden_layers * per_layer + c.vocab_size * h) / 1e9)
+
+
+def test_credit_audit_never_mixes_menus_or_lm_records_from_other_weights(tmp_path, monkeypatch, capsys):
+    """A π_SFT rebuilt on another host has other weights. The parts that sample free-text menus from it refuse to
+    extend records whose menus came from the first build (exit 2, one line, nothing written); the LM part runs,
+    its records' head names the weights it sampled from, and the summary keeps naming each part's own weights."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        monkeypatch.setenv(var, os.environ.get(var, "1"))
+    from benchmarks import credit_audit
+
+    first, rebuilt = "a" * 64, "b" * 64
+    summary = tmp_path / "credit_audit_webshop.json"
+    summary.write_text(json.dumps({"machine": {"cpu": "x"}, "menu": {"sha256": first}}))
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "accuracy_modelpi_sft.json").write_text(json.dumps({"policy": "model=pi_sft", "sha256": rebuilt,
+                                                                         "seeds": {}}))
+    monkeypatch.setattr(credit_audit, "summary_path", lambda name, pilot: summary)
+    monkeypatch.setattr(credit_audit, "runs_dir", lambda name, pilot: runs)
+    monkeypatch.setattr(credit_audit, "require_weights", lambda *a: None)
+    monkeypatch.setattr(credit_audit, "weights_sha256", lambda model: rebuilt)
+    spec = credit_audit.SETTINGS["webshop"]
+    kept = summary.read_bytes()
+    for part in ("coverage", "accuracy", "rro"):
+        with pytest.raises(SystemExit) as stop:
+            credit_audit.check_menu("webshop", spec, [part], False)
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and err.count("\n") == 1 and rebuilt[:12] in err and first[:12] in err
+    assert summary.read_bytes() == kept
+    credit_audit.check_menu("webshop", spec, ["lm"], False)  # the LM part samples no menus: it runs
+    credit_audit.summarize("webshop", credit_audit.audit_settings(spec), 0.0)
+    out = json.loads(summary.read_text())
+    assert out["menu"]["sha256"] == first and out["lm"]["sha256"] == rebuilt
+    monkeypatch.setattr(credit_audit, "weights_sha256", lambda model: first)
+    credit_audit.check_menu("webshop", spec, ["accuracy"], False)  # the records' own weights: the menus may run

@@ -68,7 +68,9 @@ def audit_settings_lines(a: Audit) -> list[str]:
         secs = sum(x["seconds"] for x in seeds)
         audited = sum(x["accuracy"].get("audited", x["accuracy"]["steps"]) for x in seeds if "accuracy" in x)
         steps = sum(x["accuracy"]["steps"] for x in seeds if "accuracy" in x)
-        lines.append(f"- The LM policy (`{label}`): `{run.get('model')}` ({', '.join(run.get('overrides') or [])}"
+        lines.append(f"- The LM policy (`{label}`): `{run.get('model')}` ("
+                     + (f"weights' sha256 {run['sha256'][:12]}; " if run.get("sha256") else "")
+                     + f"{', '.join(run.get('overrides') or [])}"
                      f"{'; env ' + ', '.join(f'{k}={v}' for k, v in (run.get('options') or {}).items()) if run.get('options') else ''}"
                      f"), every action sampled from it; a random {run.get('subsample')} steps per seed audited with "
                      f"M = {run.get('m')}: {audited} of {steps} steps over {len(seeds)} seeds, "
