@@ -140,6 +140,15 @@ class PolicyConfig(_Section):
     and the same draws from the torch RNG (tests/policy/test_lean_decode.py); 1.2-1.45x fewer CPU seconds per
     decode step of the tiny policy (benchmarks/results/step_cost_lean.md). With ``share_prefix=false``, ``auto``
     keeps transformers' ``generate``; ``lean`` runs every prompt in full through the lean loop."""
+    rollout_dtype: Literal["same", "bf16"] = "same"
+    """The weights ``hf`` generation samples with: ``same``, the trained module itself; ``bf16``, a bfloat16
+    copy of its float32 weights, refreshed after every update, while the update, the optimizer and the
+    checkpoints stay float32 (verl's bf16 rollout engine beside float32 training). On a CPU with AVX-512 BF16
+    SmolLM2's decode steps read half the bytes: 1.9-2.0x the float32 call's tokens/s at batch 1, 8 and 32 with
+    the lean decoder, on 2 threads (benchmarks/results/decode_floor_smollm2.md); without native bf16 it is
+    emulated and slower (a one-line note says so). The samples are a bf16 policy's (0.04 nats a token from
+    the float32 model's log-probs there): the trainer logs that gap (``rl.logprob_gap``, on by default here)
+    and ``rl.tis_cap`` corrects it. Needs ``backend=hf``, float32 weights and ``autocast=none``."""
     tiny_vocab_size: Optional[int] = Field(None, ge=300)
     """Vocabulary size of the tokenizer trained for the tiny default. None: the env's suggestion
     (webshop: 4096, for its product words and IDs), else 1024."""
@@ -191,6 +200,15 @@ class PolicyConfig(_Section):
         if self.autocast != "none" and self.dtype not in ("auto", "float32", "fp32"):
             raise ValueError(f"autocast={self.autocast} keeps float32 weights and computes in {self.autocast}; "
                              f"set dtype to auto or float32 (got {self.dtype})")
+        if self.rollout_dtype == "bf16":
+            if self.backend != "hf":
+                raise ValueError(f"rollout_dtype=bf16 is a copy the hf backend samples with; backend={self.backend} "
+                                 "sets its engine's precision with dtype / autocast")
+            if self.autocast != "none":
+                raise ValueError("rollout_dtype=bf16 and autocast=bf16 both sample in bf16; set one of them")
+            if self.dtype not in ("auto", "float32", "fp32"):
+                raise ValueError(f"rollout_dtype=bf16 copies float32 weights; the weights are {self.dtype} "
+                                 "(set dtype to float32, or keep rollout_dtype=same)")
         return self
 
     @property
@@ -264,8 +282,9 @@ class RLConfig(_Section):
     and the trainer. None: off, the ratio is taken against the rollout log-probs (usual PPO). Typical C: 2."""
     logprob_gap: Optional[bool] = None
     """Log ``train/rollout_logprob_gap`` (one extra forward pass without gradient, ~15% of a tiny-policy
-    step). None: on for the ``vllm`` and ``openai`` backends and whenever ``tis_cap`` is set; off for ``hf``,
-    which samples with the trained weights themselves, so the gap is float noise by construction."""
+    step). None: on for the ``vllm`` and ``openai`` backends, for ``hf`` with ``policy.rollout_dtype=bf16`` and
+    whenever ``tis_cap`` is set; off for ``hf`` sampling with the trained weights themselves, where the gap is
+    float noise by construction."""
     max_grad_norm: float = Field(1.0, gt=0)
     """Gradient clipping norm."""
     token_budget: int = Field(16384, ge=64)

@@ -88,14 +88,21 @@ def cpu_has_native_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool | None:
     return None if flags is None else bool({"avx512_bf16", "amx_bf16"} & set(flags))
 
 
-def autocast_note(device: str, autocast: str, cpuinfo: str = "/proc/cpuinfo") -> str | None:
-    """A one-line note when ``policy.autocast=bf16`` will run on a CPU without native bfloat16, where every bf16
-    product is emulated: the RL step of step_cost.py took 4.5x (conversation) to 6.1x (window) longer than in
-    float32 on such a host (AVX2 only, benchmarks/results/step_cost_1201.md)."""
-    if autocast == "none" or resolve_device(device) != "cpu" or cpu_has_native_bf16(cpuinfo) is not False:
+def autocast_note(device: str, autocast: str, cpuinfo: str = "/proc/cpuinfo", *,
+                  rollout_dtype: str = "same") -> str | None:
+    """A one-line note when ``policy.autocast=bf16`` or ``policy.rollout_dtype=bf16`` will run on a CPU without
+    native bfloat16, where every bf16 product is emulated: the RL step of step_cost.py took 4.5x (conversation)
+    to 6.1x (window) longer than in float32 on such a host (AVX2 only, benchmarks/results/step_cost_1201.md)."""
+    if autocast != "none":
+        setting, instead = f"policy.autocast={autocast}", "policy.autocast=none"
+    elif rollout_dtype != "same":
+        setting, instead = f"policy.rollout_dtype={rollout_dtype}", "policy.rollout_dtype=same"
+    else:
         return None
-    return (f"note: policy.autocast={autocast} on a CPU without AVX-512 BF16 or AMX: bfloat16 is emulated here and "
-            "runs several times slower than float32 (policy.autocast=none)")
+    if resolve_device(device) != "cpu" or cpu_has_native_bf16(cpuinfo) is not False:
+        return None
+    return (f"note: {setting} on a CPU without AVX-512 BF16 or AMX: bfloat16 is emulated here and "
+            f"runs several times slower than float32 ({instead})")
 
 
 def mixed_precision(model, autocast: str = "none"):

@@ -38,7 +38,7 @@ def check_run(cfg: RunConfig, *, knobs: bool = False, model: str | Path | None =
     if cfg.env.train_pool:
         check_train_pool(cfg)
     check_device_and_dtype(cfg.policy.device, cfg.policy.weights_dtype, cfg.policy.autocast)
-    note = autocast_note(cfg.policy.device, cfg.policy.autocast)
+    note = autocast_note(cfg.policy.device, cfg.policy.autocast, rollout_dtype=cfg.policy.rollout_dtype)
     if note and note not in _NOTED and os.environ.get("LOCAL_RANK", "0") == "0":  # once, on the main process
         _NOTED.add(note)
         print(note, file=sys.stderr)

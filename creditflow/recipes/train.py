@@ -190,8 +190,10 @@ class TrainRecipe:
         hooks = self.hooks
         if hooks is None:  # curriculum (CRPS / ExpReplay) or diagnostics only, from cfg.curriculum
             hooks = build_hooks(cfg.curriculum, cfg.env, cfg.seed, self.train_factory, warm_start=self.found is None)
-        # hf: each engine generates with the trained module; vllm: one engine serves both, synced every step
-        backend = None if cfg.policy.backend == "hf" else make_backend(cfg.policy, cfg.seed, model, tok, model_path)
+        # hf: each engine generates with the trained module; vllm or hf's bf16 rollout copy: one backend serves
+        # both, synced every step
+        shared = cfg.policy.backend != "hf" or cfg.policy.rollout_dtype != "same"
+        backend = make_backend(cfg.policy, cfg.seed, model, tok, model_path) if shared else None
         engine = engine_settings(cfg)
         train_engine = make_engine(engine, model, tok, self.train_factory, backend=backend, progress=progress,
                                    watch="  rollout")

@@ -245,9 +245,9 @@ class RLTrainer:
         # how the policy runs on training rows (update, reference and trainer log-probs), once for the run
         self.forward = Forward.from_sections(cfg.rl, cfg.rollout, cfg.policy, tokenizer.pad_token_id)
         # the trainer's own log-probs of the sampled tokens: for rl.logprob_gap (default: when another
-        # backend generates) and for TIS (rl.tis_cap), which trains against them (mismatch.py)
+        # backend or a bf16 rollout copy generates) and for TIS (rl.tis_cap), which trains against them (mismatch.py)
         gap = cfg.rl.logprob_gap if cfg.rl.logprob_gap is not None else (
-            cfg.policy.backend != "hf" or cfg.rl.tis_cap is not None)
+            cfg.policy.backend != "hf" or cfg.policy.rollout_dtype != "same" or cfg.rl.tis_cap is not None)
         self.trainer_logprobs = gap or cfg.rl.tis_cap is not None
         self.ref_model = None
         # reference = the policy RL starts from (pi_SFT) unless given; with LoRA that is the model itself
@@ -324,7 +324,7 @@ class RLTrainer:
         with clock("update_s"):
             update = policy_update(self.model, self.optimizer, rows, cfg.rl, self.forward, self.update_rng, self.world,
                                    skip=skip)
-            if update:  # sync: a vLLM engine gets the new weights
+            if update:  # sync: a vLLM engine or a bf16 rollout copy gets the new weights
                 self.train_engine.backend.sync_weights(self.model)
         if update and (not skip or cfg.rl.weight_decay > 0):  # the weights moved off the reference
             self.at_reference = False

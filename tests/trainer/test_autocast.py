@@ -42,6 +42,9 @@ def test_bf16_on_a_cpu_without_native_bf16_gets_a_note(tmp_path, monkeypatch):
     assert autocast_note("cpu", "bf16", str(native)) is None
     assert autocast_note("cpu", "none", str(avx2)) is None
     assert autocast_note("cpu", "bf16", str(tmp_path / "missing")) is None  # cannot tell: no note
+    copy_note = autocast_note("cpu", "none", str(avx2), rollout_dtype="bf16")  # the bf16 rollout copy: the same
+    assert copy_note.startswith("note: policy.rollout_dtype=bf16") and "(policy.rollout_dtype=same)" in copy_note
+    assert autocast_note("cpu", "none", str(native), rollout_dtype="bf16") is None
     monkeypatch.setattr(platform, "machine", lambda: "aarch64")
     assert autocast_note("cpu", "bf16", str(avx2)) is None
 
@@ -177,7 +180,7 @@ def test_run_check_prints_the_bf16_note_once(monkeypatch, capsys):
     """Every command's pre-flight check (check_run) prints the note on stderr, once per process."""
     from creditflow.recipes import checks
 
-    monkeypatch.setattr(checks, "autocast_note", lambda device, autocast: f"note: {autocast} is emulated here")
+    monkeypatch.setattr(checks, "autocast_note", lambda device, autocast, rollout_dtype="same": f"note: {autocast} is emulated here")
     monkeypatch.setattr(checks, "_NOTED", set())
     cfg = build_config(None, ["policy.autocast=bf16", "policy.device=cpu"])
     checks.check_run(cfg)

@@ -59,10 +59,11 @@ def sampling_params(generation: GenerationConfig, tokenizer, evaluation: bool = 
 
 
 def hf_backend(p: PolicyConfig, model, tokenizer) -> HFBackend:
-    """The ``hf`` backend on ``model`` with the run's ``policy.autocast``, ``share_prefix`` and ``decode``;
-    ``decode=lean`` on a model the lean decoder cannot run is a one-line error saying why."""
+    """The ``hf`` backend on ``model`` with the run's ``policy.autocast``, ``share_prefix``, ``decode`` and
+    ``rollout_dtype``; ``decode=lean`` on a model the lean decoder cannot run is a one-line error saying why."""
     try:
-        return HFBackend(model, tokenizer, autocast=p.autocast, share_prefix=p.share_prefix, decode=p.decode)
+        return HFBackend(model, tokenizer, autocast=p.autocast, share_prefix=p.share_prefix, decode=p.decode,
+                         rollout_dtype=p.rollout_dtype)
     except ValueError as err:
         raise UserError(f"policy.decode=lean: {err}") from None
 

@@ -19,12 +19,19 @@ Paths:
   when a later prompt extends one of those sequences, feeds only the new tokens (prompts that extend
   none are prefilled as above). The cache lives until the ``with`` block ends (one rollout: the weights
   do not change inside it).
+* ``rollout_dtype="bf16"`` (``policy.rollout_dtype``): every path above runs on a bfloat16 copy of the
+  float32 weights, made here and refreshed by :meth:`HFBackend.sync_weights` after each update (as verl's
+  rollout engines run bf16 beside float32 training). The behaviour log-probs are then the copy's; the trainer
+  logs their gap to its own (``train/rollout_logprob_gap``) and ``rl.tis_cap`` corrects it
+  (:mod:`creditflow.trainer.mismatch`).
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
+
+import copy
 
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
@@ -70,21 +77,33 @@ class _Preallocated(DynamicLayer):
 
 class HFBackend:
     """``autocast``: ``bf16`` runs generation's forward passes under bfloat16 autocast (``policy.autocast``), so
-    the behaviour log-probs come from the same precision as the update's."""
+    the behaviour log-probs come from the same precision as the update's. ``rollout_dtype``: ``same``
+    generates with ``model`` itself; ``bf16`` with a bfloat16 copy of its float32 weights
+    (:func:`rollout_copy`; a model already in half precision is used as it is)."""
 
     def __init__(self, model, tokenizer, max_batch_size: int = 256, autocast: str = "none",
-                 share_prefix: bool = True, decode: str = "auto"):
-        self.model = model
+                 share_prefix: bool = True, decode: str = "auto", rollout_dtype: str = "same"):
+        if rollout_dtype not in ("same", "bf16"):
+            raise ValueError(f"rollout_dtype must be same or bf16, got {rollout_dtype!r}")
+        self.copied = rollout_dtype == "bf16" and next(model.parameters()).dtype == torch.float32
+        self.model = rollout_copy(model) if self.copied else model
         # the cached loop keeps full-attention caches; a model with sliding-window layers samples through generate
         self.share_prefix = share_prefix and _full_attention_only(model)
-        self.lean = lean_decoder(model, decode, self.share_prefix)
+        self.lean = lean_decoder(self.model, decode, self.share_prefix)
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
         self.autocast = autocast
         self._cache: dict[int, list[_Cached]] | None = None  # by length, inside prefix_cache()
 
     def sync_weights(self, model) -> None:
-        """Nothing to push: this backend generates with the trained module itself."""
+        """The trained weights of ``model`` cast into the bf16 rollout copy (``rollout_dtype="bf16"``); without
+        a copy nothing to push: this backend generates with the trained module itself."""
+        if not self.copied:
+            return
+        trained = dict(model.named_parameters())
+        with torch.no_grad():
+            for name, p in self.model.named_parameters():
+                p.copy_(trained[name])  # in place: the lean decoder sees the new versions and re-fuses
 
     @property
     def device(self):
@@ -353,6 +372,17 @@ def _sample_loop(forward, ids: torch.Tensor, pos: torch.Tensor, params: Sampling
             break
         ids, pos, fed = nxt[:, None], pos[:, -1:] + 1, ~done  # feed the sampled tokens (finished rows: masked)
     return torch.stack(tokens, 1).tolist(), torch.stack(logps, 1).tolist(), length.tolist()
+
+
+def rollout_copy(model):
+    """A bfloat16 copy of ``model`` for generation: its parameters cast, its buffers (the rotary frequencies)
+    kept in their own dtype, no gradients."""
+    out = copy.deepcopy(model).eval()
+    for p in out.parameters():
+        p.requires_grad_(False)
+        p.grad = None
+        p.data = p.data.to(torch.bfloat16)
+    return out
 
 
 def lean_decoder(model, decode: str, share_prefix: bool) -> LeanDecoder | None:
