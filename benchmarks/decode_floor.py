@@ -20,12 +20,21 @@ products' arithmetic at the host's large-product rate. ``hf ms / floor ms`` is t
 that keeps these kernels can reach. The profiler's own overhead inflates the many small operations, so the
 shares are rough; the ms per step come from the unprofiled timing. Writes ``<out>.json`` and ``<out>.md``
 (default ``benchmarks/results/decode_floor``) with the machine.
+
+``--smollm2``: SmolLM2-135M-Instruct (``make smollm2``), whose decode step at small batches reads more bytes of
+weights than it does arithmetic, on four paths side by side: hf and lean on its float32 weights (today's path
+and the lean decoder), and both on the bfloat16 rollout copy (``policy.rollout_dtype=bf16``), at batch 1, 8 and
+32 of distinct first-turn Sokoban prompts; the host's copy bandwidth and each dtype's weight-read time; what
+the copy changes (the gap between its log-probs of its own samples and the float32 model's, the
+``train/rollout_logprob_gap`` a run logs, and how often greedy decoding agrees). Default ``--out``:
+``benchmarks/results/decode_floor_smollm2``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
@@ -35,6 +44,8 @@ from torch.profiler import ProfilerActivity, profile
 from benchmarks import step_cost, step_perf
 from benchmarks.machine import cpu_label, machine_info
 from creditflow.policy.backends.base import SamplingParams
+from creditflow.policy.backends.hf import HFBackend
+from creditflow.policy.load import load_policy
 
 LAYOUT = "conversation+compact+shared"
 STEPS = 16
@@ -153,30 +164,157 @@ def markdown(r: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+SMOL_BATCHES = (1, 8, 32)
+SMOL_PATHS = ("hf", "lean", "hf+bf16", "lean+bf16")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def smollm2_dir() -> Path:
+    return Path(os.environ.get("CREDITFLOW_SMOLLM2") or ROOT / "models" / "smollm2")
+
+
+def fp32_logprobs(model, prompt: list[int], tokens: list[int]) -> list[float]:
+    """log pi(token) of each of ``tokens`` after ``prompt`` under ``model`` (one forward pass)."""
+    ids = torch.tensor([prompt + tokens])
+    with torch.inference_mode():
+        logp = model(input_ids=ids).logits[0, len(prompt) - 1:-1].float().log_softmax(-1)
+    return logp.gather(-1, torch.tensor(tokens)[:, None])[:, 0].tolist()
+
+
+def linear_pass(model, dtype: torch.dtype, repeats: int = 5) -> dict:
+    """ms for one row through every linear layer of ``model`` (the LM head included), its weights cast to
+    ``dtype`` once beforehand: the weight reads of a batch-1 decode step through ``F.linear`` alone, best of
+    ``repeats``, and the bytes per second that makes."""
+    weights = [m.weight.detach().to(dtype) for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    rows = {w.shape[1]: torch.randn(1, w.shape[1], dtype=dtype) for w in weights}
+
+    def one_pass():
+        for w in weights:
+            torch.nn.functional.linear(rows[w.shape[1]], w)
+
+    one_pass()
+    best = min(step_perf.clock(one_pass)[0] for _ in range(repeats))
+    size = sum(w.numel() * w.element_size() for w in weights)
+    return {"ms": 1000 * best, "gb_per_s": size / best / 1e9, "mb": size / 1e6}
+
+
+def copy_effects(model, tok, prompts: list[list[int]], tokens: int = 16) -> dict:
+    """What sampling from the bf16 copy changes: per path, the mean (and largest) |log-prob| gap between the
+    path's log-probs of its own seeded samples and the float32 model's (the trainer's view), and the share of
+    prompts whose ``tokens`` greedy tokens equal the float32 lean path's."""
+    paths = {"lean": HFBackend(model, step_perf._NoStop(tok), decode="lean"),
+             "lean+bf16": HFBackend(model, step_perf._NoStop(tok), decode="lean", rollout_dtype="bf16")}
+    out, greedy = {}, {}
+    for name, backend in paths.items():
+        torch.manual_seed(0)
+        gens = backend.generate(prompts, SamplingParams(max_new_tokens=tokens, temperature=1.0))
+        gaps = [abs(a - b) for p, g in zip(prompts, gens)
+                for a, b in zip(g.logprobs, fp32_logprobs(model, p, g.token_ids))]
+        greedy[name] = [g.token_ids for g in backend.generate(prompts, SamplingParams(max_new_tokens=tokens,
+                                                                                       temperature=0.0))]
+        out[name] = {"logprob_gap_mean": sum(gaps) / len(gaps), "logprob_gap_max": max(gaps)}
+    out["greedy_equal_share"] = sum(a == b for a, b in zip(greedy["lean"], greedy["lean+bf16"])) / len(prompts)
+    out["prompts"], out["tokens"] = len(prompts), tokens
+    return out
+
+
+def run_smollm2(args) -> dict:
+    model, tok = load_policy(smollm2_dir(), "cpu")
+    weights = {"float32": sum(p.numel() * p.element_size() for p in model.parameters()) / 1e6}
+    weights["bfloat16"] = weights["float32"] / 2
+    load_start = step_cost.load_snapshot()
+    bandwidth = step_perf.copy_bandwidth()
+    decode = {}
+    for batch in SMOL_BATCHES:
+        prompts = step_cost.smollm2_prompts(tok, batch)
+        decode[batch] = step_perf.decode_cost(model, tok, prompts, args.repeats, steps=8, bf16_copy=True)
+        print(f"batch {batch}: " + ", ".join(f"{p} {decode[batch][p]['ms_wall']:.1f} ms" for p in SMOL_PATHS),
+              flush=True)
+    effects = copy_effects(model, tok, step_cost.smollm2_prompts(tok, 8))
+    linear = {"float32": linear_pass(model, torch.float32), "bfloat16": linear_pass(model, torch.bfloat16)}
+    return {"benchmark": "decode_floor_smollm2", "model": "SmolLM2-135M-Instruct (models/smollm2, float32)",
+            "batches": list(SMOL_BATCHES), "paths": list(SMOL_PATHS), "steps": 8, "repeats": args.repeats,
+            "decode": decode, "weights_mb": weights, "copy_gbs": bandwidth,
+            "weight_read_ms": {k: mb / 1e3 / bandwidth * 1e3 for k, mb in weights.items()},
+            "copy_effects": effects, "linear_pass": linear, "torch_threads": torch.get_num_threads(),
+            "load": {"start": load_start, "end": step_cost.load_snapshot()}, "machine": machine_info()}
+
+
+def markdown_smollm2(r: dict) -> str:
+    m, d = r["machine"], r["decode"]
+    e = r["copy_effects"]
+    lines = ["# SmolLM2's decode step: float32 weights against the bfloat16 rollout copy", "",
+             f"Machine: {cpu_label(m)} ({m['cores']} cores), torch {m['torch']}, {r['torch_threads']} torch "
+             f"thread(s), {m['date']}; memory copies at {r['copy_gbs']:.1f} GB/s (one 512 MiB copy, read + write, "
+             f"best of 3). Load average at the start {r['load']['start']['loadavg']}, at the end "
+             f"{r['load']['end']['loadavg']}.", "",
+             f"{r['model']}: first-turn Sokoban prompts (paper template, its chat template), one distinct prompt "
+             f"a row, no stop token; a decode step is the time of {r['steps'] + 1} tokens minus that of 1, over "
+             f"{r['steps']}, medians of {r['repeats']} interleaved repeats. Paths: `hf` is today's path "
+             "(the transformers model call on the float32 weights), `lean` the lean decoder (`policy.decode=lean`) "
+             "on them, `+bf16` the same on the bfloat16 rollout copy (`policy.rollout_dtype=bf16`).", "",
+             "| batch | context tokens | " + " | ".join(f"{p} ms (tokens/s)" for p in r["paths"])
+             + " | lean+bf16 over hf, wall (CPU) |", "|---|---|" + "---|" * (len(r["paths"]) + 1)]
+    for batch in r["batches"]:
+        row = d[str(batch)] if str(batch) in d else d[batch]
+        cells = [f"{row[p]['ms_wall']:.1f} ({1000 * batch / row[p]['ms_wall']:.1f})" for p in r["paths"]]
+        over = row["over_hf"]["lean+bf16"]
+        lines.append(f"| {batch} | {row['context_tokens_mean']:.0f} | " + " | ".join(cells)
+                     + f" | **{over['wall']:.2f}x** ({over['cpu']:.2f}x) |")
+    w, t = r["weights_mb"], r["weight_read_ms"]
+    row1 = d["1"] if "1" in d else d[1]
+    lines += ["", f"Weights read once per decode step: {w['float32']:.0f} MB in float32, {t['float32']:.1f} ms at the "
+              f"copy bandwidth; {w['bfloat16']:.0f} MB in bfloat16, {t['bfloat16']:.1f} ms. On float32 weights no "
+              f"path's batch-1 step can be shorter than {t['float32']:.1f} ms, "
+              f"{1000 / t['float32']:.1f} tokens/s. What the batch-1 step pays instead is the linear layers' "
+              f"matrix-vector products: one row through every linear layer and the LM head, nothing else, takes "
+              f"{r['linear_pass']['float32']['ms']:.1f} ms in float32 "
+              f"({r['linear_pass']['float32']['gb_per_s']:.1f} GB/s of weights) and "
+              f"{r['linear_pass']['bfloat16']['ms']:.1f} ms in bfloat16 "
+              f"({r['linear_pass']['bfloat16']['gb_per_s']:.1f} GB/s): a float32 path through these kernels is at "
+              f"best {row1['hf']['ms_wall'] / r['linear_pass']['float32']['ms']:.2f}x faster than hf's "
+              f"{row1['hf']['ms_wall']:.1f} ms at batch 1, with every other operation removed.", "",
+              f"What the copy changes ({e['prompts']} prompts, {e['tokens']} tokens each, seeded samples at "
+              "temperature 1): the mean |log-prob| gap between a path's log-probs of its own samples and the "
+              "float32 model's, what a run logs as `train/rollout_logprob_gap`, is "
+              f"{e['lean']['logprob_gap_mean']:.2e} on the float32 lean path (largest {e['lean']['logprob_gap_max']:.2e})"
+              f" and {e['lean+bf16']['logprob_gap_mean']:.3f} on the bf16 copy (largest "
+              f"{e['lean+bf16']['logprob_gap_max']:.3f}); greedy decoding gives the same {e['tokens']} tokens on "
+              f"{e['greedy_equal_share']:.0%} of the prompts.", "",
+              "Produced by `python -m benchmarks.decode_floor --smollm2`."]
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="runs/step_cost_models", help="where step_cost's pi_SFT are cached")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     ap.add_argument("--repeats", type=int, default=3, help="interleaved repeats of the unprofiled timing")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "decode_floor"))
+    ap.add_argument("--out", help="record path without suffix (default benchmarks/results/decode_floor, "
+                                  "decode_floor_smollm2 with --smollm2)")
+    ap.add_argument("--smollm2", action="store_true", help="SmolLM2's decode step, float32 against the bf16 copy")
     ap.add_argument("--markdown", action="store_true", help="only rewrite <out>.md from <out>.json")
     args = ap.parse_args()
-    out = Path(args.out)
+    render = markdown_smollm2 if args.smollm2 else markdown
+    out = Path(args.out or Path(__file__).parent / "results" / ("decode_floor_smollm2" if args.smollm2 else
+                                                                 "decode_floor"))
     if args.markdown:
         if not out.with_suffix(".json").is_file():
             ap.error(f"--markdown: no record at {out.with_suffix('.json')}")
-        out.with_suffix(".md").write_text(markdown(json.loads(out.with_suffix(".json").read_text())))
+        out.with_suffix(".md").write_text(render(json.loads(out.with_suffix(".json").read_text())))
         return
     if args.threads < 1 or args.repeats < 1:
         ap.error("--threads and --repeats must be at least 1")
+    if args.smollm2 and not (smollm2_dir() / "config.json").is_file():
+        ap.error(f"--smollm2: no model at {smollm2_dir()} (make smollm2, or set CREDITFLOW_SMOLLM2)")
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
-    result = run(args)
+    result = run_smollm2(args) if args.smollm2 else run(args)
     result["benchmark_minutes"] = round((time.perf_counter() - t0) / 60, 1)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
-    out.with_suffix(".md").write_text(markdown(result))
-    print(markdown(result))
+    out.with_suffix(".md").write_text(render(result))
+    print(render(result))
 
 
 if __name__ == "__main__":

@@ -101,10 +101,16 @@ class _NoStop:
         return self.tok.decode(*args, **kwargs)
 
 
-def backends(model, tok, autocast: str = "none") -> dict[str, HFBackend]:
-    """The two paths of the ``hf`` backend's sampling loop, both with ``share_prefix``, no stop token."""
-    return {decode: HFBackend(model, _NoStop(tok), autocast=autocast, share_prefix=True, decode=decode)
-            for decode in ("hf", "lean")}
+def backends(model, tok, autocast: str = "none", bf16_copy: bool = False) -> dict[str, HFBackend]:
+    """The two paths of the ``hf`` backend's sampling loop, both with ``share_prefix``, no stop token; with
+    ``bf16_copy`` also both on a bfloat16 rollout copy (``policy.rollout_dtype=bf16``), as ``hf+bf16`` and
+    ``lean+bf16``."""
+    out = {decode: HFBackend(model, _NoStop(tok), autocast=autocast, share_prefix=True, decode=decode)
+           for decode in ("hf", "lean")}
+    if bf16_copy:
+        out.update({f"{decode}+bf16": HFBackend(model, _NoStop(tok), share_prefix=True, decode=decode,
+                                                rollout_dtype="bf16") for decode in ("hf", "lean")})
+    return out
 
 
 def median(values) -> float:
@@ -112,10 +118,10 @@ def median(values) -> float:
 
 
 def decode_cost(model, tok, prompts: list[list[int]], repeats: int = 3, steps: int = 16,
-                autocast: str = "none") -> dict:
-    """ms per decode step for the batch ``prompts`` on each path (wall and CPU, medians over ``repeats``
-    interleaved), the lean path's GFLOP per step, and the ratios hf / lean."""
-    paths = backends(model, tok, autocast)
+                autocast: str = "none", bf16_copy: bool = False) -> dict:
+    """ms per decode step for the batch ``prompts`` on each path of :func:`backends` (wall and CPU, medians over
+    ``repeats`` interleaved), the lean path's GFLOP per step, the ratios hf / lean and, per path, hf / path."""
+    paths = backends(model, tok, autocast, bf16_copy)
     found = {name: b._prefill_distinct(prompts) for name, b in paths.items()}
 
     def run(name: str, k: int):
@@ -137,6 +143,8 @@ def decode_cost(model, tok, prompts: list[list[int]], repeats: int = 3, steps: i
                      "all_ms_wall": per[name]["wall"], "all_ms_cpu": per[name]["cpu"]}
     out["ratio_wall"] = out["hf"]["ms_wall"] / out["lean"]["ms_wall"]
     out["ratio_cpu"] = out["hf"]["ms_cpu"] / out["lean"]["ms_cpu"]
+    out["over_hf"] = {name: {"wall": out["hf"]["ms_wall"] / out[name]["ms_wall"],
+                             "cpu": out["hf"]["ms_cpu"] / out[name]["ms_cpu"]} for name in paths}
     return out
 
 

@@ -934,6 +934,27 @@ def test_decode_floor_splits_a_decode_step_by_operation_and_counts_the_linear_ar
         2 * 6 * (c.num_hidden_layers * per_layer + c.vocab_size * h) / 1e9)
 
 
+def test_decode_floor_smollm2_parts_measure_the_bf16_copy_against_the_float32_model(tiny_model_dir):
+    """decode_floor --smollm2's parts on the tiny policy: the four paths' decode timings with their ratios over
+    hf; the linear pass reads every linear weight once (float32 bytes, then half in bf16); the float32 lean path's
+    log-probs are the float32 model's (gap at float rounding) while the bf16 copy's are not."""
+    from benchmarks import decode_floor, step_perf
+    from creditflow.policy.load import load_policy
+
+    model, tok = load_policy(tiny_model_dir, "cpu")
+    ids = tok("box on the left", add_special_tokens=False)["input_ids"]
+    prompts = [ids + [5, 6, 7], ids + [8, 9]]
+    timing = step_perf.decode_cost(model, tok, prompts, repeats=1, steps=2, bf16_copy=True)
+    assert set(timing["over_hf"]) == set(decode_floor.SMOL_PATHS)
+    assert timing["over_hf"]["hf"] == {"wall": 1.0, "cpu": 1.0}
+    size = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    assert decode_floor.linear_pass(model, torch.float32, repeats=1)["mb"] == pytest.approx(4 * size / 1e6)
+    assert decode_floor.linear_pass(model, torch.bfloat16, repeats=1)["mb"] == pytest.approx(2 * size / 1e6)
+    effects = decode_floor.copy_effects(model, tok, prompts, tokens=4)
+    assert effects["lean"]["logprob_gap_mean"] < 1e-4 < effects["lean+bf16"]["logprob_gap_mean"]
+    assert 0 <= effects["greedy_equal_share"] <= 1 and effects["prompts"] == 2
+
+
 def test_credit_audit_never_mixes_menus_or_lm_records_from_other_weights(tmp_path, monkeypatch, capsys):
     """A π_SFT rebuilt on another host has other weights. The parts that sample free-text menus from it refuse to
     extend records whose menus came from the first build (exit 2, one line, nothing written); the LM part runs,
