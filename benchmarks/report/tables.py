@@ -136,12 +136,20 @@ def performance_rows() -> tuple[list[list[str]], list[str]]:
                      f"{d['lean']['ms_cpu']:.1f} ms: lean decoder (`policy.decode=lean`)",
                      f"{d['hf']['ms_cpu']:.1f} ms: transformers model call (`policy.decode=hf`)",
                      f"{d['ratio_cpu']:.2f}×", lean_machine, "`step_cost_lean.json`"])
-    for batch, d in lean["smollm2"].items():
-        rows.append([f"SmolLM2-135M decode, batch {batch}, CPU seconds",
-                     f"{1000 * int(batch) / d['lean']['ms_cpu']:.1f} tokens/s: lean decoder",
-                     f"{1000 * int(batch) / d['hf']['ms_cpu']:.1f} tokens/s: transformers model call",
-                     f"{d['ratio_cpu']:.2f}×", lean_machine, "`step_cost_lean.json`"])
     sources.append("step_cost_lean.json")
+    smol = read_json(paths.RESULTS / "decode_floor_smollm2.json")
+    for batch in ("1", "8"):
+        d = smol["decode"][batch]
+        rate = {p: 1000 * int(batch) / d[p]["ms_wall"] for p in ("hf", "lean", "lean+bf16")}
+        rows.append([f"SmolLM2-135M decode, batch {batch}, wall seconds",
+                     f"{rate['lean+bf16']:.1f} tokens/s: lean decoder on the bf16 rollout copy "
+                     f"(`policy.rollout_dtype=bf16`); {rate['lean']:.1f} on the float32 weights",
+                     f"{rate['hf']:.1f} tokens/s: transformers model call, float32",
+                     f"{d['over_hf']['lean+bf16']['wall']:.2f}× (float32 lean: {d['over_hf']['lean']['wall']:.2f}×)",
+                     machine_text({**smol["machine"], "matmul_gflops": None})
+                     + f"; {smol['torch_threads']} threads; load average {smol['load']['start']['loadavg'][0]:g}-"
+                     f"{smol['load']['end']['loadavg'][0]:g}", "`decode_floor_smollm2.json`"])
+    sources.append("decode_floor_smollm2.json")
     floor = read_json(paths.RESULTS / "decode_floor.json")
     t, lean_ops = floor["timing"], floor["categories"]["lean"]
     rows.append([f"one decode step of the tiny policy, batch {floor['batch']} (`conversation` layout), CPU seconds; "
