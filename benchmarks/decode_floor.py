@@ -240,6 +240,24 @@ def run_smollm2(args) -> dict:
             "load": {"start": load_start, "end": step_cost.load_snapshot()}, "machine": machine_info()}
 
 
+def rl_steps(args) -> dict:
+    """One RewardFlow step of SmolLM2 on Sokoban per arm, ``policy.rollout_dtype`` same then bf16, interleaved,
+    ``args.step_repeats`` times each from the same weights, tasks and torch seed (smollm2_zero_shot's step: 1 task
+    x 4 rollouts, 5 turns of 48 tokens, window + paper, KL 0.01), by phase; bf16 samples other tokens, so the
+    work per step differs and the record keeps it."""
+    from benchmarks import smollm2_zero_shot
+
+    ns = argparse.Namespace(model=str(smollm2_dir()), scratch=str(ROOT / "runs" / "decode_floor_smollm2"),
+                            step_tasks=1, step_group=4, max_steps=5, max_new_tokens=48)
+    arms: dict[str, list] = {"same": [], "bf16": []}
+    for k in range(args.step_repeats):
+        for arm, steps in arms.items():
+            ns.extra = [f"policy.rollout_dtype={arm}"]
+            steps.append(smollm2_zero_shot.step_cost(ns))
+            print(f"step {k} rollout_dtype={arm}: {json.dumps(steps[-1])}", flush=True)
+    return {"arms": arms, "torch_threads": torch.get_num_threads(), "setting": arms["same"][0]["setting"]}
+
+
 def markdown_smollm2(r: dict) -> str:
     m, d = r["machine"], r["decode"]
     e = r["copy_effects"]
@@ -282,6 +300,23 @@ def markdown_smollm2(r: dict) -> str:
               f"{e['lean+bf16']['logprob_gap_max']:.3f}); greedy decoding gives the same {e['tokens']} tokens on "
               f"{e['greedy_equal_share']:.0%} of the prompts.", "",
               "Produced by `python -m benchmarks.decode_floor --smollm2`."]
+    if r.get("rl_step"):
+        st = r["rl_step"]
+        lines += ["", f"One RL step of SmolLM2 (RewardFlow on Sokoban, {st['setting']['tasks']} task x "
+                  f"{st['setting']['group']} rollouts, {st['setting']['max_steps']} turns of "
+                  f"{st['setting']['max_new_tokens']} tokens, {st['setting']['layout']}, KL {st['setting']['kl_coef']}; "
+                  f"{st['torch_threads']} threads), each arm from the same weights, tasks and seed, interleaved "
+                  "(`--smollm2 --step`); wall seconds by phase (`mismatch`: the trainer's own log-probs of the "
+                  "samples, for the logged gap):", "",
+                  "| policy.rollout_dtype | rollout s | mismatch s | reference s | update s | step s | generated tokens "
+                  "| generation tokens/s | rollout/trainer gap |", "|---|---|---|---|---|---|---|---|---|"]
+        for arm, steps in st["arms"].items():
+            for one in steps:
+                gap = one.get("rollout_logprob_gap")
+                lines.append(f"| {arm} | {one['rollout_s']} | {one['mismatch_s']} | {one['ref_s']} | {one['update_s']} "
+                             f"| {one['step_s']} | {one['generated_tokens']} | {one['generation_tokens_per_s']} | "
+                             + ("–" if gap is None else f"{gap:.3f}") + " |")
+        lines += ["", "Produced by `python -m benchmarks.decode_floor --smollm2 --step` (added to the record above)."]
     return "\n".join(lines) + "\n"
 
 
@@ -293,6 +328,9 @@ def main() -> None:
     ap.add_argument("--out", help="record path without suffix (default benchmarks/results/decode_floor, "
                                   "decode_floor_smollm2 with --smollm2)")
     ap.add_argument("--smollm2", action="store_true", help="SmolLM2's decode step, float32 against the bf16 copy")
+    ap.add_argument("--step", action="store_true",
+                    help="with --smollm2: add one SmolLM2 RL step per policy.rollout_dtype to the existing record")
+    ap.add_argument("--step-repeats", type=int, default=2, help="with --step: steps per arm (default 2)")
     ap.add_argument("--markdown", action="store_true", help="only rewrite <out>.md from <out>.json")
     args = ap.parse_args()
     render = markdown_smollm2 if args.smollm2 else markdown
@@ -303,11 +341,19 @@ def main() -> None:
             ap.error(f"--markdown: no record at {out.with_suffix('.json')}")
         out.with_suffix(".md").write_text(render(json.loads(out.with_suffix(".json").read_text())))
         return
-    if args.threads < 1 or args.repeats < 1:
-        ap.error("--threads and --repeats must be at least 1")
+    if args.threads < 1 or args.repeats < 1 or args.step_repeats < 1:
+        ap.error("--threads, --repeats and --step-repeats must be at least 1")
     if args.smollm2 and not (smollm2_dir() / "config.json").is_file():
         ap.error(f"--smollm2: no model at {smollm2_dir()} (make smollm2, or set CREDITFLOW_SMOLLM2)")
     torch.set_num_threads(args.threads)
+    if args.step:
+        if not args.smollm2 or not out.with_suffix(".json").is_file():
+            ap.error(f"--step adds to a --smollm2 record: run --smollm2 first (no record at {out.with_suffix('.json')})")
+        result = json.loads(out.with_suffix(".json").read_text())
+        result["rl_step"] = rl_steps(args)
+        out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+        out.with_suffix(".md").write_text(render(result))
+        return
     t0 = time.perf_counter()
     result = run_smollm2(args) if args.smollm2 else run(args)
     result["benchmark_minutes"] = round((time.perf_counter() - t0) / 60, 1)

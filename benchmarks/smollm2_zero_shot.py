@@ -98,11 +98,12 @@ def zero_shot(env: str, args) -> dict:
 
 
 def step_cost(args) -> dict:
-    """One RewardFlow step from SmolLM2 on Sokoban, timed by phase, with the tokens each phase processed."""
+    """One RewardFlow step from SmolLM2 on Sokoban, timed by phase, with the tokens each phase processed
+    (``args.extra``: more key=value overrides)."""
     out = Path(args.scratch) / "step"
     cfg = build_config(None, [f"out_dir={out}", "rl.algo=rewardflow", f"policy.model={args.model}",
                               f"rollout.tasks_per_step={args.step_tasks}", f"rollout.group_size={args.step_group}",
-                              *settings(args)])
+                              *settings(args), *getattr(args, "extra", [])])
     factory = env_factory(cfg.env, cfg.rollout.max_steps)
     model, tok = load_policy(args.model, "cpu")
     engine = make_engine(engine_settings(cfg), model, tok, factory)
@@ -133,6 +134,7 @@ def step_cost(args) -> dict:
                     "ppo_epochs": cfg.rl.ppo_epochs},
         "step_s": round(m["time/step_s"], 1), "rollout_s": round(m["time/rollout_s"], 1),
         "ref_s": round(m["time/ref_s"], 1), "update_s": round(m["time/update_s"], 1),
+        "mismatch_s": round(m["time/mismatch_s"], 1), "rollout_logprob_gap": m.get("train/rollout_logprob_gap"),
         "episodes": len(trajs), "decisions": int(m["train/samples"]),
         "prompt_tokens": prompt, "generated_tokens": generated, "train_row_tokens": row_tokens,
         "generation_tokens_per_s": round(generated / m["time/rollout_s"], 1),
