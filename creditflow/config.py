@@ -147,8 +147,9 @@ class PolicyConfig(_Section):
     SmolLM2's decode steps read half the bytes: 1.9-2.0x the float32 call's tokens/s at batch 1, 8 and 32 with
     the lean decoder, on 2 threads (benchmarks/results/decode_floor_smollm2.md); without native bf16 it is
     emulated and slower (a one-line note says so). The samples are a bf16 policy's (0.04 nats a token from
-    the float32 model's log-probs there): the trainer logs that gap (``rl.logprob_gap``, on by default here)
-    and ``rl.tis_cap`` corrects it. Needs ``backend=hf``, float32 weights and ``autocast=none``."""
+    the float32 model's log-probs there): the trainer logs that gap (``rl.logprob_gap``, on by default here;
+    one forward pass, 11 s of SmolLM2's 80-s step in that record) and ``rl.tis_cap`` corrects it. Needs
+    ``backend=hf``, float32 weights and ``autocast=none``."""
     tiny_vocab_size: Optional[int] = Field(None, ge=300)
     """Vocabulary size of the tokenizer trained for the tiny default. None: the env's suggestion
     (webshop: 4096, for its product words and IDs), else 1024."""

@@ -79,8 +79,11 @@ def test_rollout_dtype_needs_the_hf_backend(tmp_path):
         build_config(None, [f"out_dir={tmp_path}", "policy.rollout_dtype=bf16", "policy.backend=vllm"])
 
 
-def test_a_run_with_a_bf16_copy_trains_float32_and_logs_the_gap(tmp_path, tiny_model_dir):
+@pytest.mark.parametrize("lora", [False, True])
+def test_a_run_with_a_bf16_copy_trains_float32_and_logs_the_gap(tmp_path, tiny_model_dir, lora):
+    """Full fine-tuning and LoRA (the copy is of the adapted model; its adapters follow the updates)."""
     cfg = build_config(None, [f"out_dir={tmp_path / 'run'}", f"policy.model={tiny_model_dir}", "rl.steps=2",
+                              f"policy.lora={str(lora).lower()}",
                               "rollout.tasks_per_step=2", "rollout.group_size=2", "rl.eval_episodes=2",
                               "rl.eval_every=1", "generation.max_new_tokens=6", "rollout.max_steps=3", "rl.lr=1e-2",
                               "rl.algo=rewardflow", "rl.kl_coef=0", "rl.entropy_coef=0.01",  # a gradient without successes
@@ -91,11 +94,14 @@ def test_a_run_with_a_bf16_copy_trains_float32_and_logs_the_gap(tmp_path, tiny_m
     assert all(0 < g < 0.1 for g in gaps), gaps  # bf16 against float32: small, never zero
     assert all(r["train/update_skipped"] == 0.0 for r in rows[1:])
     backend = trainer.train_engine.backend
-    start, _ = load_policy(tiny_model_dir, "cpu")
-    assert not all(torch.equal(a, b) for a, b in zip(start.parameters(), trainer.model.parameters()))  # it trained
+    start = {n.split("base_model.model.")[-1].replace(".base_layer", ""): p
+             for n, p in load_policy(tiny_model_dir, "cpu")[0].named_parameters()}
+    moved = [not torch.equal(start[n.split("base_model.model.")[-1].replace(".base_layer", "")], p)
+             for n, p in trainer.model.named_parameters() if "lora_" not in n]
+    assert any(moved) != lora  # full fine-tuning moved the weights; LoRA only its adapters
     assert backend is trainer.eval_engine.backend and backend.copied  # one copy, evaluated as trained
     assert {p.dtype for p in trainer.model.parameters()} == {torch.float32}
     for (name, mine), (_, theirs) in zip(backend.model.named_parameters(), trainer.model.named_parameters()):
         assert torch.equal(mine, theirs.detach().to(torch.bfloat16)), name  # synced after the last update
-    saved, _ = load_policy(out / "checkpoints" / "step_000002", "cpu")
+    saved, _ = load_policy(out / "checkpoints" / "step_000002", "cpu")  # a LoRA adapter loads merged
     assert {p.dtype for p in saved.parameters()} == {torch.float32}
