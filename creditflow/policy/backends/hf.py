@@ -28,10 +28,9 @@ Paths:
 
 from __future__ import annotations
 
+import copy
 from contextlib import contextmanager
 from dataclasses import dataclass
-
-import copy
 
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
