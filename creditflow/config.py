@@ -145,7 +145,8 @@ class PolicyConfig(_Section):
     copy of its float32 weights, refreshed after every update, while the update, the optimizer and the
     checkpoints stay float32 (verl's bf16 rollout engine beside float32 training). On a CPU with AVX-512 BF16
     SmolLM2's decode steps read half the bytes: 1.9-2.0x the float32 call's tokens/s at batch 1, 8 and 32 with
-    the lean decoder, on 2 threads (benchmarks/results/decode_floor_smollm2.md); without native bf16 it is
+    the lean decoder, on 2 threads (benchmarks/results/decode_floor_smollm2.md); not on the tiny policy, whose
+    decode is bound by overhead (the demo with it: no faster, docs/scaling.md); without native bf16 it is
     emulated and slower (a one-line note says so). The samples are a bf16 policy's (0.04 nats a token from
     the float32 model's log-probs there): the trainer logs that gap (``rl.logprob_gap``, on by default here;
     one forward pass, 11 s of SmolLM2's 80-s step in that record) and ``rl.tis_cap`` corrects it. Needs
