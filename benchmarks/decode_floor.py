@@ -227,8 +227,8 @@ def run_smollm2(args) -> dict:
     decode = {}
     for batch in SMOL_BATCHES:
         prompts = step_cost.smollm2_prompts(tok, batch)
-        decode[batch] = step_perf.decode_cost(model, tok, prompts, args.repeats, steps=8, bf16_copy=True)
-        print(f"batch {batch}: " + ", ".join(f"{p} {decode[batch][p]['ms_wall']:.1f} ms" for p in SMOL_PATHS),
+        decode[str(batch)] = step_perf.decode_cost(model, tok, prompts, args.repeats, steps=8, bf16_copy=True)
+        print(f"batch {batch}: " + ", ".join(f"{p} {decode[str(batch)][p]['ms_wall']:.1f} ms" for p in SMOL_PATHS),
               flush=True)
     effects = copy_effects(model, tok, step_cost.smollm2_prompts(tok, 8))
     linear = {"float32": linear_pass(model, torch.float32), "bfloat16": linear_pass(model, torch.bfloat16)}
@@ -274,13 +274,13 @@ def markdown_smollm2(r: dict) -> str:
              "| batch | context tokens | " + " | ".join(f"{p} ms (tokens/s)" for p in r["paths"])
              + " | lean+bf16 over hf, wall (CPU) |", "|---|---|" + "---|" * (len(r["paths"]) + 1)]
     for batch in r["batches"]:
-        row = d[str(batch)] if str(batch) in d else d[batch]
+        row = d[str(batch)]  # keyed by str, as JSON keeps them
         cells = [f"{row[p]['ms_wall']:.1f} ({1000 * batch / row[p]['ms_wall']:.1f})" for p in r["paths"]]
         over = row["over_hf"]["lean+bf16"]
         lines.append(f"| {batch} | {row['context_tokens_mean']:.0f} | " + " | ".join(cells)
                      + f" | **{over['wall']:.2f}x** ({over['cpu']:.2f}x) |")
     w, t = r["weights_mb"], r["weight_read_ms"]
-    row1 = d["1"] if "1" in d else d[1]
+    row1 = d["1"]
     lines += ["", f"Weights read once per decode step: {w['float32']:.0f} MB in float32, {t['float32']:.1f} ms at the "
               f"copy bandwidth; {w['bfloat16']:.0f} MB in bfloat16, {t['bfloat16']:.1f} ms. On float32 weights no "
               f"path's batch-1 step can be shorter than {t['float32']:.1f} ms, "
